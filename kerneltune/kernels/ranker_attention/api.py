@@ -1,0 +1,105 @@
+"""The public launch API: validates arguments, picks a config, runs the kernel."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .bounds import check_bounds
+from .cap import CapMethod
+from .config import SUPPORTED_HEAD_DIMS, KernelConfig, Problem, infeasibility
+from .heuristics import heuristic_config
+from .kernel import Forward, build_forward
+
+KERNEL_NAME = "ranker_attention"
+_SOURCES = ("kernel.py", "cap.py", "bounds.py", "config.py")
+
+
+@functools.cache
+def kernel_source_hash() -> str:
+    """Hash of the files that decide what compiles; a tuned entry with another is stale."""
+    from kerneltune.tables.stamps import source_hash
+
+    here = Path(__file__).parent
+    return source_hash(here / name for name in _SOURCES)
+
+
+def problem_of(q: Any, k: Any, v: Any, bounds: Any, *, sm_scale: float | None,
+               cap_method: CapMethod | str, cap: float | None) -> Problem:
+    """Check the call's arguments and return the static problem they describe."""
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if getattr(x, "ndim", None) != 4:
+            raise ValueError(f"{name}: expected rank 4 [B, T, H, D], got shape {getattr(x, 'shape', None)}")
+    dtype = jnp.dtype(q.dtype)
+    if dtype not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
+        raise ValueError(f"q: dtype {dtype} is not bfloat16 or float16")
+    for name, x in (("k", k), ("v", v)):
+        if jnp.dtype(x.dtype) != dtype:
+            raise ValueError(f"{name}: dtype {x.dtype} differs from q's {dtype}")
+    b, t, hq, d = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"v: shape {v.shape} differs from k's {k.shape}")
+    if k.shape[0] != b or k.shape[1] != t or k.shape[3] != d:
+        raise ValueError(f"k: shape {k.shape} must be [B={b}, T={t}, Hkv, D={d}] to match q")
+    hkv = k.shape[2]
+    if hq % hkv:
+        raise ValueError(f"q: {hq} heads is not a multiple of k's {hkv} heads (GQA needs Hq % Hkv == 0)")
+    if d not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"q: head_dim {d} is not one of {SUPPORTED_HEAD_DIMS}")
+    if getattr(bounds, "shape", None) != (b, 4):
+        raise ValueError(f"bounds: expected shape [B={b}, 4], got {getattr(bounds, 'shape', None)}")
+    if jnp.dtype(bounds.dtype) != jnp.dtype(jnp.int32):
+        raise ValueError(f"bounds: dtype must be int32, got {bounds.dtype}")
+    if not isinstance(bounds, jax.core.Tracer):
+        check_bounds(np.asarray(bounds), t)
+    return Problem(batch=b, seq_len=t, q_heads=hq, kv_heads=hkv, head_dim=d, dtype=dtype.name,
+                   cap_method=CapMethod.parse(cap_method), cap=cap, sm_scale=sm_scale)
+
+
+@functools.cache
+def _compiled(problem: Problem, config: KernelConfig, interpret: bool) -> Forward:
+    return build_forward(problem, config, interpret=interpret)
+
+
+def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig:
+    """The caller's tiles if given, else the tuned table's entry, else the heuristic;
+    always with the problem's cap and scale."""
+    if config is None:
+        from kerneltune.tables.lookup import log_miss, tuned_config
+
+        tiles = tuned_config(KERNEL_NAME, problem.bucket(), kernel_source_hash(),
+                             Problem.HARD_BUCKET_FIELDS)
+        if tiles is not None:
+            tuned = KernelConfig.for_problem(problem, **tiles)
+            why = infeasibility(tuned, problem)
+            if why is None:
+                return tuned
+            log_miss(f"{KERNEL_NAME}: tuned config {tiles} does not fit this problem ({why})")
+        return KernelConfig.for_problem(problem, **heuristic_config(problem))
+    chosen = KernelConfig.for_problem(problem, **config.tile())
+    why = infeasibility(chosen, problem)
+    if why is not None:
+        raise ValueError(f"config: {why}")
+    return chosen
+
+
+def ranker_attention(q: jax.Array, k: jax.Array, v: jax.Array, bounds: jax.Array, *,
+                     sm_scale: float | None = None, cap_method: CapMethod | str = "none",
+                     cap: float | None = None, config: KernelConfig | None = None,
+                     return_lse: bool = False, interpret: bool = False):
+    """Ranker attention forward on Hopper (or the CPU with ``interpret=True``).
+
+    q ``[B, T, Hq, D]``, k and v ``[B, T, Hkv, D]``, bounds ``[B, 4]`` int32 as
+    (history_lower, history_upper, candidate_lower, candidate_upper). Returns
+    ``out`` ``[B, T, Hq, D]`` or ``(out, lse)`` with lse ``[B, Hq, T]`` float32
+    (natural log; -inf and out = 0 for rows in neither segment).
+    """
+    problem = problem_of(q, k, v, bounds, sm_scale=sm_scale, cap_method=cap_method, cap=cap)
+    chosen = choose_config(problem, config)
+    out, lse = _compiled(problem, chosen, interpret)(q, k, v, bounds)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,108 @@
+"""Logit capping: one definition shared by the kernel and both references."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+
+class CapMethod(enum.StrEnum):
+    """How scaled logits are bounded before the softmax.
+
+    ``TANH_APPROX`` is the same function as ``TANH`` evaluated with the GPU's
+    ``tanh.approx.f32`` instruction; it is verified against the exact one with
+    the looser tolerance in :data:`CAP_TOLERANCE`.
+    """
+
+    NONE = "none"
+    TANH = "tanh"
+    TANH_APPROX = "tanh_approx"
+    SOFTSIGN = "softsign"
+    CLAMP = "clamp"
+
+    @classmethod
+    def parse(cls, value: CapMethod | str) -> CapMethod:
+        try:
+            return cls(value)
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise ValueError(f"cap_method: {value!r} is not one of {names}") from None
+
+    @property
+    def needs_cap(self) -> bool:
+        return self is not CapMethod.NONE
+
+
+# Extra absolute error on the output allowed for a method, on top of the dtype's
+# rounding. tanh.approx.f32 has a relative error of about 2**-11, so a logit of
+# size c moves by up to c * 2**-11; softmax weights move by the same relative
+# amount, which at c = 30 is 1.5% of a weight in the worst row.
+CAP_TOLERANCE: dict[CapMethod, float] = {
+    CapMethod.NONE: 0.0,
+    CapMethod.TANH: 0.0,
+    CapMethod.TANH_APPROX: 2e-2,
+    CapMethod.SOFTSIGN: 0.0,
+    CapMethod.CLAMP: 0.0,
+}
+
+
+@dataclass(frozen=True)
+class CapParams:
+    """The cap ``c`` of every capping method (unused by ``none``)."""
+
+    cap: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.cap is not None and not (math.isfinite(self.cap) and self.cap > 0):
+            raise ValueError(f"cap: must be a finite number > 0, got {self.cap!r}")
+
+    @classmethod
+    def checked(cls, method: CapMethod, cap: float | None) -> CapParams:
+        if method.needs_cap and cap is None:
+            raise ValueError(f"cap: cap_method={method.value!r} needs a cap value")
+        if not method.needs_cap and cap is not None:
+            raise ValueError("cap: given, but cap_method='none' uses no cap")
+        return cls(None if cap is None else float(cap))
+
+
+def cap_forward(
+    x: Any,
+    method: CapMethod,
+    params: CapParams,
+    *,
+    pre: float = 1.0,
+    post: float = 1.0,
+    xp: ModuleType | None = None,
+) -> Any:
+    """``post * cap(pre * x)`` with the constants folded into as few ops as the algebra allows.
+
+    The kernel calls it with ``pre = sm_scale`` and ``post = log2(e)`` so the
+    scale, the cap and the exp2 base change cost one multiply where possible;
+    the references call it with ``post = 1``. ``xp`` is the array namespace
+    (``numpy`` for the float64 oracle, ``jax.numpy`` otherwise).
+    """
+    if xp is None:
+        import jax.numpy as xp
+    match method:
+        case CapMethod.NONE:
+            return x * (pre * post)
+        case CapMethod.TANH | CapMethod.TANH_APPROX:
+            c = _cap(params)
+            return xp.tanh(x * (pre / c)) * (c * post)
+        case CapMethod.SOFTSIGN:
+            c = _cap(params)
+            return (x * (pre * post)) / (1.0 + xp.abs(x) * (pre / c))
+        case CapMethod.CLAMP:
+            c = _cap(params)
+            y = x * (pre * post)
+            return xp.minimum(xp.maximum(y, -c * post), c * post)
+    raise ValueError(f"cap_method: unknown {method!r}")
+
+
+def _cap(params: CapParams) -> float:
+    if params.cap is None:
+        raise ValueError("cap: this cap method needs a cap value")
+    return params.cap

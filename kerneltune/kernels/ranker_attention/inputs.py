@@ -1,0 +1,96 @@
+"""Inputs for ranker attention: random tensors and random or adversarial segment bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .config import Problem
+
+BoundsCase = Callable[[int, np.random.Generator], tuple[int, int, int, int]]
+
+
+def _random_split(t: int, rng: np.random.Generator) -> tuple[int, int, int, int]:
+    hl = int(rng.integers(0, t // 8 + 1))
+    hu = int(rng.integers(hl + 1, max(hl + 2, t - t // 8)))
+    cl = hu
+    cu = int(rng.integers(cl, t + 1))
+    return hl, hu, cl, cu
+
+
+def _odd(t: int, rng: np.random.Generator) -> int:
+    """A position that is not a multiple of 8, so it starts mid-block for any block size."""
+    return int(rng.integers(0, t // 8)) * 8 + int(rng.integers(1, 8))
+
+
+ADVERSARIAL_CASES: dict[str, BoundsCase] = {
+    # history from 0, candidates touching it, ending at T
+    "touching_full": lambda t, rng: (0, t // 2 + 3, t // 2 + 3, t),
+    # both segments start and end mid-block, a padding gap between them
+    "mid_block_gap": lambda t, rng: (5, t // 2 - 9, t // 2 + 7, t - 13),
+    # history_lower > 0, a segment straddling a 64-row block edge
+    "straddle_edge": lambda t, rng: (t // 4 - 3, t // 4 + 67, t // 4 + 67, t // 4 + 70),
+    "candidates_before_history": lambda t, rng: (t // 2 + 1, t - 2, 3, t // 2 + 1),
+    "empty_history": lambda t, rng: (t // 3, t // 3, t // 3 + 1, t - 1),
+    "empty_candidates": lambda t, rng: (1, t - 30, t - 30, t - 30),
+    "single_key_history": lambda t, rng: (7, 8, 8, 40),
+    # one candidate row in a tile that is otherwise padding
+    "lone_candidate": lambda t, rng: (0, 9, t - 5, t - 4),
+    "all_padding": lambda t, rng: (0, 0, 0, 0),
+    "random_mid_block": lambda t, rng: (
+        (lambda a, b: (min(a, b), max(a, b), max(a, b), min(t, max(a, b) + 37)))(_odd(t, rng), _odd(t, rng))
+    ),
+}
+
+
+def random_bounds(batch: int, seq_len: int, rng: np.random.Generator) -> np.ndarray:
+    """Realistic rows: a history from near 0, candidates right after it."""
+    return np.array([_random_split(seq_len, rng) for _ in range(batch)], dtype=np.int32)
+
+
+def ranker_bounds(batch: int, seq_len: int, history: int | tuple[int, int], candidates: int,
+                  rng: np.random.Generator) -> np.ndarray:
+    """Rows of a serving batch: a history of ``history`` keys (or a length drawn from
+    the range), then ``candidates`` candidates, then padding."""
+    rows = []
+    for _ in range(batch):
+        h = history if isinstance(history, int) else int(rng.integers(history[0], history[1] + 1))
+        if h + candidates > seq_len:
+            raise ValueError(f"history {h} + candidates {candidates} exceed seq_len {seq_len}")
+        rows.append((0, h, h, h + candidates))
+    return np.array(rows, dtype=np.int32)
+
+
+def adversarial_bounds(seq_len: int, rng: np.random.Generator,
+                       cases: list[str] | None = None) -> np.ndarray:
+    """One row per adversarial case, in the order of ``cases`` (all by default)."""
+    if seq_len < 128:
+        raise ValueError(f"seq_len: adversarial cases need T >= 128, got {seq_len}")
+    names = cases if cases is not None else list(ADVERSARIAL_CASES)
+    return np.array([ADVERSARIAL_CASES[n](seq_len, rng) for n in names], dtype=np.int32)
+
+
+def make_tensors(problem: Problem, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q, k, v as float32 arrays with unit-variance entries; callers cast to the problem dtype."""
+    rng = np.random.default_rng(seed)
+    b, t, d = problem.batch, problem.seq_len, problem.head_dim
+    q = rng.standard_normal((b, t, problem.q_heads, d), dtype=np.float32)
+    k = rng.standard_normal((b, t, problem.kv_heads, d), dtype=np.float32)
+    v = rng.standard_normal((b, t, problem.kv_heads, d), dtype=np.float32)
+    return q, k, v
+
+
+def kept_pairs(bounds: np.ndarray) -> int:
+    """(query, key) pairs the mask keeps, per head: the work a kernel must do."""
+    total = 0
+    for hl, hu, cl, cu in np.asarray(bounds).tolist():
+        hist = max(hu - hl, 0)
+        cand = max(cu - cl, 0)
+        total += (hist + cand) * hist + cand
+    return total
+
+
+def useful_flops(problem: Problem, bounds: np.ndarray) -> int:
+    """FLOPs of QK^T and PV over the kept pairs only (2 * 2 * D per pair per head)."""
+    return 4 * problem.head_dim * problem.q_heads * kept_pairs(bounds)

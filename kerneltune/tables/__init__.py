@@ -1,0 +1,1 @@
+"""Tuned tables at run time: system stamps, atomic storage, and lookup with fallback."""

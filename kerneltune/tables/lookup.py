@@ -1,0 +1,99 @@
+"""Run-time lookup of a tuned config: exact bucket, else the nearest valid one, else none.
+
+An entry is valid only when its stamps match the running system; every miss
+(no table, foreign stamps, no bucket) is logged once, so a launch never uses a
+config tuned elsewhere without saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+from .stamps import device_kind, mismatches, system_stamps
+from .store import TableError, default_tables_dir, read_table, table_path
+
+log = logging.getLogger("kerneltune.tables")
+_logged: set[str] = set()
+
+
+def log_miss(message: str) -> None:
+    """Log a table miss once per process."""
+    if message not in _logged:
+        _logged.add(message)
+        log.warning(message)
+
+
+def bucket_key(bucket: dict[str, Any]) -> str:
+    """A stable text key: 'field=value' pairs in field order."""
+    return ",".join(f"{k}={bucket[k]}" for k in bucket)
+
+
+def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...]) -> float:
+    """inf if a hard field differs; else 1 per differing soft field plus |log2 ratio| per number."""
+    if a.keys() != b.keys():
+        return math.inf
+    d = 0.0
+    for key in a:
+        x, y = a[key], b[key]
+        if x == y:
+            continue
+        if key in hard:
+            return math.inf
+        if isinstance(x, int | float) and isinstance(y, int | float) and x > 0 and y > 0:
+            d += abs(math.log2(x / y))
+        else:
+            d += 1.0
+    return d
+
+
+def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[str, Any],
+                 kernel_hash: str, hard: tuple[str, ...]) -> tuple[dict[str, Any] | None, list[str]]:
+    """The entry to use for ``bucket`` and the misses met on the way (for logging)."""
+    want = {**running, "kernel_hash": kernel_hash}
+    misses: list[str] = []
+    valid = []
+    for key, entry in table["entries"].items():
+        bad = mismatches(entry.get("stamps", {}), want)
+        if bad:
+            if key == bucket_key(bucket):
+                misses.append(f"entry {key} not used: " + "; ".join(bad))
+            continue
+        valid.append(entry)
+    if not valid:
+        return None, misses
+    best = min(valid, key=lambda e: bucket_distance(bucket, e["bucket"], hard))
+    dist = bucket_distance(bucket, best["bucket"], hard)
+    if math.isinf(dist):
+        misses.append(f"no valid entry shares {', '.join(hard)} with {bucket_key(bucket)}")
+        return None, misses
+    if dist > 0:
+        misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {bucket_key(best['bucket'])}")
+    return best, misses
+
+
+def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
+                 root: Path | None = None) -> dict[str, Any] | None:
+    """The tuned config fields for ``bucket`` on this system, or None (heuristic)."""
+    running = system_stamps()
+    if running["gpu"] == "cpu":
+        log_miss(f"{kernel}: no GPU, so no tuned table applies; using the heuristic")
+        return None
+    path = table_path(root or default_tables_dir(), device_kind(str(running["gpu"])), kernel)
+    try:
+        table = read_table(path)
+    except TableError as e:
+        log_miss(f"{kernel}: {e}; using the heuristic")
+        return None
+    if table is None:
+        log_miss(f"{kernel}: no tuned table at {path}; using the heuristic")
+        return None
+    entry, misses = select_entry(table, bucket, running, kernel_hash, hard)
+    for m in misses:
+        log_miss(f"{kernel}: {m} ({path})")
+    if entry is None:
+        log_miss(f"{kernel}: no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
+        return None
+    return dict(entry["config"])

@@ -1,0 +1,205 @@
+"""Search spaces from ``search_spaces/*.toml``: parameters, constraints and buckets.
+
+Every error names the file, the line where it can be found and the field.
+Constraints are Python-like expressions, parsed once and evaluated over a
+whitelist of AST nodes (no calls, no attributes), so a space file cannot run code.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_ALLOWED_NODES = (
+    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare,
+    ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.BinOp, ast.Add,
+    ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List,
+    ast.IfExp,
+)
+
+
+class SpaceError(ValueError):
+    """A search-space file that cannot be used; the message names file, line and field."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    expr: str
+    why: str
+    code: Any = field(compare=False, repr=False)
+
+    def holds(self, env: Mapping[str, Any]) -> bool:
+        return bool(eval(self.code, {"__builtins__": {}}, dict(env)))  # noqa: S307 - AST whitelisted
+
+
+@dataclass(frozen=True)
+class Bucket:
+    name: str
+    problem: dict[str, Any]
+    bounds: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Space:
+    path: Path
+    kernel: str
+    params: dict[str, list[Any]]
+    constraints: tuple[Constraint, ...]
+    buckets: tuple[Bucket, ...]
+
+    def configs(self, problem_fields: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every combination of the params that satisfies the constraints for this problem."""
+        names = list(self.params)
+        for values in itertools.product(*(self.params[n] for n in names)):
+            config = dict(zip(names, values, strict=True))
+            env = {**problem_fields, **config}
+            if all(c.holds(env) for c in self.constraints):
+                yield config
+
+    def size(self) -> int:
+        n = 1
+        for values in self.params.values():
+            n *= len(values)
+        return n
+
+    def bucket(self, name: str) -> Bucket:
+        for b in self.buckets:
+            if b.name == name:
+                return b
+        raise SpaceError(f"{self.path}: no bucket named {name!r} (have {[b.name for b in self.buckets]})")
+
+
+def _line_of(text: str, key: str, occurrence: int = 0) -> int | None:
+    """1-based line of the ``occurrence``-th ``key =`` (or ``[[key]]``) in the file text."""
+    pattern = re.compile(rf"^\s*(\[\[\s*{re.escape(key)}\s*\]\]|{re.escape(key)}\s*=)", re.M)
+    matches = list(pattern.finditer(text))
+    if len(matches) <= occurrence:
+        return None
+    return text.count("\n", 0, matches[occurrence].start()) + 1
+
+
+def _where(path: Path, text: str, key: str, occurrence: int = 0) -> str:
+    line = _line_of(text, key, occurrence)
+    return f"{path}:{line}" if line else str(path)
+
+
+def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
+    where = _where(path, text, name)
+    if isinstance(spec, list):
+        if not spec:
+            raise SpaceError(f"{where}: params.{name}: the list of values is empty")
+        if len(set(map(repr, spec))) != len(spec):
+            raise SpaceError(f"{where}: params.{name}: values repeat: {spec}")
+        return spec
+    if isinstance(spec, dict) and set(spec) == {"range"}:
+        r = spec["range"]
+        if not (isinstance(r, list) and len(r) in (2, 3) and all(isinstance(x, int) for x in r)):
+            raise SpaceError(f"{where}: params.{name}: range must be [lo, hi] or [lo, hi, step] integers")
+        lo, hi, step = (*r, 1) if len(r) == 2 else r
+        if step <= 0 or lo > hi:
+            raise SpaceError(f"{where}: params.{name}: impossible range {r} (need lo <= hi, step > 0)")
+        return list(range(lo, hi + 1, step))
+    raise SpaceError(f"{where}: params.{name}: expected a list of values or {{ range = [lo, hi] }}")
+
+
+def _constraint(path: Path, text: str, index: int, raw: Any, names: set[str]) -> Constraint:
+    where = _where(path, text, "expr", index)
+    if not isinstance(raw, dict) or not isinstance(raw.get("expr"), str):
+        raise SpaceError(f"{where}: constraints[{index}].expr: a string expression is required")
+    unknown_keys = set(raw) - {"expr", "why"}
+    if unknown_keys:
+        raise SpaceError(f"{where}: constraints[{index}]: unknown field(s) {sorted(unknown_keys)}")
+    expr = raw["expr"]
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as e:
+        raise SpaceError(f"{where}: constraints[{index}].expr: not an expression ({e.msg}): {expr!r}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise SpaceError(f"{where}: constraints[{index}].expr: {type(node).__name__} is not allowed in {expr!r}")
+        if isinstance(node, ast.Name) and node.id not in names:
+            raise SpaceError(f"{where}: constraints[{index}].expr: unknown name {node.id!r} in {expr!r}")
+    return Constraint(expr, str(raw.get("why", "")), compile(tree, str(path), "eval"))
+
+
+def load_space(path: Path | str, tunables: set[str], problem_fields: set[str]) -> Space:
+    """Parse and check a space file against the kernel's tunables and problem fields."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpaceError(f"{path}: cannot read ({e.strerror})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpaceError(f"{path}: malformed TOML: {e}") from None
+
+    unknown_top = set(data) - {"kernel", "params", "constraints", "buckets"}
+    if unknown_top:
+        key = sorted(unknown_top)[0]
+        raise SpaceError(f"{_where(path, text, key)}: unknown top-level field {key!r}")
+    kernel = data.get("kernel")
+    if not isinstance(kernel, str):
+        raise SpaceError(f"{_where(path, text, 'kernel')}: kernel: a kernel name string is required")
+    raw_params = data.get("params")
+    if not isinstance(raw_params, dict) or not raw_params:
+        raise SpaceError(f"{path}: params: a [params] table with at least one parameter is required")
+    params: dict[str, list[Any]] = {}
+    for name, spec in raw_params.items():
+        if name not in tunables:
+            raise SpaceError(f"{_where(path, text, name)}: params.{name}: unknown parameter "
+                             f"(kernel {kernel!r} tunes {sorted(tunables)})")
+        params[name] = _param_values(path, text, name, spec)
+
+    names = set(params) | problem_fields
+    raw_constraints = data.get("constraints", [])
+    if not isinstance(raw_constraints, list):
+        raise SpaceError(f"{path}: constraints: expected [[constraints]] tables")
+    constraints = tuple(_constraint(path, text, i, c, names) for i, c in enumerate(raw_constraints))
+
+    buckets = []
+    for i, raw in enumerate(data.get("buckets", [])):
+        where = _where(path, text, "buckets", i)
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not isinstance(raw.get("problem"), dict):
+            raise SpaceError(f"{where}: buckets[{i}]: needs a name and a problem table")
+        extra = set(raw["problem"]) - problem_fields
+        if extra:
+            raise SpaceError(f"{where}: buckets[{i}].problem: unknown field(s) {sorted(extra)}")
+        buckets.append(Bucket(raw["name"], dict(raw["problem"]), dict(raw.get("bounds", {}))))
+    if len({b.name for b in buckets}) != len(buckets):
+        raise SpaceError(f"{path}: buckets: two buckets share a name")
+
+    space = Space(path, kernel, params, constraints, tuple(buckets))
+    _check_constraints_satisfiable(space, text)
+    return space
+
+
+def _check_constraints_satisfiable(space: Space, text: str) -> None:
+    """A constraint false for every config of every bucket is a contradiction, not a filter."""
+    problems = [b.problem for b in space.buckets] or [{}]
+    for i, c in enumerate(space.constraints):
+        ok = False
+        for problem in problems:
+            for values in itertools.product(*space.params.values()):
+                env = {**problem, **dict(zip(space.params, values, strict=True))}
+                try:
+                    if c.holds(env):
+                        ok = True
+                        break
+                except NameError:
+                    ok = True  # needs a problem field no bucket gives; judged per problem later
+                    break
+            if ok:
+                break
+        if not ok:
+            raise SpaceError(f"{_where(space.path, text, 'expr', i)}: constraints[{i}].expr: "
+                             f"excludes every config ({c.expr!r})")
+    for problem in problems if space.buckets else []:
+        if not any(True for _ in space.configs(problem)):
+            raise SpaceError(f"{space.path}: the constraints leave no config for problem {problem}")
