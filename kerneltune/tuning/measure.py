@@ -79,8 +79,13 @@ def summarize(samples_ms: Sequence[float], converged: bool, clocks: dict[str, An
 
 
 def sample_until_quiet(take_batch: Callable[[int], list[float]], settings: MeasureSettings,
-                       clocks: Callable[[], dict[str, Any]] | None = None) -> Timing:
-    """Call ``take_batch(n)`` (returns n kernel times in ms) until the noise rule stops it."""
+                       clocks: Callable[[], dict[str, Any]] | None = None,
+                       prune_above_us: float | None = None) -> Timing:
+    """Call ``take_batch(n)`` (returns n kernel times in ms) until the noise rule stops it.
+
+    With ``prune_above_us``, a candidate whose first batch is already slower
+    than that stops there (a clearly slower config needs no precise time).
+    """
     before = clocks() if clocks else {}
     take_batch(settings.warmup)
     samples: list[float] = []
@@ -88,6 +93,8 @@ def sample_until_quiet(take_batch: Callable[[int], list[float]], settings: Measu
     converged = False
     while True:
         samples.extend(take_batch(settings.batch))
+        if prune_above_us is not None and float(np.median(samples)) * 1e3 > prune_above_us:
+            break
         if len(samples) >= settings.min_samples and median_noise(samples) <= settings.rel_noise:
             converged = True
             break
@@ -117,7 +124,33 @@ def gpu_clocks() -> dict[str, Any]:
             "throttle_active": bool(active), "temp_c": temp}
 
 
-def time_jax(fn: Callable[..., Any], args: Sequence[Any], settings: MeasureSettings = MeasureSettings()) -> Timing:
+def time_callable(fn: Callable[..., Any], args: Sequence[Any], settings: MeasureSettings,
+                  prune_above_us: float | None = None) -> Timing:
+    """Device time on a GPU (CUPTI), else host wall-clock time (CPU runs and tests)."""
+    import jax
+
+    if jax.devices()[0].platform == "gpu":
+        return time_jax(fn, args, settings, prune_above_us)
+    return time_host(fn, args, settings, prune_above_us)
+
+
+def time_host(fn: Callable[..., Any], args: Sequence[Any], settings: MeasureSettings,
+              prune_above_us: float | None = None) -> Timing:
+    import jax
+
+    def take_batch(n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            jax.block_until_ready(fn(*args))
+            out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    return sample_until_quiet(take_batch, settings, None, prune_above_us)
+
+
+def time_jax(fn: Callable[..., Any], args: Sequence[Any], settings: MeasureSettings = MeasureSettings(),
+             prune_above_us: float | None = None) -> Timing:
     """Time a JAX callable by its CUPTI kernel times, summed over its kernels per call.
 
     With ``cold_l2`` each call is paired with a write of a buffer larger than
@@ -149,7 +182,7 @@ def time_jax(fn: Callable[..., Any], args: Sequence[Any], settings: MeasureSetti
         jax.effects_barrier()
         return [float(sum(t for name, t in kernels if name not in skip)) for kernels in per_iter]
 
-    return sample_until_quiet(take_batch, settings, gpu_clocks)
+    return sample_until_quiet(take_batch, settings, gpu_clocks, prune_above_us)
 
 
 def time_torch(fn: Callable[[], Any], settings: MeasureSettings = MeasureSettings()) -> Timing:
@@ -170,3 +203,22 @@ def time_torch(fn: Callable[[], Any], settings: MeasureSettings = MeasureSetting
         return [s.elapsed_time(e) for s, e in events]
 
     return sample_until_quiet(take_batch, settings, gpu_clocks)
+
+
+def measure_ceilings() -> dict[str, float]:
+    """The two rates every candidate is judged against, measured on this GPU now:
+    a bf16 8192^3 matmul (TFLOP/s) and a device copy (TB/s, bytes read + written)."""
+    import jax
+    import jax.numpy as jnp
+
+    n = 8192
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.bfloat16)
+    b = jax.random.normal(jax.random.key(1), (n, n), jnp.bfloat16)
+    settings = MeasureSettings(rel_noise=0.02, max_seconds=1.0)
+    mm = time_jax(jax.jit(lambda x, y: x @ y), (a, b), settings)
+    buf = jax.random.normal(jax.random.key(2), (1 << 30,), jnp.float32)  # 4 GiB
+    cp = time_jax(jax.jit(lambda x: x * 1.0), (buf,), settings)
+    return {
+        "bf16_tflops_ceiling": 2 * n**3 / (mm.median_us * 1e-6) / 1e12,
+        "copy_tbps_ceiling": 2 * buf.nbytes / (cp.median_us * 1e-6) / 1e12,
+    }

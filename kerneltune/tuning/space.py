@@ -35,7 +35,7 @@ class Constraint:
     code: Any = field(compare=False, repr=False)
 
     def holds(self, env: Mapping[str, Any]) -> bool:
-        return bool(eval(self.code, {"__builtins__": {}}, dict(env)))  # noqa: S307 - AST whitelisted
+        return bool(eval(self.code, {"__builtins__": {}}, dict(env)))
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,8 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str]) -
     buckets = []
     for i, raw in enumerate(data.get("buckets", [])):
         where = _where(path, text, "buckets", i)
-        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not isinstance(raw.get("problem"), dict):
+        named = isinstance(raw, dict) and isinstance(raw.get("name"), str)
+        if not named or not isinstance(raw.get("problem"), dict):
             raise SpaceError(f"{where}: buckets[{i}]: needs a name and a problem table")
         extra = set(raw["problem"]) - problem_fields
         if extra:

@@ -15,7 +15,6 @@ import math
 import sys
 import time
 import traceback
-from dataclasses import asdict
 from pathlib import Path
 
 import jax
@@ -25,7 +24,12 @@ import numpy as np
 from kerneltune.kernels.ranker_attention.cap import CapMethod
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, infeasibility
 from kerneltune.kernels.ranker_attention.inputs import (
-    adversarial_bounds, make_tensors, random_bounds, ranker_bounds, useful_flops)
+    adversarial_bounds,
+    make_tensors,
+    random_bounds,
+    ranker_bounds,
+    useful_flops,
+)
 from kerneltune.kernels.ranker_attention.kernel import build_forward
 from kerneltune.kernels.ranker_attention.reference import reference_f32
 from kerneltune.kernels.ranker_attention.verify import compare
@@ -63,19 +67,19 @@ def compile_all(jobs, workers=12):
         t0 = time.time()
         try:
             return key, fn.lower(*shapes).compile(), time.time() - t0
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return key, e, time.time() - t0
     with cf.ThreadPoolExecutor(workers) as ex:
         return {k: (c, dt) for k, c, dt in ex.map(one, jobs)}
 
 
-def verify(out_dir: Path, fh, records):
+def verify(out_dir: Path, fh, records, head_dims=(64, 128, 256)):
     B, T, HQ, HKV = 10, 512, 4, 2
     rng = np.random.default_rng(2026_11_29)
     bound_sets = [random_bounds(B, T, rng) for _ in range(3)] + [adversarial_bounds(T, rng)]
     assert all(bs.shape == (B, 4) for bs in bound_sets)
     summary = []
-    for d in (64, 128, 256):
+    for d in head_dims:
         for method, cap in CAPS.items():
             problem = Problem(batch=B, seq_len=T, q_heads=HQ, kv_heads=HKV, head_dim=d,
                               cap_method=method, cap=cap)
@@ -113,7 +117,7 @@ def verify(out_dir: Path, fh, records):
                                 errs += list(c.errors)
                             rec.update(status="ok" if not errs else "correctness", rel_fro=worst,
                                        error="; ".join(errs)[:2000] or None)
-                        except Exception as e:  # noqa: BLE001
+                        except Exception as e:
                             rec.update(status="runtime", error=f"{type(e).__name__}: {e}"[:2000])
                 records.append(rec)
                 (out_dir / "records.jsonl").open("a").write(json.dumps(rec) + "\n")
@@ -202,7 +206,7 @@ def timing(out_dir: Path, fh, records):
                         t = time_jax(fn, (q, k, v, jb), settings)
                         rec.update(status="ok", rel_fro=c.rel_fro, timing=t.to_dict(),
                                    tflops=flops / (t.median_us * 1e-6) / 1e12)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     rec.update(status="runtime", error=f"{type(e).__name__}: {e}"[:2000])
             records.append(rec)
             (out_dir / "records.jsonl").open("a").write(json.dumps(rec) + "\n")
@@ -217,7 +221,7 @@ def timing(out_dir: Path, fh, records):
         fc = compare(fo, rl * 0 + rl, ro, rl, bounds, "bfloat16", CapMethod.TANH)  # lse not compared
         flex = {"phase": "time", "impl": "flex_attention", "timing": ft.to_dict(),
                 "tflops": flops / (ft.median_us * 1e-6) / 1e12, "max_abs": fc.max_abs, "rel_fro": fc.rel_fro}
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         flex = {"phase": "time", "impl": "flex_attention", "status": "error", "error": traceback.format_exc()[-2000:]}
         log(fh, f"flex failed: {e}")
     records.append(flex)
@@ -227,7 +231,7 @@ def timing(out_dir: Path, fh, records):
         dense_flops = 4 * B * H * T * T * D
         dense = {"phase": "time", "impl": "cudnn_sdpa_dense_nocap", "timing": dt.to_dict(),
                  "tflops": dense_flops / (dt.median_us * 1e-6) / 1e12}
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         dense = {"phase": "time", "impl": "cudnn_sdpa_dense_nocap", "status": "error", "error": str(e)[:2000]}
     records.append(dense)
     (out_dir / "records.jsonl").open("a").write(json.dumps(dense) + "\n")
@@ -238,15 +242,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--skip-verify", action="store_true")
+    ap.add_argument("--skip-timing", action="store_true")
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128, 256])
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     fh = (args.out / "log.txt").open("w")
     log(fh, "stamps " + json.dumps(system_stamps()))
     records = []
     t0 = time.time()
+    summary = [] if args.skip_verify else verify(args.out, fh, records, args.head_dims)
+    if args.skip_timing:
+        log(fh, "\n".join(summary))
+        return
     rows, flex, dense, flops = timing(args.out, fh, records)
     log(fh, f"timing wall {time.time() - t0:.0f}s")
-    summary = [] if args.skip_verify else verify(args.out, fh, records)
     log(fh, "\n==== summary ====")
     for line in summary:
         log(fh, line)

@@ -1,0 +1,3 @@
+from kerneltune.cli import app
+
+app(prog_name="kerneltune")

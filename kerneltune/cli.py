@@ -1,0 +1,96 @@
+"""The ``kerneltune`` command line: Typer commands that call the engine, nothing more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from kerneltune import __version__
+
+app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape.",
+                  no_args_is_help=True, add_completion=False)
+console = Console()
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"kerneltune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit.")] = False) -> None:
+    """kerneltune: sweep configuration spaces, verify tuned tables, report for CI."""
+
+
+def _space_for(kernel: str, space: Path | None) -> Path:
+    from kerneltune.kernels.base import canonical_name
+
+    return space or REPO / "search_spaces" / f"{canonical_name(kernel)}.toml"
+
+
+@app.command()
+def sweep(
+    kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. ranker-attention.")],
+    space: Annotated[Path | None, typer.Option(help="Search-space TOML (default: search_spaces/KERNEL.toml).")] = None,
+    bucket: Annotated[list[str] | None, typer.Option(help="Sweep only this bucket (repeatable).")] = None,
+    strategy: Annotated[str, typer.Option(help="exhaustive, random, tpe, gp or cmaes.")] = "exhaustive",
+    budget: Annotated[int | None, typer.Option(help="Candidates to measure per bucket (default: all).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")] = 0,
+    gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices, one timing worker each.")] = "0",
+    out: Annotated[Path, typer.Option(help="Where journals, tables and logs go.")] = REPO / "results",
+    replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal; no GPU needed.")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna RDB URL shared by several workers.")] = None,
+    study: Annotated[str | None, typer.Option(help="Optuna study name (with --storage).")] = None,
+    resume: Annotated[bool, typer.Option(help="Skip candidates the journal already holds.")] = True,
+    journal: Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/KERNEL-MODE.jsonl).")]
+    = None,
+    compile_workers: Annotated[int, typer.Option(help="Processes compiling ahead; 0 compiles in the timer.")] = 2,
+    rel_noise: Annotated[float, typer.Option(help="Stop timing when the median's noise is under this.")] = 0.01,
+    max_seconds: Annotated[float, typer.Option(help="Time cap of sampling per candidate.")] = 2.0,
+    cold_l2: Annotated[bool, typer.Option(help="Flush L2 before every timed call.")] = False,
+    compile_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to compile.")] = 600.0,
+    run_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time.")] = 300.0,
+) -> None:
+    """Compile, verify and time every candidate of a search space; write the journal and tuned tables."""
+    from kerneltune.kernels.base import canonical_name
+    from kerneltune.tuning.measure import MeasureSettings
+    from kerneltune.tuning.progress import RichObserver
+    from kerneltune.tuning.space import SpaceError
+    from kerneltune.tuning.sweep import HardwareMissing, SweepOptions, run_sweep
+
+    opts = SweepOptions(
+        kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
+        strategy=strategy, budget=budget, seed=seed, gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
+        replay=replay, storage=storage, study=study, resume=resume, journal=journal,
+        compile_workers=compile_workers, compile_timeout=compile_timeout, run_timeout=run_timeout,
+        settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
+    )
+    if replay is not None:
+        console.print(f"[yellow]Replaying recorded measurements from {replay}: no kernel runs on this machine.")
+    try:
+        with RichObserver(console) as observer:
+            results = run_sweep(opts, observer)
+    except HardwareMissing as e:
+        console.print(f"[red]{e}. Use --replay JOURNAL to replay a recorded sweep here.")
+        raise typer.Exit(2) from None
+    except (SpaceError, ValueError, FileNotFoundError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    table = Table(title=f"{opts.kernel}: {opts.strategy} sweep")
+    for col in ("bucket", "measured", "failures", "best config", "median µs", "TFLOP/s", "table"):
+        table.add_column(col)
+    for r in results:
+        e = r.entry
+        fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
+        table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", fails,
+                      str(e["config"]) if e else "-", f"{e['median_us']:.1f}" if e else "-",
+                      f"{e['tflops']:.0f}" if e and e.get("tflops") else "-", e["table"] if e else "-")
+    console.print(table)
+    console.print(f"journal: {opts.journal_path}")

@@ -1,0 +1,128 @@
+"""Ranker attention as the engine sees it (``kerneltune.kernels.base.TunableKernel``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from kerneltune.kernels.base import CheckResult
+
+from .api import kernel_source_hash
+from .config import KernelConfig, Problem, infeasibility
+from .heuristics import heuristic_config
+from .inputs import adversarial_bounds, make_tensors, ranker_bounds, useful_flops
+
+
+@dataclasses.dataclass(frozen=True)
+class RankerInputs:
+    q: Any
+    k: Any
+    v: Any
+    bounds: np.ndarray
+    check_bounds: tuple[np.ndarray, ...]
+
+
+class RankerAttentionPlugin:
+    name = "ranker_attention"
+    tunables = frozenset(KernelConfig.TILE_FIELDS)
+    problem_fields = frozenset(f.name for f in dataclasses.fields(Problem))
+    hard_bucket_fields = Problem.HARD_BUCKET_FIELDS
+
+    def problem(self, fields: Mapping[str, Any]) -> Problem:
+        return Problem(**fields)
+
+    def problem_dict(self, problem: Problem) -> dict[str, Any]:
+        d = dataclasses.asdict(problem)
+        d["cap_method"] = problem.cap_method.value
+        return d
+
+    def infeasibility(self, problem: Problem, tiles: Mapping[str, Any]) -> str | None:
+        return infeasibility(KernelConfig.for_problem(problem, **tiles), problem)
+
+    def heuristic(self, problem: Problem) -> dict[str, Any]:
+        return heuristic_config(problem)
+
+    def bucket(self, problem: Problem) -> dict[str, Any]:
+        return problem.bucket()
+
+    def source_hash(self) -> str:
+        return kernel_source_hash()
+
+    def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
+        gpu = str(stamps.get("gpu", ""))
+        if any(tag in gpu for tag in ("H100", "H200", "H800", "H20", "GH200")):
+            return None
+        return f"an NVIDIA Hopper GPU (H100/H200, sm_90); this machine has {gpu or 'none'}"
+
+    def build(self, problem: Problem, tiles: Mapping[str, Any]) -> dict[str, Callable[..., Any]]:
+        """Compile both entry points: the plain one (timed) and the poisoned one (checked)."""
+        import jax
+        import jax.numpy as jnp
+
+        from .kernel import build_forward
+
+        config = KernelConfig.for_problem(problem, **tiles)
+        dt = jnp.dtype(problem.dtype)
+        b, t, hq, hkv, d = problem.batch, problem.seq_len, problem.q_heads, problem.kv_heads, problem.head_dim
+        s = jax.ShapeDtypeStruct
+        qs, ks, bs = s((b, t, hq, d), dt), s((b, t, hkv, d), dt), s((b, 4), jnp.int32)
+        plain = build_forward(problem, config).lower(qs, ks, ks, bs).compile()
+        poisoned = build_forward(problem, config, poisoned=True).lower(
+            qs, ks, ks, bs, qs, s((b, hq, t), jnp.float32)).compile()
+        return {"plain": plain, "poisoned": poisoned}
+
+    def make_inputs(self, problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> RankerInputs:
+        import jax.numpy as jnp
+
+        rng = np.random.default_rng(seed)
+        hist = inputs_spec.get("history", [problem.seq_len // 2, problem.seq_len // 2])
+        cands = int(inputs_spec.get("candidates", problem.seq_len // 8))
+        timing = ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, rng)
+        checks = [timing, ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, rng)]
+        if problem.seq_len >= 128:
+            adv = adversarial_bounds(problem.seq_len, rng)
+            reps = -(-problem.batch // len(adv))
+            checks.append(np.tile(adv, (reps, 1))[: problem.batch])
+        q, k, v = (jnp.asarray(x, problem.dtype) for x in make_tensors(problem, seed))
+        return RankerInputs(q, k, v, timing, tuple(checks))
+
+    def check(self, built: Any, problem: Problem, inputs: RankerInputs) -> CheckResult:
+        import jax
+        import jax.numpy as jnp
+
+        from .reference import reference_f32
+        from .verify import compare
+
+        qf, kf, vf = (x.astype(jnp.float32) for x in (inputs.q, inputs.k, inputs.v))
+        worst = 0.0
+        for bounds in inputs.check_bounds:
+            jb = jnp.asarray(bounds)
+            with jax.default_matmul_precision("highest"):  # one batch row at a time: [H, T, T] f32 fits
+                rows = [reference_f32(qf[i:i + 1], kf[i:i + 1], vf[i:i + 1], jb[i:i + 1], sm_scale=problem.scale,
+                                      cap_method=problem.cap_method, cap=problem.cap)
+                        for i in range(problem.batch)]
+            ro = np.concatenate([np.asarray(r[0]) for r in rows])
+            rl = np.concatenate([np.asarray(r[1]) for r in rows])
+            o0 = jnp.full(inputs.q.shape, jnp.nan, inputs.q.dtype)
+            l0 = jnp.full((problem.batch, problem.q_heads, problem.seq_len), jnp.nan, jnp.float32)
+            out, lse = built["poisoned"](inputs.q, inputs.k, inputs.v, jb, o0, l0)
+            c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl,
+                        bounds, problem.dtype, problem.cap_method)
+            if not c.ok:
+                return CheckResult("; ".join(c.errors), c.rel_fro)
+            worst = max(worst, c.rel_fro)
+        return CheckResult(None, worst)
+
+    def timed_call(self, built: Any, inputs: RankerInputs) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        import jax.numpy as jnp
+
+        return built["plain"], (inputs.q, inputs.k, inputs.v, jnp.asarray(inputs.bounds))
+
+    def flops(self, problem: Problem, inputs: RankerInputs) -> float:
+        return float(useful_flops(problem, inputs.bounds))
+
+
+PLUGIN = RankerAttentionPlugin()

@@ -1,0 +1,76 @@
+"""The append-only journal of finished candidates: one JSON line each, flushed and fsynced.
+
+A ``kill -9`` at any moment loses at most the candidate in flight; a torn last
+line (the kill landed mid-write) is ignored on reading and the file is
+repaired before the next append.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+STATUSES = ("ok", "constraint", "compile", "runtime", "timeout", "correctness", "pruned", "unsupported")
+
+
+def config_key(tiles: Mapping[str, Any]) -> str:
+    """Canonical text of a config: sorted JSON, the identity of a candidate in a bucket."""
+    return json.dumps(dict(tiles), sort_keys=True, separators=(",", ":"))
+
+
+class JournalError(ValueError):
+    pass
+
+
+class Journal:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.path) + ".lock")
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every complete record; a torn final line is skipped, any other bad line is an error."""
+        if not self.path.exists():
+            return
+        lines = self.path.read_bytes().split(b"\n")
+        for n, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            try:
+                yield json.loads(raw)
+            except json.JSONDecodeError:
+                if n == len(lines):  # the last line, not newline-terminated: torn by a kill
+                    return
+                raise JournalError(f"{self.path}:{n}: corrupt journal line") from None
+
+    def done(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """(bucket, config key) -> record, the last one winning."""
+        return {(r["bucket"], r["key"]): r for r in self.records()}
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, sort_keys=True) + "\n"
+        with self._lock:
+            self._repair_torn_tail()
+            with self.path.open("ab") as f:
+                f.write(line.encode())
+                f.flush()
+                os.fsync(f.fileno())
+
+    def _repair_torn_tail(self) -> None:
+        if not self.path.exists():
+            return
+        with self.path.open("rb+") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            data = f.seek(0) or f.read()
+            f.truncate(data.rfind(b"\n") + 1)

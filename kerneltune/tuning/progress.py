@@ -1,0 +1,45 @@
+"""Rich progress for a sweep: candidates done/total, ETA, best so far, failures by kind."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+class RichObserver:
+    def __init__(self, console: Console):
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.fields[bucket]}"), BarColumn(), MofNCompleteColumn(),
+            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[best]}"), TextColumn("[red]{task.fields[fails]}"),
+            console=console, transient=False,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> RichObserver:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)
+
+    def on_bucket_start(self, bucket: str, total: int, done: int) -> None:
+        self.task = self.progress.add_task("", total=total, completed=done, bucket=bucket, best="", fails="")
+        self._best: float | None = None
+
+    def on_record(self, bucket: str, record: dict[str, Any], best_us: float | None, failures: Counter) -> None:
+        if record.get("status") == "ok":
+            t = record["timing"]["median_us"]
+            if self._best is None or t < self._best:
+                self._best = t
+        fails = " ".join(f"{k}:{v}" for k, v in sorted(failures.items()) if k != "constraint" and v)
+        best = f"best {self._best:.1f} µs" if self._best is not None else ""
+        if record.get("status") != "constraint":
+            self.progress.update(self.task, advance=1, best=best, fails=fails)
+
+    def on_bucket_end(self, bucket: str, entry: dict[str, Any] | None) -> None:
+        self.progress.update(self.task, completed=self.progress.tasks[self.task].total)

@@ -1,0 +1,117 @@
+"""Runners answer compile and measure requests: live worker pools, or a recorded journal."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import queue
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .journal import Journal, config_key
+from .worker import WorkerDied, WorkerProcess, worker_env
+
+
+class WorkerPool:
+    """N worker processes, each request served by an idle one; a dead one is replaced."""
+
+    def __init__(self, envs: Sequence[Mapping[str, str]], log_dir: Path, role: str):
+        self._idle: queue.Queue[WorkerProcess] = queue.Queue()
+        for i, env in enumerate(envs):
+            self._idle.put(WorkerProcess(env, log_dir / f"{role}-{i}.log"))
+        self._pool = cf.ThreadPoolExecutor(max(len(envs), 1), thread_name_prefix=role)
+        self.size = len(envs)
+
+    def submit(self, req: Mapping[str, Any], timeout: float) -> cf.Future[dict[str, Any]]:
+        return self._pool.submit(self._serve, dict(req), timeout)
+
+    def _serve(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+        worker = self._idle.get()
+        try:
+            return worker.request(req, timeout)
+        except WorkerDied as e:
+            return {"status": e.kind, "error": str(e)}
+        finally:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        while not self._idle.empty():
+            self._idle.get().kill()
+
+
+class LiveRunner:
+    """Compile-ahead workers (any count, 0 = the timing worker compiles) and one timing worker per GPU."""
+
+    def __init__(self, gpus: Sequence[str], compile_workers: int, log_dir: Path, cache_dir: Path,
+                 compile_timeout: float, run_timeout: float):
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.compile_timeout = compile_timeout
+        self.run_timeout = run_timeout
+        timing_envs = [worker_env(cache_dir, g) for g in gpus]
+        self.timing = WorkerPool(timing_envs, log_dir, "timing")
+        compile_envs = [worker_env(cache_dir, gpus[i % len(gpus)]) for i in range(compile_workers)]
+        self.compiler = WorkerPool(compile_envs, log_dir, "compile") if compile_workers else None
+        self._stamps: dict[str, Any] | None = None
+
+    @property
+    def parallel_measures(self) -> int:
+        return self.timing.size
+
+    def stamps(self) -> dict[str, Any]:
+        if self._stamps is None:
+            reply = self.timing.submit({"op": "stamps"}, self.compile_timeout).result()
+            if reply.get("status") != "ok":
+                raise RuntimeError(f"a timing worker could not start: {reply.get('error')}")
+            self._stamps = reply["stamps"]
+        return self._stamps
+
+    def compile(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:
+        if self.compiler is None:
+            done: cf.Future[dict[str, Any]] = cf.Future()
+            done.set_result({"status": "ok", "compile_s": None})
+            return done
+        return self.compiler.submit({**req, "op": "compile"}, self.compile_timeout)
+
+    def measure(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:
+        return self.timing.submit({**req, "op": "measure"}, self.compile_timeout + self.run_timeout)
+
+    def close(self) -> None:
+        self.timing.close()
+        if self.compiler is not None:
+            self.compiler.close()
+
+
+class ReplayRunner:
+    """Answers from a recorded journal: strategies compared and the tool shown without a GPU."""
+
+    def __init__(self, journal_path: Path):
+        if not journal_path.exists():
+            raise FileNotFoundError(f"replay: no journal at {journal_path}")
+        self.recorded = Journal(journal_path).done()
+        if not self.recorded:
+            raise ValueError(f"replay: {journal_path} holds no records")
+        self.path = journal_path
+        self.parallel_measures = 1
+
+    def stamps(self) -> dict[str, Any]:
+        first = next(iter(self.recorded.values()))
+        return {**first.get("stamps", {}), "replayed_from": str(self.path)}
+
+    def compile(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:
+        done: cf.Future[dict[str, Any]] = cf.Future()
+        done.set_result({"status": "ok", "compile_s": 0.0})
+        return done
+
+    def measure(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:
+        done: cf.Future[dict[str, Any]] = cf.Future()
+        rec = self.recorded.get((req["bucket"], config_key(req["tiles"])))
+        if rec is None:
+            done.set_result({"status": "unsupported", "error": f"not in the replayed journal {self.path}"})
+        else:
+            keep = ("status", "error", "timing", "tflops", "flops", "rel_error", "compile_s", "pct_ceiling")
+            done.set_result({k: rec[k] for k in keep if k in rec})
+        return done
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,100 @@
+"""Search strategies over a bucket's feasible configs.
+
+``exhaustive`` walks every feasible config; the others drive an Optuna sampler
+(TPE, GP, CMA-ES, random) through ask/tell. Each parameter is an integer index
+into its value list, so CMA-ES and GP see an ordinal space. A proposal that is
+infeasible is told as failed and a duplicate is told its recorded value, so the
+sampler learns from both and no config is measured twice.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+
+from .journal import config_key
+
+STRATEGIES = ("exhaustive", "random", "tpe", "gp", "cmaes")
+_MAX_REJECTS = 500
+
+
+def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    match name:
+        case "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        case "tpe":
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
+        case "gp":
+            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=5)
+        case "cmaes":
+            return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=5, warn_independent_sampling=False)
+    raise ValueError(f"strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
+
+
+class Exhaustive:
+    """Every feasible config not yet measured, in space order."""
+
+    def __init__(self, feasible: list[dict[str, Any]], done: set[str]):
+        self._todo = [c for c in feasible if config_key(c) not in done]
+
+    def propose(self) -> dict[str, Any] | None:
+        return self._todo.pop(0) if self._todo else None
+
+    def observe(self, tiles: Mapping[str, Any], value: float | None) -> None:
+        pass
+
+
+class OptunaStrategy:
+    """Ask/tell over an Optuna study; ``value`` None marks a failed candidate."""
+
+    def __init__(self, study: optuna.Study, params: Mapping[str, list[Any]], feasible: list[dict[str, Any]],
+                 done: Mapping[str, float | None], seed: int):
+        self.study = study
+        self.params = dict(params)
+        self.feasible = {config_key(c): c for c in feasible}
+        self.known: dict[str, float | None] = dict(done)
+        self.pending: dict[str, optuna.trial.Trial] = {}
+        self.rng = random.Random(seed)
+        self.dists = {n: optuna.distributions.IntDistribution(0, len(v) - 1) for n, v in self.params.items()}
+
+    def _tiles(self, trial: optuna.trial.Trial) -> dict[str, Any]:
+        return {n: self.params[n][trial.params[n]] for n in self.params}
+
+    def _untried(self) -> list[str]:
+        return [k for k in self.feasible if k not in self.known and k not in self.pending]
+
+    def propose(self) -> dict[str, Any] | None:
+        if not self._untried():
+            return None
+        for _ in range(_MAX_REJECTS):
+            trial = self.study.ask(self.dists)
+            tiles = self._tiles(trial)
+            key = config_key(tiles)
+            if key in self.known and self.known[key] is not None:
+                self.study.tell(trial, self.known[key])  # a duplicate: its recorded value, no new measurement
+            elif key not in self.feasible or key in self.known or key in self.pending:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                self.pending[key] = trial
+                return tiles
+        # The sampler keeps proposing what is known: take an untried config at random.
+        key = self.rng.choice(self._untried())
+        tiles = self.feasible[key]
+        self.study.enqueue_trial({n: self.params[n].index(tiles[n]) for n in self.params})
+        trial = self.study.ask(self.dists)
+        self.pending[key] = trial
+        return tiles
+
+    def observe(self, tiles: Mapping[str, Any], value: float | None) -> None:
+        key = config_key(tiles)
+        self.known[key] = value
+        trial = self.pending.pop(key, None)
+        if trial is None:
+            return
+        if value is None:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, value)

@@ -1,0 +1,71 @@
+"""From a bucket's journal records to its tuned-table entry.
+
+The winner is the fastest verified candidate measured with the current kernel
+source; ties on the median break by the canonical config text, so the same
+measurements always give the same table. Runner-ups are the candidates whose
+median lies within the winner's noise.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kerneltune.kernels.base import TunableKernel
+from kerneltune.tables.lookup import bucket_key
+from kerneltune.tables.stamps import MATCHED_STAMPS, device_kind, now_stamp
+from kerneltune.tables.store import table_path, update_table
+
+from .journal import Journal
+
+MAX_RUNNER_UPS = 5
+
+
+def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise: float) -> dict[str, Any] | None:
+    """The table entry for one bucket's records, or None if none verified and timed."""
+    current = kernel.source_hash()
+    ok = [r for r in records if r.get("status") == "ok" and r.get("kernel_hash") == current]
+    if not ok:
+        return None
+    ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))
+    win = ok[0]
+    t = win["timing"]
+    noise = max(t["spread"], t.get("noise", 0.0), rel_noise)
+    limit = t["median_us"] * (1.0 + noise)
+    runner_ups = [
+        {"config": r["tiles"], "median_us": r["timing"]["median_us"], "spread": r["timing"]["spread"]}
+        for r in ok[1:] if r["timing"]["median_us"] <= limit
+    ][:MAX_RUNNER_UPS]
+    stamps = {k: win["stamps"].get(k) for k in MATCHED_STAMPS if k != "kernel_hash"}
+    stamps.update(kernel_hash=win["kernel_hash"], date=win.get("time", now_stamp()))
+    problem = kernel.problem(win["problem"])
+    return {
+        "bucket": kernel.bucket(problem),
+        "bucket_name": win["bucket"],
+        "problem": win["problem"],
+        "config": win["tiles"],
+        "median_us": t["median_us"],
+        "spread": t["spread"],
+        "samples": t["samples"],
+        "tflops": win.get("tflops"),
+        "pct_ceiling": win.get("pct_ceiling"),
+        "runner_ups": runner_ups,
+        "candidates_ok": len(ok),
+        "stamps": stamps,
+    }
+
+
+def write_bucket_table(out: Path, kernel: TunableKernel, bucket: str, journal: Journal,
+                       rel_noise: float) -> dict[str, Any] | None:
+    records = [r for r in journal.records() if r.get("bucket") == bucket and r.get("kernel") == kernel.name]
+    entry = bucket_entry(records, kernel, rel_noise)
+    if entry is None:
+        return None
+    kind = device_kind(str(entry["stamps"]["gpu"]))
+    path = table_path(out / "tables", kind, kernel.name)
+
+    def put(table: dict[str, Any]) -> None:
+        table["entries"][bucket_key(entry["bucket"])] = entry
+
+    update_table(path, kernel.name, kind, put)
+    return {**entry, "table": str(path)}

@@ -1,0 +1,85 @@
+"""A test-only kernel that can crash, hang, write garbage or leave outputs unwritten."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kerneltune.kernels.base import CheckResult
+
+MODES = ("good", "slow", "compile_error", "crash", "hang", "garbage", "unwritten")
+
+
+@dataclass(frozen=True)
+class FakeProblem:
+    n: int
+
+
+class FakeKernel:
+    name = "fake"
+    tunables = frozenset({"mode", "work"})
+    problem_fields = frozenset({"n"})
+    hard_bucket_fields = ("n",)
+
+    def problem(self, fields: Mapping[str, Any]) -> FakeProblem:
+        return FakeProblem(**fields)
+
+    def problem_dict(self, problem: FakeProblem) -> dict[str, Any]:
+        return {"n": problem.n}
+
+    def infeasibility(self, problem: FakeProblem, tiles: Mapping[str, Any]) -> str | None:
+        return "work exceeds n" if tiles["work"] > problem.n else None
+
+    def heuristic(self, problem: FakeProblem) -> dict[str, Any]:
+        return {"mode": "good", "work": 1}
+
+    def bucket(self, problem: FakeProblem) -> dict[str, Any]:
+        return {"n": problem.n}
+
+    def source_hash(self) -> str:
+        return "fakehash"
+
+    def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
+        return None
+
+    def build(self, problem: FakeProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
+        if tiles["mode"] == "compile_error":
+            raise ValueError("fake compile error: unsupported tile")
+        return dict(tiles)
+
+    def make_inputs(self, problem: FakeProblem, inputs_spec: Mapping[str, Any], seed: int) -> np.ndarray:
+        return np.random.default_rng(seed).standard_normal(problem.n)
+
+    def _run(self, built: Mapping[str, Any], x: np.ndarray, out: np.ndarray) -> None:
+        mode = built["mode"]
+        if mode == "crash":
+            os.abort()
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "unwritten":
+            out[: len(out) // 2] = 2 * x[: len(out) // 2]
+            return
+        out[:] = 2 * x + (1.0 if mode == "garbage" else 0.0)
+
+    def check(self, built: Any, problem: FakeProblem, inputs: np.ndarray) -> CheckResult:
+        out = np.full_like(inputs, np.nan)  # poisoned
+        self._run(built, inputs, out)
+        err = np.abs(out - 2 * inputs)
+        if not np.all(np.isfinite(out)) or err.max() > 1e-9:
+            return CheckResult(f"max error {np.nanmax(err):.3g}, {int(np.isnan(out).sum())} unwritten", None)
+        return CheckResult(None, 0.0)
+
+    def timed_call(self, built: Any, inputs: np.ndarray):
+        delay = built["work"] * (3e-3 if built["mode"] == "slow" else 1e-3)
+        return (lambda: time.sleep(delay)), ()
+
+    def flops(self, problem: FakeProblem, inputs: np.ndarray) -> float:
+        return float(problem.n)
+
+
+PLUGIN = FakeKernel()
