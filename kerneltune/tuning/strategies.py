@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any
-
-import optuna
+from typing import TYPE_CHECKING, Any
 
 from .journal import config_key
+
+if TYPE_CHECKING:  # optuna is imported only by the sampler strategies (exhaustive runs without it)
+    import optuna
 
 STRATEGIES = ("exhaustive", "random", "tpe", "gp", "cmaes")
 _MAX_REJECTS = 500
 
 
 def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    import optuna
+
     match name:
         case "random":
             return optuna.samplers.RandomSampler(seed=seed)
@@ -52,6 +55,9 @@ class OptunaStrategy:
 
     def __init__(self, study: optuna.Study, params: Mapping[str, list[Any]], feasible: list[dict[str, Any]],
                  done: Mapping[str, float | None], seed: int):
+        import optuna
+
+        self._fail = optuna.trial.TrialState.FAIL
         self.study = study
         self.params = dict(params)
         self.feasible = {config_key(c): c for c in feasible}
@@ -76,7 +82,7 @@ class OptunaStrategy:
             if key in self.known and self.known[key] is not None:
                 self.study.tell(trial, self.known[key])  # a duplicate: its recorded value, no new measurement
             elif key not in self.feasible or key in self.known or key in self.pending:
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self.study.tell(trial, state=self._fail)
             else:
                 self.pending[key] = trial
                 return tiles
@@ -95,6 +101,6 @@ class OptunaStrategy:
         if trial is None:
             return
         if value is None:
-            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.study.tell(trial, state=self._fail)
         else:
             self.study.tell(trial, value)

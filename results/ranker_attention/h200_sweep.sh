@@ -20,4 +20,4 @@ t2=$(stamp)
 $KT --bucket d128-none-long --out "$OUT/sequential" --compile-workers 0
 t3=$(stamp)
 python3 -c "import sys; a=[float(x) for x in sys.argv[1:]]; print(f\"WALL sweep4={a[1]-a[0]:.1f}s ahead={a[2]-a[1]:.1f}s sequential={a[3]-a[2]:.1f}s\")" "$t0" "$t1" "$t2" "$t3" | tee "$OUT/walls.txt"
-timeout 150 python3 results/ranker_attention/h200_verify_and_time.py --out "$OUT/verify256" --head-dims 256 --skip-timing
+[ "${VERIFY256:-1}" = 1 ] && timeout 150 python3 results/ranker_attention/h200_verify_and_time.py --out "$OUT/verify256" --head-dims 256 --skip-timing
