@@ -51,7 +51,8 @@ def sweep(
     resume: Annotated[bool, typer.Option(help="Skip candidates the journal already holds.")] = True,
     journal: Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/KERNEL-MODE.jsonl).")]
     = None,
-    compile_workers: Annotated[int, typer.Option(help="Processes compiling ahead; 0 compiles in the timer.")] = 2,
+    compile_threads: Annotated[int, typer.Option(help="Threads compiling ahead beside each timing worker; "
+                                                 "0 compiles each candidate when it is timed.")] = 4,
     rel_noise: Annotated[float, typer.Option(help="Stop timing when the median's noise is under this.")] = 0.01,
     max_seconds: Annotated[float, typer.Option(help="Time cap of sampling per candidate.")] = 2.0,
     cold_l2: Annotated[bool, typer.Option(help="Flush L2 before every timed call.")] = False,
@@ -69,7 +70,7 @@ def sweep(
         kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
         strategy=strategy, budget=budget, seed=seed, gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
         replay=replay, storage=storage, study=study, resume=resume, journal=journal,
-        compile_workers=compile_workers, compile_timeout=compile_timeout, run_timeout=run_timeout,
+        compile_threads=compile_threads, compile_timeout=compile_timeout, run_timeout=run_timeout,
         settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
     )
     if replay is not None:

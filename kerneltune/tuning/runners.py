@@ -22,6 +22,14 @@ class WorkerPool:
         self._pool = cf.ThreadPoolExecutor(max(len(envs), 1), thread_name_prefix=role)
         self.size = len(envs)
 
+    def send(self, req: Mapping[str, Any]) -> None:
+        """Deliver a request that gets no answer to an idle worker (the pool of a GPU has one)."""
+        worker = self._idle.get()
+        try:
+            worker.send(req)
+        finally:
+            self._idle.put(worker)
+
     def submit(self, req: Mapping[str, Any], timeout: float) -> cf.Future[dict[str, Any]]:
         return self._pool.submit(self._serve, dict(req), timeout)
 
@@ -41,45 +49,49 @@ class WorkerPool:
 
 
 class LiveRunner:
-    """Compile-ahead workers (any count, 0 = the timing worker compiles) and one timing worker per GPU."""
+    """One timing worker per GPU; with ``compile_threads`` > 0 each compiles candidates ahead
+    on its own threads (a JAX executable cannot leave the process that compiled it) while it
+    verifies and times earlier ones; with 0 it compiles each candidate when it comes to it."""
 
-    def __init__(self, gpus: Sequence[str], compile_workers: int, log_dir: Path, cache_dir: Path,
+    def __init__(self, gpus: Sequence[str], compile_threads: int, log_dir: Path, cache_dir: Path,
                  compile_timeout: float, run_timeout: float):
         log_dir.mkdir(parents=True, exist_ok=True)
         self.compile_timeout = compile_timeout
         self.run_timeout = run_timeout
-        timing_envs = [worker_env(cache_dir, g) for g in gpus]
-        self.timing = WorkerPool(timing_envs, log_dir, "timing")
-        compile_envs = [worker_env(cache_dir, gpus[i % len(gpus)]) for i in range(compile_workers)]
-        self.compiler = WorkerPool(compile_envs, log_dir, "compile") if compile_workers else None
+        self.compile_ahead = compile_threads > 0
+        self.pools = [WorkerPool([worker_env(cache_dir, g, compile_threads)], log_dir, f"timing-gpu{g}")
+                      for g in gpus]
+        self._next = 0
         self._stamps: dict[str, Any] | None = None
 
     @property
     def parallel_measures(self) -> int:
-        return self.timing.size
+        return len(self.pools)
 
     def stamps(self) -> dict[str, Any]:
         if self._stamps is None:
-            reply = self.timing.submit({"op": "stamps"}, self.compile_timeout).result()
+            reply = self.pools[0].submit({"op": "stamps"}, self.compile_timeout).result()
             if reply.get("status") != "ok":
                 raise RuntimeError(f"a timing worker could not start: {reply.get('error')}")
             self._stamps = reply["stamps"]
         return self._stamps
 
     def compile(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:
-        if self.compiler is None:
-            done: cf.Future[dict[str, Any]] = cf.Future()
-            done.set_result({"status": "ok", "compile_s": None})
-            return done
-        return self.compiler.submit({**req, "op": "compile"}, self.compile_timeout)
+        """Route the candidate to a GPU's worker (round robin) and start compiling it there."""
+        route = self._next % len(self.pools)
+        self._next += 1
+        if self.compile_ahead:
+            self.pools[route].send({**req, "op": "prefetch"})
+        done: cf.Future[dict[str, Any]] = cf.Future()
+        done.set_result({"status": "ok", "route": route})
+        return done
 
-    def measure(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:
-        return self.timing.submit({**req, "op": "measure"}, self.compile_timeout + self.run_timeout)
+    def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
+        return self.pools[route].submit({**req, "op": "measure"}, self.compile_timeout + self.run_timeout)
 
     def close(self) -> None:
-        self.timing.close()
-        if self.compiler is not None:
-            self.compiler.close()
+        for pool in self.pools:
+            pool.close()
 
 
 class ReplayRunner:
@@ -103,7 +115,7 @@ class ReplayRunner:
         done.set_result({"status": "ok", "compile_s": 0.0})
         return done
 
-    def measure(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:
+    def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
         done: cf.Future[dict[str, Any]] = cf.Future()
         rec = self.recorded.get((req["bucket"], config_key(req["tiles"])))
         if rec is None:

@@ -48,7 +48,7 @@ class SweepOptions:
     storage: str | None = None
     study: str | None = None
     resume: bool = True
-    compile_workers: int = 2
+    compile_threads: int = 4
     lookahead: int = 4
     compile_timeout: float = 600.0
     run_timeout: float = 300.0
@@ -121,7 +121,7 @@ class HardwareMissing(RuntimeError):
 def _default_runner(opts: SweepOptions) -> Any:
     if opts.replay is not None:
         return ReplayRunner(opts.replay)
-    return LiveRunner(opts.gpus, opts.compile_workers, opts.out / "logs", opts.out / "jax-cache",
+    return LiveRunner(opts.gpus, opts.compile_threads, opts.out / "logs", opts.out / "jax-cache",
                       opts.compile_timeout, opts.run_timeout)
 
 
@@ -202,8 +202,8 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
             if creply.get("status") != "ok":
                 _finish(journal, strategy, result, observer, base, tiles, creply)
                 continue
-            mfut = runner.measure(request(tiles))
-            measuring[mfut] = {"tiles": tiles, "compile_s": creply.get("compile_s")}
+            mfut = runner.measure(request(tiles), creply.get("route", 0))
+            measuring[mfut] = {"tiles": tiles}
         if not compiling and not measuring:
             break
         waiting = list(measuring) + ([compiling[0][1]] if compiling else [])
@@ -212,8 +212,6 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
             if fut in measuring:
                 info = measuring.pop(fut)
                 reply = fut.result()
-                if info["compile_s"] is not None:
-                    reply["compile_ahead_s"] = info["compile_s"]
                 rec = _finish(journal, strategy, result, observer, base, info["tiles"], reply)
                 if rec["status"] == "ok" and (best_us is None or rec["timing"]["median_us"] < best_us):
                     best_us = rec["timing"]["median_us"]

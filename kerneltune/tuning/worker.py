@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ class WorkerDied(RuntimeError):
         self.kind = kind  # "timeout" or "runtime"
 
 
-def worker_env(cache_dir: Path | None, gpu: str | None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+def worker_env(cache_dir: Path | None, gpu: str | None, compile_threads: int = 0) -> dict[str, str]:
     env = dict(os.environ)
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # several workers share one GPU
     env["PYTHONUNBUFFERED"] = "1"
@@ -40,7 +41,7 @@ def worker_env(cache_dir: Path | None, gpu: str | None, extra: Mapping[str, str]
         env["KERNELTUNE_JAX_CACHE"] = str(cache_dir)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    env.update(extra or {})
+    env["KERNELTUNE_COMPILE_THREADS"] = str(compile_threads)
     return env
 
 
@@ -74,6 +75,17 @@ class WorkerProcess:
         if not self.log_path or not self.log_path.exists():
             return ""
         return self.log_path.read_bytes()[-1500:].decode(errors="replace")
+
+    def send(self, req: Mapping[str, Any]) -> None:
+        """A request that gets no answer (compile-ahead); a dead worker just drops it."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            self.kill()
 
     def request(self, req: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         if self.proc is None or self.proc.poll() is not None:
@@ -128,7 +140,7 @@ def _is_sticky(error: BaseException) -> bool:
                                    "cuda_error", "xid", "unspecified launch"))
 
 
-def handle(req: Mapping[str, Any]) -> dict[str, Any]:
+def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dict[str, Any]:
     from kerneltune.kernels.base import load_kernel
 
     op = req["op"]
@@ -140,44 +152,47 @@ def handle(req: Mapping[str, Any]) -> dict[str, Any]:
 
         stamps = dict(system_stamps())
         if jax.devices()[0].platform == "gpu":
-            stamps.update(measure_ceilings())
+            try:
+                stamps.update(measure_ceilings())
+            except RuntimeError as e:  # no ceiling is no reason to stop a sweep: % of ceiling stays empty
+                stamps["ceiling_error"] = str(e)
         return {"status": "ok", "stamps": stamps}
     kernel = load_kernel(req["kernel"])
     problem = kernel.problem(req["problem"])
-    tiles = req["tiles"]
     t0 = time.perf_counter()
+    ahead = prefetcher.take(req) if prefetcher is not None else None
     try:
-        built = kernel.build(problem, tiles)
-    except Exception as e:
+        if ahead is not None:
+            built, compile_s = ahead.result()
+        else:
+            built = kernel.build(problem, req["tiles"])
+            compile_s = time.perf_counter() - t0
+    except Exception as e:  # any failure to build is this candidate's compile error
         return {"status": "compile", "error": _error_text(e), "compile_s": time.perf_counter() - t0}
-    compile_s = time.perf_counter() - t0
-    if op == "compile":
-        return {"status": "ok", "compile_s": compile_s}
+    # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
+    base = {"compile_s": compile_s, "compile_wait_s": time.perf_counter() - t0}
 
-    from kerneltune.tuning.measure import MeasureSettings, Timing, time_callable
+    from kerneltune.tuning.measure import MeasureSettings, time_callable
 
     settings = MeasureSettings(**req.get("settings", {}))
     try:
         inputs = kernel.make_inputs(problem, req.get("inputs", {}), int(req["seed"]))
         check = kernel.check(built, problem, inputs)
-    except Exception as e:
-        return {"status": "runtime", "error": _error_text(e), "compile_s": compile_s, "restart": _is_sticky(e)}
-    if check.error is not None:
-        return {"status": "correctness", "error": check.error, "rel_error": check.rel_error, "compile_s": compile_s}
-    try:
+        if check.error is not None:
+            return {**base, "status": "correctness", "error": check.error, "rel_error": check.rel_error}
         fn, args = kernel.timed_call(built, inputs)
-        timing: Timing = time_callable(fn, args, settings, req.get("prune_above_us"))
-    except Exception as e:
-        return {"status": "runtime", "error": _error_text(e), "compile_s": compile_s, "restart": _is_sticky(e)}
-    flops = kernel.flops(problem, inputs)
+        timing = time_callable(fn, args, settings, req.get("prune_above_us"))
+        flops = kernel.flops(problem, inputs)
+    except Exception as e:  # a launch or device failure of this candidate
+        return {**base, "status": "runtime", "error": _error_text(e), "restart": _is_sticky(e)}
     pruned = req.get("prune_above_us") is not None and timing.median_us > req["prune_above_us"]
     return {
+        **base,
         "status": "pruned" if pruned else "ok",
         "timing": timing.to_dict(),
         "tflops": flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None,
         "flops": flops,
         "rel_error": check.rel_error,
-        "compile_s": compile_s,
     }
 
 
@@ -186,22 +201,66 @@ def _error_text(e: BaseException) -> str:
     return text[-4000:]
 
 
+class _Prefetcher:
+    """Compiles candidates on threads of this process while the main thread verifies and times.
+
+    A compiled JAX executable lives in the process that compiled it, so
+    compile-ahead happens here, beside the timing, rather than in other processes.
+    """
+
+    def __init__(self, threads: int):
+        self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="compile")
+        self._futures: dict[str, Future[Any]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(req: Mapping[str, Any]) -> str:
+        return json.dumps([req["kernel"], req["problem"], req["tiles"]], sort_keys=True)
+
+    def submit(self, req: Mapping[str, Any]) -> None:
+        from kerneltune.kernels.base import load_kernel
+
+        def build() -> tuple[Any, float]:
+            kernel = load_kernel(req["kernel"])
+            t0 = time.perf_counter()
+            return kernel.build(kernel.problem(req["problem"]), req["tiles"]), time.perf_counter() - t0
+
+        with self._lock:
+            self._futures.setdefault(self.key(req), self._pool.submit(build))
+
+    def take(self, req: Mapping[str, Any]) -> Future[Any] | None:
+        with self._lock:
+            return self._futures.pop(self.key(req), None)
+
+
 def main() -> None:
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log
     _setup_jax_cache()
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        req = json.loads(line)
+    prefetcher = _Prefetcher(int(os.environ.get("KERNELTUNE_COMPILE_THREADS", "0") or 0))
+    work: queue.Queue[dict[str, Any] | None] = queue.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            if line.strip():
+                req = json.loads(line)
+                if req.get("op") == "prefetch":  # no answer: compile in the background
+                    prefetcher.submit(req)
+                else:
+                    work.put(req)
+        work.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while (req := work.get()) is not None:
         try:
-            reply = handle(req)
+            reply = handle(req, prefetcher)
         except Exception as e:
             reply = {"status": "runtime", "error": _error_text(e), "restart": True}
         out.write(json.dumps(reply) + "\n")
         out.flush()
         if reply.get("restart"):
-            return
+            os._exit(0)
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -79,6 +80,16 @@ def make_tensors(problem: Problem, seed: int) -> tuple[np.ndarray, np.ndarray, n
     k = rng.standard_normal((b, t, problem.kv_heads, d), dtype=np.float32)
     v = rng.standard_normal((b, t, problem.kv_heads, d), dtype=np.float32)
     return q, k, v
+
+
+def make_device_tensors(problem: Problem, seed: int) -> tuple[Any, Any, Any]:
+    """q, k, v drawn on the default JAX device in the problem dtype (fast at sweep sizes)."""
+    import jax
+
+    keys = jax.random.split(jax.random.key(seed), 3)
+    b, t, d = problem.batch, problem.seq_len, problem.head_dim
+    shapes = ((b, t, problem.q_heads, d), (b, t, problem.kv_heads, d), (b, t, problem.kv_heads, d))
+    return tuple(jax.random.normal(key, shape, problem.dtype) for key, shape in zip(keys, shapes, strict=True))
 
 
 def kept_pairs(bounds: np.ndarray) -> int:

@@ -13,7 +13,7 @@ from kerneltune.kernels.base import CheckResult
 from .api import kernel_source_hash
 from .config import KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
-from .inputs import adversarial_bounds, make_tensors, ranker_bounds, useful_flops
+from .inputs import adversarial_bounds, make_device_tensors, ranker_bounds, useful_flops
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +75,6 @@ class RankerAttentionPlugin:
         return {"plain": plain, "poisoned": poisoned}
 
     def make_inputs(self, problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> RankerInputs:
-        import jax.numpy as jnp
-
         rng = np.random.default_rng(seed)
         hist = inputs_spec.get("history", [problem.seq_len // 2, problem.seq_len // 2])
         cands = int(inputs_spec.get("candidates", problem.seq_len // 8))
@@ -86,7 +84,7 @@ class RankerAttentionPlugin:
             adv = adversarial_bounds(problem.seq_len, rng)
             reps = -(-problem.batch // len(adv))
             checks.append(np.tile(adv, (reps, 1))[: problem.batch])
-        q, k, v = (jnp.asarray(x, problem.dtype) for x in make_tensors(problem, seed))
+        q, k, v = make_device_tensors(problem, seed)
         return RankerInputs(q, k, v, timing, tuple(checks))
 
     def check(self, built: Any, problem: Problem, inputs: RankerInputs) -> CheckResult:
