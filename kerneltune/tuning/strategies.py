@@ -29,11 +29,11 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
         case "random":
             return optuna.samplers.RandomSampler(seed=seed)
         case "tpe":
-            return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=5)
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True, n_startup_trials=3)
         case "gp":
-            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=5)
+            return optuna.samplers.GPSampler(seed=seed, n_startup_trials=3)
         case "cmaes":
-            return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=5, warn_independent_sampling=False)
+            return optuna.samplers.CmaEsSampler(seed=seed, n_startup_trials=3, warn_independent_sampling=False)
     raise ValueError(f"strategy: {name!r} is not one of {', '.join(STRATEGIES)}")
 
 
@@ -54,7 +54,7 @@ class OptunaStrategy:
     """Ask/tell over an Optuna study; ``value`` None marks a failed candidate."""
 
     def __init__(self, study: optuna.Study, params: Mapping[str, list[Any]], feasible: list[dict[str, Any]],
-                 done: Mapping[str, float | None], seed: int):
+                 done: Mapping[str, float | None], seed: int, start: Mapping[str, Any] | None = None):
         import optuna
 
         self._fail = optuna.trial.TrialState.FAIL
@@ -65,6 +65,9 @@ class OptunaStrategy:
         self.pending: dict[str, optuna.trial.Trial] = {}
         self.rng = random.Random(seed)
         self.dists = {n: optuna.distributions.IntDistribution(0, len(v) - 1) for n, v in self.params.items()}
+        # Start where an engineer would: the kernel's heuristic config, if it is in this space.
+        if start is not None and config_key(start) in self.feasible and config_key(start) not in self.known:
+            self.study.enqueue_trial({n: self.params[n].index(start[n]) for n in self.params})
 
     def _tiles(self, trial: optuna.trial.Trial) -> dict[str, Any]:
         return {n: self.params[n][trial.params[n]] for n in self.params}

@@ -164,7 +164,9 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
             storage=_storage(opts), sampler=make_sampler(opts.strategy, opts.seed), direction="minimize",
             load_if_exists=True,
         )
-        strategy = OptunaStrategy(study, space.params, feasible, known, opts.seed)
+        heuristic = {**kernel.heuristic(problem)}
+        start = {n: heuristic.get(n, values[0]) for n, values in space.params.items()}
+        strategy = OptunaStrategy(study, space.params, feasible, known, opts.seed, start)
 
     ok_times = [v for k, v in known.items() if v is not None and done[k]["status"] == "ok"]
     best_us = min(ok_times, default=None)
