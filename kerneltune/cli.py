@@ -79,10 +79,10 @@ def sweep(
         with RichObserver(console) as observer:
             results = run_sweep(opts, observer)
     except HardwareMissing as e:
-        console.print(f"[red]{e}. Use --replay JOURNAL to replay a recorded sweep here.")
+        console.print(f"[red]{e}. Use --replay JOURNAL to replay a recorded sweep here.", soft_wrap=True)
         raise typer.Exit(2) from None
     except (SpaceError, ValueError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {e}")
+        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(1) from None
     table = Table(title=f"{opts.kernel}: {opts.strategy} sweep")
     for col in ("bucket", "measured", "failures", "best config", "median µs", "TFLOP/s", "table"):
@@ -95,3 +95,73 @@ def sweep(
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-", e["table"] if e else "-")
     console.print(table)
     console.print(f"journal: {opts.journal_path}")
+
+
+@app.command()
+def verify(
+    kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. ranker-attention.")],
+    table: Annotated[Path | None, typer.Option(help="Tuned table (default: the shipped one for this GPU).")] = None,
+) -> None:
+    """Re-check a tuned table here: stamps, correctness on fresh inputs, time against the record."""
+    import tempfile
+
+    from kerneltune.kernels.base import canonical_name
+    from kerneltune.tables.store import default_tables_dir
+    from kerneltune.tuning.verify import verify_table
+
+    name = canonical_name(kernel)
+    if table is None:
+        tables = sorted(default_tables_dir().glob(f"*/{name}.json"))
+        if not tables:
+            console.print(f"[red]error:[/red] no tuned table for {name} under {default_tables_dir()}", soft_wrap=True)
+            raise typer.Exit(1)
+        table = tables[0]
+    with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
+        report = verify_table(name, table, Path(work))
+    out = Table(title=f"verify {name}: {table}")
+    for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
+        out.add_column(col)
+    fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
+    for r in report.entries:
+        differ = ", ".join(m.split(":")[0] for m in r.stamps)
+        config = " ".join(f"{k}={v}" for k, v in r.config.items())
+        out.add_row(r.bucket, config, "match" if not r.stamps else f"differ: {differ}", r.correctness,
+                    fmt(r.recorded_us), fmt(r.now_us), fmt(r.heuristic_us), ("[red]" if r.failed else "") + r.verdict)
+    if report.entries:
+        console.print(out)
+    for note in report.notes:
+        console.print(note, soft_wrap=True)
+    raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def report(
+    results: Annotated[Path, typer.Argument(help="A journal, or a folder searched for journals.")],
+    csv: Annotated[Path | None, typer.Option(help="Write one CSV row per candidate here.")] = None,
+    html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML report here.")] = None,
+    baseline: Annotated[Path | None, typer.Option(help="A tuned table (or folder) to compare each bucket with.")]
+    = None,
+) -> None:
+    """CSV and HTML reports of sweeps for CI: rankings, heat maps, failures, baseline comparison."""
+    from kerneltune.report.frame import journal_files, load_baseline, load_frame
+    from kerneltune.report.html import render_html
+
+    try:
+        frame = load_frame(results)
+    except FileNotFoundError as e:
+        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    if csv:
+        frame.to_csv(csv, index=False)
+        console.print(f"CSV: {csv} ({len(frame)} rows)")
+    if html:
+        render_html(frame, len(journal_files(results)), load_baseline(baseline) if baseline else None, html)
+        console.print(f"HTML: {html}")
+    summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)
+    out = Table(title=f"{len(frame)} candidates")
+    out.add_column("bucket")
+    for c in summary.columns:
+        out.add_column(str(c))
+    for b, row in summary.iterrows():
+        out.add_row(str(b), *(str(v) for v in row))
+    console.print(out)

@@ -89,6 +89,10 @@ class LiveRunner:
     def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
         return self.pools[route].submit({**req, "op": "measure"}, self.compile_timeout + self.run_timeout)
 
+    def timing_request(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        """Any other request to the first timing worker, answered synchronously."""
+        return self.pools[0].submit(req, self.compile_timeout + self.run_timeout).result()
+
     def close(self) -> None:
         for pool in self.pools:
             pool.close()

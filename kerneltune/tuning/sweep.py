@@ -132,7 +132,7 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
     result = BucketResult(bucket.name)
     done = {key: rec for (b, key), rec in journal.done().items() if b == bucket.name}
     feasible: list[dict[str, Any]] = []
-    base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "stamps": stamps,
+    base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "inputs": bucket.bounds, "stamps": stamps,
             "kernel_hash": kernel.source_hash(), "strategy": opts.strategy, "seed": opts.seed}
     for tiles in space.configs(fields):
         key = config_key(tiles)

@@ -43,6 +43,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
         "bucket": kernel.bucket(problem),
         "bucket_name": win["bucket"],
         "problem": win["problem"],
+        "inputs": win.get("inputs", {}),
         "config": win["tiles"],
         "median_us": t["median_us"],
         "spread": t["spread"],

@@ -159,6 +159,12 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
         return {"status": "ok", "stamps": stamps}
     kernel = load_kernel(req["kernel"])
     problem = kernel.problem(req["problem"])
+    if op == "check_small":
+        try:
+            result = kernel.check_small(problem, req["tiles"])
+        except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
+            return {"status": "runtime", "error": _error_text(e)}
+        return {"status": "ok"} if result.error is None else {"status": "correctness", "error": result.error}
     t0 = time.perf_counter()
     ahead = prefetcher.take(req) if prefetcher is not None else None
     try:

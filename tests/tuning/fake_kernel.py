@@ -83,3 +83,13 @@ class FakeKernel:
 
 
 PLUGIN = FakeKernel()
+
+
+class FakeKernelNeedingGpu(FakeKernel):
+    """The same kernel, but it can only run on hardware this machine lacks, with no CPU check."""
+
+    def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
+        return "an imaginary accelerator (FakeGPU 9000)"
+
+
+NEEDS_GPU = FakeKernelNeedingGpu()

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Set up kerneltune on a fresh Debian machine: system packages, a Python 3.12 venv, the package.
+# Idempotent: reuses .venv and skips pip when pyproject.toml has not changed since the last install.
+# Every failure ends in one line that says what to do.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+VENV=.venv
+
+LOG="${TMPDIR:-/tmp}/kerneltune-setup.log"
+: > "$LOG"
+
+die() { echo "kerneltune setup: $*" >&2; exit 1; }
+
+find_python() {
+  if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
+  local c
+  for c in python3.12 "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/3.12"*/bin/python3.12 \
+           /usr/bin/python3.12 /usr/local/bin/python3.12; do
+    if [ -n "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1; then
+      echo "$c"; return
+    fi
+  done
+}
+
+# 1. System packages for the AMD offline compile (FlyDSL's linker and device libraries).
+APT_PKGS="lld-22 llvm-22 rocm-device-libs"
+missing=""
+for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing; } >>"$LOG" 2>&1 \
+    || die "apt-get install${missing} failed (see $LOG); the AMD offline compile needs these Debian packages."
+fi
+
+# 2. Python 3.12 and the venv.
+PY=$(find_python)
+[ -n "$PY" ] || die "Python 3.12 not found: install it (apt-get install python3.12, or pyenv install 3.12) or set PYTHON=/path/to/python3.12."
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV" >>"$LOG" 2>&1 || die "could not create a venv with $PY (see $LOG)."
+fi
+
+# 3. The package and its extras, unless already installed from this pyproject.toml.
+STAMP="$VENV/.kerneltune-installed"
+WANT=$(sha256sum pyproject.toml | cut -c1-16)
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+  "$VENV/bin/python" -m pip install -q --upgrade pip >>"$LOG" 2>&1
+  "$VENV/bin/python" -m pip install -q -e ".[amd,test]" >>"$LOG" 2>&1 \
+    || die "pip install of kerneltune failed (see $LOG)."
+  echo "$WANT" > "$STAMP"
+fi
+echo "kerneltune setup: ready ($("$VENV/bin/python" --version), venv $VENV)"

@@ -1,0 +1,64 @@
+"""Journals to one pandas frame, one row per candidate, with the written column schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from kerneltune.tuning.journal import Journal
+
+# The CSV's fixed columns, in order; problem_* and config_* columns follow, one per field.
+SCHEMA = (
+    "kernel", "bucket", "status", "invalidity", "error", "median_us", "spread", "samples", "tflops",
+    "pct_ceiling", "device", "sm_count", "driver", "cuda", "jax", "jaxlib", "kernel_hash", "time", "journal",
+)
+FAILURE_STATUSES = {"constraint", "compile", "runtime", "timeout", "correctness", "unsupported"}
+
+
+def journal_files(results: Path) -> list[Path]:
+    if results.is_file():
+        return [results]
+    files = sorted(p for p in results.rglob("*.jsonl") if ".optuna" not in p.name)
+    if not files:
+        raise FileNotFoundError(f"report: no journal (*.jsonl) under {results}")
+    return files
+
+
+def load_frame(results: Path) -> pd.DataFrame:
+    rows = []
+    for path in journal_files(results):
+        for r in Journal(path).records():
+            if "bucket" not in r or "tiles" not in r:
+                continue
+            t = r.get("timing") or {}
+            s = r.get("stamps") or {}
+            row = {
+                "kernel": r.get("kernel"), "bucket": r["bucket"], "status": r["status"],
+                "invalidity": r["status"] if r["status"] in FAILURE_STATUSES else "",
+                "error": (r.get("error") or "").replace("\n", " ")[:500],
+                "median_us": t.get("median_us"), "spread": t.get("spread"), "samples": t.get("samples"),
+                "tflops": r.get("tflops"), "pct_ceiling": r.get("pct_ceiling"), "device": s.get("gpu"),
+                "sm_count": s.get("sm_count"), "driver": s.get("driver"), "cuda": s.get("cuda"), "jax": s.get("jax"),
+                "jaxlib": s.get("jaxlib"), "kernel_hash": r.get("kernel_hash"), "time": r.get("time"),
+                "journal": str(path),
+            }
+            row.update({f"problem_{k}": v for k, v in (r.get("problem") or {}).items()})
+            row.update({f"config_{k}": v for k, v in r["tiles"].items()})
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    extra = sorted(c for c in frame.columns if c.startswith("problem_")) + sorted(
+        c for c in frame.columns if c.startswith("config_"))
+    return frame.reindex(columns=list(SCHEMA) + extra)
+
+
+def load_baseline(path: Path) -> dict[str, dict]:
+    """bucket name -> table entry, from one table file or every table under a folder."""
+    files = [path] if path.is_file() else sorted(path.rglob("*.json"))
+    out: dict[str, dict] = {}
+    for f in files:
+        table = json.loads(f.read_text())
+        for e in table.get("entries", {}).values():
+            out[e.get("bucket_name", json.dumps(e["bucket"], sort_keys=True))] = e
+    return out

@@ -1,0 +1,131 @@
+"""One self-contained HTML page: inline CSS and SVG, no scripts or network needed to view it."""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import jinja2
+import pandas as pd
+
+TEMPLATE = jinja2.Template("""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kerneltune report</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:2em;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}
+th{background:#f0f0f0}.ok{color:#070}.fail{color:#a00}.faster{background:#dfd}.slower{background:#fdd}
+h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px solid #ddd}
+</style></head><body>
+<h1>kerneltune report</h1>
+<p>{{ n_candidates }} candidates from {{ n_journals }} journal(s); devices: {{ devices }}.</p>
+{% if baseline %}<h2 id="baseline">Against the baseline</h2>
+<table class="baseline"><tr><th>bucket</th><th>best µs</th><th>baseline µs</th><th>ratio</th><th>verdict</th></tr>
+{% for b in baseline %}<tr class="{{ b.verdict }}"><td>{{ b.bucket }}</td><td>{{ '%.1f'|format(b.best) }}</td>
+<td>{{ '%.1f'|format(b.base) }}</td><td>{{ '%.3f'|format(b.ratio) }}</td><td>{{ b.verdict }}</td></tr>{% endfor %}
+</table>{% endif %}
+{% for b in buckets %}
+<h2 id="bucket-{{ b.name }}">Bucket {{ b.name }}</h2>
+<table class="ranking"><tr><th>#</th>{% for c in b.config_cols %}<th>{{ c }}</th>{% endfor %}
+<th>median µs</th><th>spread</th><th>TFLOP/s</th><th>% ceiling</th><th>status</th></tr>
+{% for r in b.ranking %}<tr><td>{{ loop.index }}</td>{% for c in b.config_cols %}<td>{{ r[c] }}</td>{% endfor %}
+<td>{{ '%.1f'|format(r.median_us) }}</td><td>{{ '%.2f%%'|format(100 * r.spread) }}</td>
+<td>{{ r.tflops_text }}</td><td>{{ r.pct_text }}</td><td class="ok">{{ r.status }}</td></tr>{% endfor %}
+</table>
+<div class="charts">{{ b.heatmap }} {{ b.scatter }}</div>
+{% endfor %}
+<h2 id="failures">Failures by kind</h2>
+{% for kind, rows in failures %}<h3>{{ kind }} ({{ rows|length }})</h3>
+<table class="failures"><tr><th>bucket</th><th>config</th><th>message</th></tr>
+{% for r in rows %}<tr><td>{{ r.bucket }}</td><td>{{ r.config }}</td><td class="fail">{{ r.error }}</td></tr>
+{% endfor %}
+</table>{% else %}<p>None.</p>{% endfor %}
+</body></html>""", autoescape=True)
+
+
+def _heatmap(df: pd.DataFrame, bucket: str) -> str:
+    if "config_block_q" not in df or "config_block_kv" not in df or df.empty:
+        return ""
+    best = df.groupby(["config_block_q", "config_block_kv"])["median_us"].min()
+    qs = sorted(df["config_block_q"].unique())
+    ks = sorted(df["config_block_kv"].unique())
+    lo, hi = best.min(), best.max()
+    cell, pad = 70, 80
+    parts = [f'<svg class="heatmap" width="{pad + cell * len(ks) + 10}" height="{pad + cell * len(qs) + 10}" '
+             f'xmlns="http://www.w3.org/2000/svg"><title>best µs by block_q × block_kv, {html.escape(bucket)}</title>']
+    for j, k in enumerate(ks):
+        parts.append(f'<text x="{pad + j * cell + 20}" y="{pad - 8}" font-size="12">kv {k}</text>')
+    for i, q in enumerate(qs):
+        parts.append(f'<text x="5" y="{pad + i * cell + 38}" font-size="12">q {q}</text>')
+        for j, k in enumerate(ks):
+            v = best.get((q, k))
+            if v is None or (isinstance(v, float) and math.isnan(v)):
+                fill, label = "#ddd", "—"
+            else:
+                f = 0.0 if hi == lo else (v - lo) / (hi - lo)
+                fill, label = f"rgb({int(80 + 175 * f)},{int(200 - 120 * f)},90)", f"{v:.0f}"
+            parts.append(f'<rect x="{pad + j * cell}" y="{pad + i * cell}" width="{cell - 2}" height="{cell - 2}" '
+                         f'fill="{fill}"/><text x="{pad + j * cell + 12}" y="{pad + i * cell + 38}" '
+                         f'font-size="12">{label}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _scatter(df: pd.DataFrame, bucket: str) -> str:
+    d = df.dropna(subset=["median_us"])
+    if d.empty:
+        return ""
+    w, h, pad = 420, 260, 45
+    x = d["median_us"].astype(float)
+    y = d["pct_ceiling"].astype(float).fillna(0.0)
+    x0, x1 = x.min(), x.max() if x.max() > x.min() else x.min() + 1
+    y1 = max(y.max(), 1.0)
+    pts = "".join(
+        f'<circle cx="{pad + (xi - x0) / (x1 - x0) * (w - 2 * pad):.1f}" '
+        f'cy="{h - pad - yi / y1 * (h - 2 * pad):.1f}" r="4" fill="#36c"/>' for xi, yi in zip(x, y, strict=True))
+    return (f'<svg class="scatter" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">'
+            f'<title>time vs % of ceiling, {html.escape(bucket)}</title>'
+            f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#444"/>'
+            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#444"/>'
+            f'<text x="{w / 2 - 40}" y="{h - 10}" font-size="12">median µs ({x0:.0f}–{x1:.0f})</text>'
+            f'<text x="5" y="{pad - 10}" font-size="12">% of bf16 ceiling (max {y1:.0f})</text>{pts}</svg>')
+
+
+def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] | None, out: Path) -> None:
+    config_cols = [c for c in frame.columns if c.startswith("config_")]
+    buckets = []
+    timed = frame[frame["status"] == "ok"]
+    for name, df in timed.groupby("bucket", sort=True):
+        df = df.sort_values("median_us")
+        cols = [c for c in config_cols if df[c].notna().any()]
+        ranking = []
+        for _, r in df.iterrows():
+            row = {c: r[c] for c in cols}
+            row.update(median_us=r["median_us"], spread=r["spread"] or 0.0, status=r["status"],
+                       tflops_text="-" if pd.isna(r["tflops"]) else f"{r['tflops']:.0f}",
+                       pct_text="-" if pd.isna(r["pct_ceiling"]) else f"{r['pct_ceiling']:.1f}")
+            ranking.append(row)
+        buckets.append({"name": name, "config_cols": cols, "ranking": ranking,
+                        "heatmap": jinja2.utils.markupsafe.Markup(_heatmap(df, name)),
+                        "scatter": jinja2.utils.markupsafe.Markup(_scatter(df, name))})
+    failed = frame[frame["invalidity"].fillna("") != ""]
+    failures = []
+    for kind, df in failed.groupby("invalidity", sort=True):
+        rows = [{"bucket": r["bucket"], "config": {c[7:]: r[c] for c in config_cols if pd.notna(r[c])},
+                 "error": r["error"]} for _, r in df.iterrows()]
+        failures.append((kind, rows))
+    compare = []
+    if baseline:
+        for b in buckets:
+            base = baseline.get(b["name"])
+            if base is None:
+                continue
+            best = b["ranking"][0]["median_us"]
+            noise = max(base.get("spread", 0.0), b["ranking"][0]["spread"], 0.01)
+            ratio = best / base["median_us"]
+            verdict = "faster" if ratio < 1 - noise else "slower" if ratio > 1 + noise else "same"
+            compare.append({"bucket": b["name"], "best": best, "base": base["median_us"], "ratio": ratio,
+                            "verdict": verdict})
+    devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
+    out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, buckets=buckets,
+                                   failures=failures, baseline=compare))

@@ -1,0 +1,106 @@
+"""Re-check a tuned table on this machine: stamps, correctness on fresh inputs, and time.
+
+Exit codes: 0 everything holds; 1 a correctness failure, a slowdown beyond the
+recorded noise, a stale kernel source or an unreadable table; 2 this machine
+cannot run the check at all (the message names the hardware).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kerneltune.kernels.base import load_kernel
+from kerneltune.tables.stamps import mismatches
+from kerneltune.tables.store import TableError, read_table
+
+from .measure import MeasureSettings
+from .runners import LiveRunner
+
+EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
+
+
+@dataclass
+class EntryReport:
+    bucket: str
+    config: dict[str, Any]
+    stamps: list[str] = field(default_factory=list)
+    correctness: str = "not checked"
+    recorded_us: float | None = None
+    now_us: float | None = None
+    heuristic_us: float | None = None
+    verdict: str = "ok"
+    failed: bool = False
+
+
+@dataclass
+class VerifyReport:
+    table: Path
+    entries: list[EntryReport]
+    exit_code: int
+    notes: list[str]
+
+
+def verify_table(kernel_name: str, table_path: Path, work_dir: Path,
+                 settings: MeasureSettings | None = None) -> VerifyReport:
+    kernel = load_kernel(kernel_name)
+    settings = settings or MeasureSettings(max_seconds=1.0)
+    try:
+        table = read_table(table_path)
+    except TableError as e:
+        return VerifyReport(table_path, [], EXIT_FAIL, [str(e)])
+    if table is None:
+        return VerifyReport(table_path, [], EXIT_FAIL, [f"{table_path}: no such table"])
+    runner = LiveRunner(("0",), 0, work_dir / "logs", work_dir / "jax-cache", 600.0, 300.0)
+    try:
+        running = runner.stamps()
+        need = kernel.supported_on(running)
+        can_small = hasattr(kernel, "check_small")
+        if need is not None and not can_small:
+            return VerifyReport(table_path, [], EXIT_CANNOT_RUN, [f"verifying {kernel.name} needs {need}"])
+        notes = [] if need is None else [f"timing not checked: it needs {need}; correctness checked on the CPU "
+                                         f"at small shapes (interpret mode)"]
+        want = {**running, "kernel_hash": kernel.source_hash()}
+        reports = [_verify_entry(kernel_name, kernel, runner, e, want, need is None, settings)
+                   for e in table["entries"].values()]
+    finally:
+        runner.close()
+    code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_OK
+    return VerifyReport(table_path, reports, code, notes)
+
+
+def _verify_entry(kernel_name: str, kernel: Any, runner: LiveRunner, entry: dict[str, Any], want: dict[str, Any],
+                  on_gpu: bool, settings: MeasureSettings) -> EntryReport:
+    rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
+    rep.stamps = mismatches(entry.get("stamps", {}), want)
+    if any(s.startswith("kernel_hash") for s in rep.stamps):
+        rep.failed, rep.verdict = True, "stale: tuned for another kernel source"
+    problem_fields = entry.get("problem") or {}
+    base = {"kernel": kernel_name, "problem": problem_fields, "bucket": rep.bucket,
+            "inputs": entry.get("inputs", {}), "settings": settings.__dict__}
+    if not on_gpu:
+        reply = runner.timing_request({**base, "op": "check_small", "tiles": entry["config"]})
+        if reply.get("status") == "ok":
+            rep.correctness = "ok (interpret mode, small shape)"
+        else:
+            rep.correctness = reply.get("status", "?")
+            rep.failed, rep.verdict = True, f"{reply.get('status')}: {reply.get('error', '')[:200]}"
+        return rep
+    for seed in (11, 12):
+        reply = runner.measure({**base, "tiles": entry["config"], "seed": seed}).result()
+        if reply.get("status") != "ok":
+            rep.failed, rep.verdict = True, f"{reply['status']}: {reply.get('error', '')[:300]}"
+            rep.correctness = reply["status"]
+            return rep
+    rep.correctness = "ok"
+    rep.now_us = reply["timing"]["median_us"]
+    heur = kernel.heuristic(kernel.problem(problem_fields))
+    h = runner.measure({**base, "tiles": heur, "seed": 13}).result()
+    rep.heuristic_us = h["timing"]["median_us"] if h.get("status") == "ok" else None
+    if rep.recorded_us:
+        noise = max(entry.get("spread", 0.0), reply["timing"]["spread"], settings.rel_noise)
+        slower = rep.now_us / rep.recorded_us - 1.0
+        if slower > 2 * noise:
+            rep.failed, rep.verdict = True, f"slower by {100 * slower:.1f}% (noise {100 * noise:.1f}%)"
+    return rep

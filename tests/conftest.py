@@ -1,0 +1,42 @@
+"""Markers: gpu (a Hopper GPU), rocm (4 AMD GPUs), slow. Hardware tests skip here with the reason."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.cache
+def _has_hopper() -> str | None:
+    try:
+        import jax
+
+        dev = jax.devices()[0]
+    except Exception as e:  # no backend at all is a reason too
+        return f"no JAX device ({e})"
+    if dev.platform != "gpu":
+        return f"needs an NVIDIA Hopper GPU (sm_90); this machine's JAX device is {dev.platform}"
+    if getattr(dev, "compute_capability", "9.0") != "9.0":
+        return f"needs an NVIDIA Hopper GPU (sm_90); found {dev.device_kind}"
+    return None
+
+
+@functools.cache
+def _has_rocm4() -> str | None:
+    try:
+        import torch
+
+        if torch.version.hip is None or torch.cuda.device_count() < 4:
+            return "needs 4 AMD MI300X/MI355X GPUs with ROCm; this machine has none"
+    except ImportError:
+        return "needs torch with ROCm and 4 AMD MI300X/MI355X GPUs"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "gpu" in item.keywords and (why := _has_hopper()):
+            item.add_marker(pytest.mark.skip(reason=why))
+        if "rocm" in item.keywords and (why := _has_rocm4()):
+            item.add_marker(pytest.mark.skip(reason=why))

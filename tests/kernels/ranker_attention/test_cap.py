@@ -1,0 +1,39 @@
+import math
+
+import numpy as np
+import pytest
+
+from kerneltune.kernels.ranker_attention.cap import CapMethod, CapParams, cap_forward
+
+X = np.linspace(-200, 200, 2001)
+
+
+@pytest.mark.parametrize(("method", "expected"), [
+    (CapMethod.NONE, lambda x, c: x),
+    (CapMethod.TANH, lambda x, c: c * np.tanh(x / c)),
+    (CapMethod.TANH_APPROX, lambda x, c: c * np.tanh(x / c)),
+    (CapMethod.SOFTSIGN, lambda x, c: x / (1 + np.abs(x) / c)),
+    (CapMethod.CLAMP, lambda x, c: np.clip(x, -c, c)),
+])
+def test_folded_constants_match_the_definition(method, expected):
+    c, pre, post = 30.0, 0.125, math.log2(math.e)
+    params = CapParams(None if method is CapMethod.NONE else c)
+    got = cap_forward(X, method, params, pre=pre, post=post, xp=np)
+    np.testing.assert_allclose(got, post * expected(pre * X, c), rtol=1e-12, atol=1e-12)
+
+
+def test_caps_bound_the_logits():
+    for method in (CapMethod.TANH, CapMethod.SOFTSIGN, CapMethod.CLAMP):
+        assert np.max(np.abs(cap_forward(X, method, CapParams(5.0), xp=np))) <= 5.0 + 1e-12
+
+
+def test_parse_and_validation():
+    assert CapMethod.parse("softsign") is CapMethod.SOFTSIGN
+    with pytest.raises(ValueError, match="cap_method"):
+        CapMethod.parse("sigmoid")
+    with pytest.raises(ValueError, match="cap"):
+        CapParams(-1.0)
+    with pytest.raises(ValueError, match="needs a cap"):
+        CapParams.checked(CapMethod.TANH, None)
+    with pytest.raises(ValueError, match="uses no cap"):
+        CapParams.checked(CapMethod.NONE, 3.0)

@@ -1,0 +1,42 @@
+import pytest
+
+from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, infeasibility, smem_bytes
+
+
+def test_smem_model_matches_mosaic_lowering():
+    # Figures reported by Mosaic GPU's lowering of these configs ("smem_bytes=..."), jax 0.11.2.
+    assert smem_bytes(KernelConfig(block_q=64, block_kv=128, num_stages=2), 256) == 330840
+    assert smem_bytes(KernelConfig(block_q=64, block_kv=64, num_stages=3, p_in_registers=False), 256) == 281720
+    assert smem_bytes(KernelConfig(block_q=128, block_kv=64, num_stages=2), 256) == 265304
+
+
+@pytest.mark.parametrize(("field", "value"), [("block_q", 96), ("block_kv", 96), ("num_stages", 1),
+                                              ("num_stages", 5), ("sm_scale", 0.0)])
+def test_config_rejects_bad_fields(field, value):
+    with pytest.raises(ValueError, match=field):
+        KernelConfig(**{field: value})
+
+
+def test_problem_validation():
+    with pytest.raises(ValueError, match="head_dim"):
+        Problem(batch=1, seq_len=128, q_heads=1, kv_heads=1, head_dim=96)
+    with pytest.raises(ValueError, match="q_heads"):
+        Problem(batch=1, seq_len=128, q_heads=3, kv_heads=2, head_dim=64)
+    with pytest.raises(ValueError, match="cap"):
+        Problem(batch=1, seq_len=128, q_heads=1, kv_heads=1, head_dim=64, cap_method="tanh")
+
+
+def test_infeasibility_names_the_rule():
+    p = Problem(batch=1, seq_len=384, q_heads=1, kv_heads=1, head_dim=256)
+    assert "2 * block_q" in infeasibility(KernelConfig(block_q=128, block_kv=64), p)
+    p = Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=256)
+    assert "shared memory" in infeasibility(KernelConfig(block_q=64, block_kv=128), p)
+    p = Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=128)
+    assert "registers" in infeasibility(KernelConfig(block_q=128, block_kv=128), p)
+    assert infeasibility(KernelConfig(block_q=64, block_kv=128), p) is None
+
+
+def test_bucket_rounds_sizes_up():
+    p = Problem(batch=6, seq_len=3000, q_heads=8, kv_heads=2, head_dim=128, cap_method="tanh", cap=30.0)
+    assert p.bucket() == {"head_dim": 128, "dtype": "bfloat16", "cap_method": "tanh", "group": 4,
+                          "seq_len": 4096, "batch_heads": 64}

@@ -1,0 +1,34 @@
+"""On a Hopper GPU: the register-P kernel through the public API against the float32 reference."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from kerneltune.kernels.ranker_attention import KernelConfig, ranker_attention
+from kerneltune.kernels.ranker_attention.inputs import adversarial_bounds, random_bounds
+from kerneltune.kernels.ranker_attention.reference import reference_f32
+from kerneltune.kernels.ranker_attention.verify import compare
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("cap_method", ["none", "tanh", "tanh_approx", "softsign", "clamp"])
+def test_register_p_kernel_matches_reference(head_dim, cap_method):
+    rng = np.random.default_rng(head_dim)
+    b, t, hq, hkv = 10, 512, 4, 2
+    cap = None if cap_method == "none" else 20.0
+    keys = jax.random.split(jax.random.key(head_dim), 3)
+    q = jax.random.normal(keys[0], (b, t, hq, head_dim), jnp.bfloat16)
+    k = jax.random.normal(keys[1], (b, t, hkv, head_dim), jnp.bfloat16)
+    v = jax.random.normal(keys[2], (b, t, hkv, head_dim), jnp.bfloat16)
+    config = KernelConfig(block_q=64, block_kv=64 if head_dim == 256 else 128, num_stages=2, p_in_registers=True)
+    for bounds in (random_bounds(b, t, rng), adversarial_bounds(t, rng)):
+        out, lse = ranker_attention(q, k, v, jnp.asarray(bounds), cap_method=cap_method, cap=cap, config=config,
+                                    return_lse=True)
+        with jax.default_matmul_precision("highest"):
+            ro, rl = reference_f32(*(x.astype(jnp.float32) for x in (q, k, v)), jnp.asarray(bounds),
+                                   sm_scale=head_dim ** -0.5, cap_method=cap_method, cap=cap)
+        c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), np.asarray(ro), np.asarray(rl), bounds,
+                    "bfloat16", cap_method)
+        assert c.ok, c.errors

@@ -1,0 +1,38 @@
+"""Every feasible config of the default space lowers for CUDA (Mosaic GPU layouts, SMEM) on the CPU,
+and every config the static check rejects for SMEM is one Mosaic GPU rejects too."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
+from kerneltune.kernels.ranker_attention.kernel import build_forward
+from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+from kerneltune.tuning.space import load_space
+
+from ...paths import SPACES
+
+
+def lower(problem, config):
+    s = jax.ShapeDtypeStruct
+    b, t, d = problem.batch, problem.seq_len, problem.head_dim
+    qs, ks = s((b, t, problem.q_heads, d), jnp.bfloat16), s((b, t, problem.kv_heads, d), jnp.bfloat16)
+    build_forward(problem, config).trace(qs, ks, ks, s((b, 4), jnp.int32)).lower(lowering_platforms=("cuda",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+def test_default_space_lowers_for_cuda(head_dim):
+    problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="tanh", cap=30.0)
+    space = load_space(SPACES / "ranker_attention.toml", set(PLUGIN.tunables), set(PLUGIN.problem_fields))
+    lowered = 0
+    for tiles in space.configs(PLUGIN.problem_dict(problem)):
+        config = KernelConfig.for_problem(problem, **tiles)
+        why = PLUGIN.infeasibility(problem, tiles)
+        if why is None:
+            lower(problem, config)
+            lowered += 1
+        elif "shared memory" in why:
+            with pytest.raises(ValueError, match="exceeds available shared memory"):
+                lower(problem, config)
+    assert lowered >= 4

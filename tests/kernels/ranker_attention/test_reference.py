@@ -1,0 +1,70 @@
+"""The references agree, and the output check can fail: it rejects the seed's double counting."""
+
+import numpy as np
+
+from kerneltune.kernels.ranker_attention.cap import CapMethod
+from kerneltune.kernels.ranker_attention.inputs import adversarial_bounds, kept_pairs, ranker_bounds
+from kerneltune.kernels.ranker_attention.reference import ranker_mask, reference_f32, reference_f64
+from kerneltune.kernels.ranker_attention.verify import compare
+
+RNG = np.random.default_rng(0)
+
+
+def _qkv(b, t, hq, hkv, d):
+    return (RNG.standard_normal((b, t, hq, d)), RNG.standard_normal((b, t, hkv, d)),
+            RNG.standard_normal((b, t, hkv, d)))
+
+
+def test_mask_semantics_by_hand():
+    m = ranker_mask(np.array([[1, 3, 3, 5]]), 6)[0]
+    expected = np.zeros((6, 6), bool)
+    expected[1:5, 1:3] = True  # every row of either segment sees the history keys 1, 2
+    expected[3, 3] = expected[4, 4] = True  # candidates see themselves only
+    np.testing.assert_array_equal(m, expected)
+    assert kept_pairs(np.array([[1, 3, 3, 5]])) == int(expected.sum())
+
+
+def test_f32_reference_matches_f64_oracle():
+    q, k, v = _qkv(10, 128, 4, 2, 64)
+    b = adversarial_bounds(128, RNG)
+    o64, l64 = reference_f64(q, k, v, b, sm_scale=0.125, cap_method="tanh", cap=10.0)
+    o32, l32 = reference_f32(q, k, v, b, sm_scale=0.125, cap_method="tanh", cap=10.0)
+    np.testing.assert_allclose(np.asarray(o32), o64, atol=1e-5)
+    fin = np.isfinite(l64)
+    np.testing.assert_allclose(np.asarray(l32)[fin], l64[fin], atol=1e-5)
+    assert np.all(np.isneginf(np.asarray(l32)[~fin]))
+
+
+def test_padding_rows_are_zero_with_neg_inf_lse():
+    q, k, v = _qkv(1, 128, 1, 1, 64)
+    o, lse = reference_f64(q, k, v, np.array([[10, 20, 30, 40]]), sm_scale=0.1)
+    assert np.all(o[0, :10] == 0) and np.all(o[0, 40:] == 0) and np.all(o[0, 20:30] == 0)
+    assert np.all(np.isneginf(lse[0, 0, :10]))
+
+
+def test_check_rejects_double_counted_pairs():
+    """Counting the history keys of a block twice (the seed's hazard) must fail the check."""
+    q, k, v = _qkv(2, 128, 2, 2, 64)
+    b = ranker_bounds(2, 128, (60, 70), 20, RNG)
+    ref_o, ref_l = reference_f64(q, k, v, b, sm_scale=0.125)
+    k2 = np.concatenate([k, k], axis=1)  # every key appears twice: each pair counted twice
+    v2 = np.concatenate([v, v], axis=1)
+    b2 = b.copy()
+    dup_o, dup_l = reference_f64(np.concatenate([q, q], axis=1), k2, v2,
+                                 np.stack([b2[:, 0], b2[:, 1], b2[:, 2], b2[:, 3]], 1), sm_scale=0.125)
+    # Same softmax weights, but the lse grows by log 2 for rows with history: the check must see it.
+    c = compare(dup_o[:, :128], dup_l[:, :, :128] + np.log(2.0), ref_o, ref_l, b, "bfloat16", CapMethod.NONE)
+    assert not c.ok and any("lse" in e for e in c.errors)
+
+
+def test_check_rejects_nan_and_nonzero_padding():
+    q, k, v = _qkv(1, 128, 1, 1, 64)
+    b = np.array([[0, 50, 50, 60]], np.int32)
+    o, lse = reference_f64(q, k, v, b, sm_scale=0.125)
+    bad = o.copy()
+    bad[0, 3, 0, 0] = np.nan
+    assert "NaN" in compare(bad, lse, o, lse, b, "bfloat16", CapMethod.NONE).errors[0]
+    bad = o.copy()
+    bad[0, 100, 0, 0] = 1e-3
+    assert any("padding" in e for e in compare(bad, lse, o, lse, b, "bfloat16", CapMethod.NONE).errors)
+    assert compare(o, lse, o, lse, b, "bfloat16", CapMethod.NONE).ok

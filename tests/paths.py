@@ -1,0 +1,5 @@
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SPACES = REPO / "search_spaces"
+RESULTS = REPO / "results"

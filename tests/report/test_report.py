@@ -1,0 +1,30 @@
+import pandas as pd
+from typer.testing import CliRunner
+
+from kerneltune.cli import app
+from kerneltune.report.frame import SCHEMA
+
+from ..paths import RESULTS
+
+JOURNAL = RESULTS / "ranker_attention/2026-11-29-h200-sweep-b/journal.jsonl"
+BASELINE = RESULTS / "ranker_attention/2026-11-29-h200-sweep-a/table.json"
+
+
+def test_csv_columns_follow_the_schema(tmp_path):
+    r = CliRunner().invoke(app, ["report", str(JOURNAL), "--csv", str(tmp_path / "r.csv")])
+    assert r.exit_code == 0, r.output
+    df = pd.read_csv(tmp_path / "r.csv")
+    assert tuple(df.columns[: len(SCHEMA)]) == SCHEMA
+    assert {"problem_head_dim", "config_block_q", "config_block_kv"} <= set(df.columns)
+    assert set(df["status"]) <= {"ok", "pruned", "constraint", "compile", "runtime", "timeout", "correctness"}
+    assert (df.loc[df.status == "ok", "median_us"] > 0).all()
+
+
+def test_html_is_self_contained_with_charts_tables_and_baseline(tmp_path):
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", str(JOURNAL), "--html", str(out), "--baseline", str(BASELINE)])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert page.count('<svg class="heatmap"') == 3 and page.count('<svg class="scatter"') == 3
+    assert 'class="ranking"' in page and 'id="failures"' in page and 'class="baseline"' in page
+    assert "<script src" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")

@@ -1,0 +1,83 @@
+import json
+import logging
+import multiprocessing as mp
+
+import pytest
+
+from kerneltune.tables import lookup
+from kerneltune.tables.lookup import bucket_key, select_entry, tuned_config
+from kerneltune.tables.store import TableError, read_table, table_path, update_table
+
+RUNNING = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "580.159.04", "cuda": "13.0", "jax": "0.11.2",
+           "jaxlib": "0.11.2"}
+BUCKET = {"head_dim": 128, "dtype": "bfloat16", "cap_method": "tanh", "group": 1, "seq_len": 4096,
+          "batch_heads": 64}
+HARD = ("head_dim", "dtype")
+
+
+def entry(bucket=BUCKET, config=None, **stamps):
+    return {"bucket": bucket, "config": config or {"block_q": 64}, "median_us": 1.0,
+            "stamps": {**RUNNING, "kernel_hash": "h1", **stamps}}
+
+
+def write(path, *entries):
+    update_table(path, "k", "nvidia-h200", lambda t: t["entries"].update({bucket_key(e["bucket"]): e for e in entries}))
+
+
+@pytest.fixture
+def on_h200(monkeypatch):
+    monkeypatch.setattr(lookup, "system_stamps", lambda: RUNNING)
+    lookup._logged.clear()
+
+
+def test_round_trip(tmp_path, on_h200):
+    write(table_path(tmp_path, "nvidia-h200", "k"), entry(config={"block_q": 64, "block_kv": 128}))
+    assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) == {"block_q": 64, "block_kv": 128}
+
+
+@pytest.mark.parametrize(("stamp", "value"), [("gpu", "NVIDIA H100 80GB HBM3"), ("driver", "570.1"),
+                                              ("kernel_hash", "other"), ("jaxlib", "0.10.0")])
+def test_foreign_entry_is_not_used_and_the_miss_is_logged_once(tmp_path, on_h200, caplog, stamp, value):
+    write(table_path(tmp_path, "nvidia-h200", "k"), entry(**{stamp: value}))
+    with caplog.at_level(logging.WARNING, logger="kerneltune.tables"):
+        assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) is None
+        assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) is None
+    text = caplog.text
+    assert f"{stamp}: table" in text and text.count(f"{stamp}: table") == 1
+
+
+def test_nearest_valid_bucket_and_hard_fields():
+    near = entry(bucket={**BUCKET, "seq_len": 8192}, config={"block_q": 1})
+    far = entry(bucket={**BUCKET, "seq_len": 512}, config={"block_q": 2})
+    other_d = entry(bucket={**BUCKET, "head_dim": 64, "seq_len": 4096}, config={"block_q": 3})
+    table = {"entries": {bucket_key(e["bucket"]): e for e in (near, far, other_d)}}
+    chosen, misses = select_entry(table, BUCKET, RUNNING, "h1", HARD)
+    assert chosen["config"] == {"block_q": 1} and "nearest" in misses[0]
+    only_d64 = {"entries": {"x": other_d}}
+    assert select_entry(only_d64, BUCKET, RUNNING, "h1", HARD)[0] is None
+
+
+def test_corrupt_table_names_the_file(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text("{not json")
+    with pytest.raises(TableError, match=r"t\.json: not valid JSON"):
+        read_table(p)
+    p.write_text(json.dumps({"schema": 99, "entries": {}}))
+    with pytest.raises(TableError, match="schema"):
+        read_table(p)
+
+
+def _writer(path, n, who):
+    for i in range(n):
+        update_table(path, "k", "nvidia-h200",
+                     lambda t, i=i: t["entries"].update({f"{who}-{i}": entry(config={"i": i})}))
+
+
+def test_two_processes_writing_one_table_lose_nothing(tmp_path):
+    path = table_path(tmp_path, "nvidia-h200", "k")
+    procs = [mp.get_context("spawn").Process(target=_writer, args=(path, 25, w)) for w in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    assert len(read_table(path)["entries"]) == 50

@@ -1,0 +1,24 @@
+import pytest
+
+from kerneltune.tuning.journal import Journal, JournalError, config_key
+
+
+def test_torn_last_line_is_ignored_and_repaired(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    j.append({"bucket": "b", "key": "1", "status": "ok"})
+    with j.path.open("ab") as f:
+        f.write(b'{"bucket": "b", "key": "2", "sta')  # kill -9 mid-write
+    assert [r["key"] for r in j.records()] == ["1"]
+    j.append({"bucket": "b", "key": "3", "status": "ok"})
+    assert [r["key"] for r in j.records()] == ["1", "3"]
+
+
+def test_corrupt_middle_line_is_an_error(tmp_path):
+    p = tmp_path / "j.jsonl"
+    p.write_text('{"bucket": "b", "key": "1"}\nnot json\n{"bucket": "b", "key": "2"}\n')
+    with pytest.raises(JournalError, match=r"j\.jsonl:2"):
+        list(Journal(p).records())
+
+
+def test_config_key_is_canonical():
+    assert config_key({"b": 1, "a": True}) == config_key({"a": True, "b": 1}) == '{"a":true,"b":1}'

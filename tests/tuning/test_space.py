@@ -1,0 +1,52 @@
+import pytest
+
+from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+from kerneltune.tuning.space import SpaceError, load_space
+
+from ..paths import SPACES
+
+TUN, FIELDS = set(PLUGIN.tunables), set(PLUGIN.problem_fields)
+GOOD = """kernel = "ranker_attention"
+[params]
+block_q = [64, 128]
+num_stages = { range = [2, 4] }
+[[constraints]]
+expr = "block_q == 64 or head_dim <= 64"
+[[buckets]]
+name = "b"
+problem = { batch = 1, seq_len = 512, q_heads = 1, kv_heads = 1, head_dim = 128 }
+"""
+
+
+def load(tmp_path, text):
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return load_space(p, TUN, FIELDS)
+
+
+def test_shipped_space_loads_and_is_large_enough():
+    space = load_space(SPACES / "ranker_attention.toml", TUN, FIELDS)
+    assert len(space.buckets) >= 4
+    assert sum(1 for _ in space.configs(PLUGIN.problem_dict(PLUGIN.problem(space.buckets[0].problem)))) >= 12
+
+
+def test_good_space(tmp_path):
+    s = load(tmp_path, GOOD)
+    assert s.params["num_stages"] == [2, 3, 4]
+    assert list(s.configs({"head_dim": 128})) == [{"block_q": 64, "num_stages": n} for n in (2, 3, 4)]
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    (GOOD.replace("block_q = [64, 128]", "block_q = [64, 128"), r"s\.toml: malformed TOML"),
+    (GOOD.replace("block_q = [64, 128]", "block_qq = [64]"), r"s\.toml:3: params\.block_qq: unknown parameter"),
+    (GOOD.replace("block_q = [64, 128]", "block_q = []"), r"s\.toml:3: params\.block_q: the list of values is empty"),
+    (GOOD.replace("range = [2, 4]", "range = [4, 2]"), r"s\.toml:4: params\.num_stages: impossible range"),
+    (GOOD.replace("block_q == 64 or head_dim <= 64", "block_q == 32"), r"s\.toml:6: constraints\[0\]\.expr: excludes"),
+    (GOOD.replace("block_q == 64 or head_dim <= 64", "__import__('os')"), r"constraints\[0\]\.expr: Call is not"),
+    (GOOD.replace("block_q == 64 or head_dim <= 64", "blk == 1"), r"unknown name 'blk'"),
+    (GOOD.replace("head_dim = 128 }", "head_dim = 128, colour = 1 }"), r"buckets\[0\]\.problem: unknown field"),
+    (GOOD.replace('kernel = "ranker_attention"', 'kernal = "x"'), r"s\.toml:1: unknown top-level field 'kernal'"),
+])
+def test_bad_space_names_file_line_and_field(tmp_path, text, match):
+    with pytest.raises(SpaceError, match=match):
+        load(tmp_path, text)

@@ -1,0 +1,87 @@
+"""The engine against a kernel that crashes, hangs, writes garbage or leaves outputs unwritten."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.measure import MeasureSettings
+from kerneltune.tuning.sweep import SweepOptions, run_sweep
+
+from ..paths import REPO
+
+FAKE = "tests.tuning.fake_kernel:PLUGIN"
+SPACE = """kernel = "fake"
+[params]
+mode = {modes}
+work = [1, 2, 3]
+[[buckets]]
+name = "small"
+problem = {{ n = 2 }}
+"""
+
+
+def space(tmp_path, modes):
+    p = tmp_path / "fake.toml"
+    p.write_text(SPACE.format(modes=json.dumps(modes)))
+    return p
+
+
+def options(tmp_path, modes, **over):
+    base = dict(kernel=FAKE, space_path=space(tmp_path, modes), out=tmp_path / "out", compile_threads=0,
+                compile_timeout=20, run_timeout=4, settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3))
+    base.update(over)
+    return SweepOptions(**base)
+
+
+@pytest.fixture(autouse=True)
+def importable_tests(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def test_every_failure_becomes_its_invalidity(tmp_path):
+    opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"])
+    [result] = run_sweep(opts)
+    recs = list(Journal(opts.journal_path).records())
+    status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in recs}
+    assert status[("good", 1)] == "ok" and status[("good", 3)] == "constraint"
+    assert status[("compile_error", 1)] == "compile"
+    assert status[("crash", 1)] == "runtime"
+    assert status[("hang", 1)] == "timeout"
+    assert status[("garbage", 1)] == "correctness" and status[("unwritten", 2)] == "correctness"
+    assert all(r.get("error") for r in recs if r["status"] not in ("ok", "pruned"))
+    assert result.entry["config"] == {"mode": "good", "work": 1}
+    assert len(recs) == 18  # every candidate exactly once
+
+
+def test_sigkill_mid_sweep_then_resume_measures_each_candidate_once(tmp_path):
+    opts = options(tmp_path, ["good", "slow", "garbage", "unwritten"])
+    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep; "
+            f"import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), "
+            f"['good', 'slow', 'garbage', 'unwritten']))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, start_new_session=True)
+    journal = Journal(opts.journal_path)
+    deadline = time.time() + 120
+    while time.time() < deadline and sum(r["status"] != "constraint" for r in journal.records()) < 3:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = [r["key"] for r in journal.records() if r["status"] != "constraint"]
+    assert 3 <= len(before) < 8, "the kill must land mid-sweep"
+    run_sweep(opts)
+    keys = Counter(r["key"] for r in journal.records())
+    assert len(keys) == 12 and set(keys.values()) == {1}
+
+
+def test_replay_answers_without_workers(tmp_path):
+    live = options(tmp_path, ["good", "slow"])
+    run_sweep(live)
+    replay = options(tmp_path, ["good", "slow"], replay=live.journal_path, out=tmp_path / "replay")
+    [result] = run_sweep(replay)
+    assert result.entry["config"] == {"mode": "good", "work": 1}

@@ -1,0 +1,47 @@
+"""kerneltune verify: each of its three exit codes."""
+
+import os
+
+import pytest
+
+from kerneltune.tables.lookup import bucket_key
+from kerneltune.tables.store import update_table
+from kerneltune.tuning.verify import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, verify_table
+
+from ..paths import REPO
+
+
+@pytest.fixture(autouse=True)
+def importable_tests(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def table(tmp_path, mode, recorded_us=50_000.0):
+    path = tmp_path / "fake.json"
+    entry = {"bucket": {"n": 2}, "bucket_name": "small", "problem": {"n": 2}, "config": {"mode": mode, "work": 1},
+             "median_us": recorded_us, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"}}
+    update_table(path, "fake", "cpu", lambda t: t["entries"].update({bucket_key(entry["bucket"]): entry}))
+    return path
+
+
+def test_exit_0_when_everything_holds(tmp_path):
+    r = verify_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, "good"), tmp_path / "w")
+    assert r.exit_code == EXIT_OK, [e.verdict for e in r.entries]
+
+
+def test_exit_1_on_wrong_output_or_slowdown(tmp_path):
+    r = verify_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, "garbage"), tmp_path / "w")
+    assert r.exit_code == EXIT_FAIL and "correctness" in r.entries[0].verdict
+    r = verify_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, "good", recorded_us=100.0), tmp_path / "w")
+    assert r.exit_code == EXIT_FAIL and "slower by" in r.entries[0].verdict
+
+
+def test_exit_2_without_the_hardware(tmp_path):
+    r = verify_table("tests.tuning.fake_kernel:NEEDS_GPU", table(tmp_path, "good"), tmp_path / "w")
+    assert r.exit_code == EXIT_CANNOT_RUN and "FakeGPU 9000" in r.notes[0]
+
+
+@pytest.mark.slow
+def test_shipped_ranker_table_is_correct_in_interpret_mode(tmp_path):
+    r = verify_table("ranker_attention", REPO / "results/tables/nvidia-h200/ranker_attention.json", tmp_path)
+    assert r.exit_code == EXIT_OK and r.entries and "timing not checked" in r.notes[0]
