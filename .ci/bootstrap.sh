@@ -12,9 +12,8 @@ LOG="${TMPDIR:-/tmp}/kerneltune-setup.log"
 die() { echo "kerneltune setup: $*" >&2; exit 1; }
 
 find_python() {
-  if [ -n "${PYTHON:-}" ]; then echo "$PYTHON"; return; fi
   local c
-  for c in python3.12 "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/3.12"*/bin/python3.12 \
+  for c in ${PYTHON:-} python3.12 "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/3.12"*/bin/python3.12 \
            /usr/bin/python3.12 /usr/local/bin/python3.12; do
     if [ -n "$c" ] && "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1; then
       echo "$c"; return
@@ -34,7 +33,7 @@ fi
 
 # 2. Python 3.12 and the venv.
 PY=$(find_python)
-[ -n "$PY" ] || die "Python 3.12 not found: install it (apt-get install python3.12, or pyenv install 3.12) or set PYTHON=/path/to/python3.12."
+[ -n "$PY" ] || die "Python 3.12 not found${PYTHON:+ (PYTHON=$PYTHON is not a Python 3.12)}: install it (apt-get install python3.12, or pyenv install 3.12) or set PYTHON=/path/to/python3.12."
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
   rm -rf "$VENV"
   "$PY" -m venv "$VENV" >>"$LOG" 2>&1 || die "could not create a venv with $PY (see $LOG)."
