@@ -21,8 +21,8 @@ find_python() {
   done
 }
 
-# 1. System packages for the AMD offline compile (FlyDSL's linker and device libraries).
-APT_PKGS="lld-22 llvm-22 rocm-device-libs"
+# 1. System packages: the AMD offline compile (linker, device libraries) and Chromium for the HTML tests.
+APT_PKGS="lld-22 llvm-22 rocm-device-libs chromium"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -180,10 +180,13 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
     compiling: list[tuple[dict[str, Any], cf.Future[dict[str, Any]]]] = []
     measuring: dict[cf.Future[dict[str, Any]], dict[str, Any]] = {}
 
+    timing_seed = candidate_seed(bucket.name, "timing inputs", opts.seed)
+
     def request(tiles: dict[str, Any]) -> dict[str, Any]:
         key = config_key(tiles)
         req = {"kernel": opts.kernel, "problem": fields, "tiles": tiles, "bucket": bucket.name,
-               "inputs": bucket.bounds, "seed": candidate_seed(bucket.name, key, opts.seed),
+               "inputs": {**bucket.bounds, "timing_seed": timing_seed},
+               "seed": candidate_seed(bucket.name, key, opts.seed),
                "settings": opts.settings.__dict__}
         if opts.prune_factor and best_us is not None:
             req["prune_above_us"] = best_us * opts.prune_factor
