@@ -76,27 +76,24 @@ class WorkerProcess:
             return ""
         return self.log_path.read_bytes()[-1500:].decode(errors="replace")
 
-    def send(self, req: Mapping[str, Any]) -> None:
-        """A request that gets no answer (compile-ahead); a dead worker just drops it."""
+    def send(self, req: Mapping[str, Any]) -> bool:
+        """Write one request line (starting the worker if needed); False if the worker is gone.
+        Alone, it is a request that gets no answer (compile-ahead)."""
         if self.proc is None or self.proc.poll() is not None:
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
             self.proc.stdin.flush()
+            return True
         except BrokenPipeError:
             self.kill()
+            return False
 
     def request(self, req: Mapping[str, Any], timeout: float) -> dict[str, Any]:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            self.kill()
-            raise WorkerDied("runtime", "worker exited before taking the request: " + self._stderr_tail()) from None
+        if not self.send(req):
+            raise WorkerDied("runtime", "worker exited before taking the request: " + self._stderr_tail())
+        assert self.proc is not None
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
