@@ -17,18 +17,16 @@ class WorkerPool:
 
     def __init__(self, envs: Sequence[Mapping[str, str]], log_dir: Path, role: str):
         self._idle: queue.Queue[WorkerProcess] = queue.Queue()
-        for i, env in enumerate(envs):
-            self._idle.put(WorkerProcess(env, log_dir / f"{role}-{i}.log"))
+        self._workers = [WorkerProcess(env, log_dir / f"{role}-{i}.log") for i, env in enumerate(envs)]
+        for worker in self._workers:
+            self._idle.put(worker)
         self._pool = cf.ThreadPoolExecutor(max(len(envs), 1), thread_name_prefix=role)
         self.size = len(envs)
 
     def send(self, req: Mapping[str, Any]) -> None:
-        """Deliver a request that gets no answer to an idle worker (the pool of a GPU has one)."""
-        worker = self._idle.get()
-        try:
-            worker.send(req)
-        finally:
-            self._idle.put(worker)
+        """A request that gets no answer, written at once even while the worker is busy (its
+        reader thread takes it); for pools of one worker, as each GPU's is."""
+        self._workers[0].send(req)
 
     def submit(self, req: Mapping[str, Any], timeout: float) -> cf.Future[dict[str, Any]]:
         return self._pool.submit(self._serve, dict(req), timeout)

@@ -53,6 +53,7 @@ class WorkerProcess:
         self.log_path = log_path
         self.proc: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._write_lock = threading.RLock()
 
     def start(self) -> None:
         stderr = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
@@ -79,16 +80,17 @@ class WorkerProcess:
     def send(self, req: Mapping[str, Any]) -> bool:
         """Write one request line (starting the worker if needed); False if the worker is gone.
         Alone, it is a request that gets no answer (compile-ahead)."""
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        assert self.proc is not None and self.proc.stdin is not None
-        try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-            return True
-        except BrokenPipeError:
-            self.kill()
-            return False
+        with self._write_lock:  # the sweep's thread and a pool thread may both write
+            if self.proc is None or self.proc.poll() is not None:
+                self.start()
+            assert self.proc is not None and self.proc.stdin is not None
+            try:
+                self.proc.stdin.write((json.dumps(req) + "\n").encode())
+                self.proc.stdin.flush()
+                return True
+            except BrokenPipeError:
+                self.kill()
+                return False
 
     def request(self, req: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         if not self.send(req):

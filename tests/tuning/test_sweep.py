@@ -45,8 +45,10 @@ def importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def test_every_failure_becomes_its_invalidity(tmp_path):
-    opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"])
+@pytest.mark.parametrize("compile_threads", [0, 2])
+def test_every_failure_becomes_its_invalidity(tmp_path, compile_threads):
+    opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"],
+                   compile_threads=compile_threads)
     [result] = run_sweep(opts)
     recs = list(Journal(opts.journal_path).records())
     status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in recs}
