@@ -44,7 +44,7 @@ STAMP="$VENV/.kerneltune-installed"
 WANT=$(sha256sum pyproject.toml | cut -c1-16)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   "$VENV/bin/python" -m pip install -q --upgrade pip >>"$LOG" 2>&1
-  "$VENV/bin/python" -m pip install -q -e ".[amd,test]" >>"$LOG" 2>&1 \
+  "$VENV/bin/python" -m pip install -q -e ".[amd,rdb,test]" >>"$LOG" 2>&1 \
     || die "pip install of kerneltune failed (see $LOG)."
   echo "$WANT" > "$STAMP"
 fi

@@ -46,8 +46,15 @@ def sweep(
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices, one timing worker each.")] = "0",
     out: Annotated[Path, typer.Option(help="Where journals, tables and logs go.")] = REPO / "results",
     replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal; no GPU needed.")] = None,
-    storage: Annotated[str | None, typer.Option(help="Optuna RDB URL shared by several workers.")] = None,
-    study: Annotated[str | None, typer.Option(help="Optuna study name (with --storage).")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna RDB URL (e.g. postgresql://…) shared by workers: "
+                                                "an exhaustive sweep becomes a queue they share.")] = None,
+    study: Annotated[str | None, typer.Option(help="Optuna study name prefix (with --storage).")] = None,
+    worker: Annotated[str | None, typer.Option(help="This worker's name: its journal is KERNEL-MODE-WORKER.jsonl.")]
+    = None,
+    heartbeat: Annotated[float, typer.Option(help="Seconds between a shared trial's heartbeats; 3 missed = dead.")]
+    = 10.0,
+    replay_seconds: Annotated[float, typer.Option(help="With --replay: pause this long per candidate, as a run "
+                                                       "would (demos, tests of shared studies).")] = 0.0,
     resume: Annotated[bool, typer.Option(help="Skip candidates the journal already holds.")] = True,
     journal: Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/KERNEL-MODE.jsonl).")]
     = None,
@@ -69,7 +76,8 @@ def sweep(
     opts = SweepOptions(
         kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
         strategy=strategy, budget=budget, seed=seed, gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
-        replay=replay, storage=storage, study=study, resume=resume, journal=journal,
+        replay=replay, storage=storage, study=study, resume=resume, journal=journal, worker=worker,
+        heartbeat=heartbeat, replay_seconds=replay_seconds,
         compile_threads=compile_threads, compile_timeout=compile_timeout, run_timeout=run_timeout,
         settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
     )

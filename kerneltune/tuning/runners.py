@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import queue
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -99,7 +100,8 @@ class LiveRunner:
 class ReplayRunner:
     """Answers from a recorded journal: strategies compared and the tool shown without a GPU."""
 
-    def __init__(self, journal_path: Path):
+    def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0):
+        self.seconds_per_candidate = seconds_per_candidate
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
         self.recorded = Journal(journal_path).done()
@@ -123,7 +125,8 @@ class ReplayRunner:
         if rec is None:
             done.set_result({"status": "unsupported", "error": f"not in the replayed journal {self.path}"})
         else:
-            keep = ("status", "error", "timing", "tflops", "flops", "rel_error", "compile_s", "pct_ceiling")
+            keep = ("status", "error", "timing", "tflops", "flops", "rel_error", "compile_s", "pct_ceiling", "time")
+            time.sleep(self.seconds_per_candidate)
             done.set_result({k: rec[k] for k in keep if k in rec})
         return done
 

@@ -54,6 +54,9 @@ class SweepOptions:
     run_timeout: float = 300.0
     prune_factor: float | None = 1.5
     journal: Path | None = None
+    worker: str | None = None
+    heartbeat: float = 10.0
+    replay_seconds: float = 0.0
     settings: MeasureSettings = field(default_factory=MeasureSettings)
 
     @property
@@ -62,7 +65,8 @@ class SweepOptions:
             return self.journal
         mode = "replay" if self.replay else "live"
         name = re.sub(r"[^A-Za-z0-9_]+", "_", self.kernel.split(":")[-1] if ":" in self.kernel else self.kernel)
-        return self.out / "journals" / f"{name}-{mode}.jsonl"
+        worker = f"-{re.sub(r'[^A-Za-z0-9_.]+', '_', self.worker)}" if self.worker else ""
+        return self.out / "journals" / f"{name}-{mode}{worker}.jsonl"
 
 
 @dataclass
@@ -120,7 +124,7 @@ class HardwareMissing(RuntimeError):
 
 def _default_runner(opts: SweepOptions) -> Any:
     if opts.replay is not None:
-        return ReplayRunner(opts.replay)
+        return ReplayRunner(opts.replay, opts.replay_seconds)
     return LiveRunner(opts.gpus, opts.compile_threads, opts.out / "logs", opts.out / "jax-cache",
                       opts.compile_timeout, opts.run_timeout)
 
@@ -167,6 +171,9 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
         heuristic = {**kernel.heuristic(problem)}
         start = {n: heuristic.get(n, values[0]) for n, values in space.params.items()}
         strategy = OptunaStrategy(study, space.params, feasible, known, opts.seed, start)
+
+    if opts.storage and opts.strategy == "exhaustive":
+        return _shared_bucket(opts, kernel, space, bucket, journal, runner, base, feasible, result, observer)
 
     ok_times = [v for k, v in known.items() if v is not None and done[k]["status"] == "ok"]
     best_us = min(ok_times, default=None)
@@ -221,7 +228,42 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
                 if rec["status"] == "ok" and (best_us is None or rec["timing"]["median_us"] < best_us):
                     best_us = rec["timing"]["median_us"]
                     result.best = rec
-    result.entry = write_bucket_table(opts.out, kernel, bucket.name, journal, opts.settings.rel_noise)
+    records = list(journal.records())
+    result.entry = write_bucket_table(opts.out, kernel, bucket.name, records, opts.settings.rel_noise)
+    if observer:
+        observer.on_bucket_end(bucket.name, result.entry)
+    return result
+
+
+def _shared_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucket: Bucket, journal: Journal,
+                   runner: Any, base: dict[str, Any], feasible: list[dict[str, Any]], result: BucketResult,
+                   observer: Observer | None) -> BucketResult:
+    """This worker's share of an exhaustive sweep queued in a shared study; the table merges
+    the journals of every worker that wrote beside this one."""
+    from .shared_study import make_storage, merged_records, prepare_queue, run_queue, study_name
+
+    assert opts.storage is not None
+    storage = make_storage(opts.storage, opts.heartbeat)
+    study = prepare_queue(storage, study_name(opts.study or kernel.name, bucket.name), space, feasible)
+    timing_seed = candidate_seed(bucket.name, "timing inputs", opts.seed)
+
+    def request(tiles: dict[str, Any]) -> dict[str, Any]:
+        return {"kernel": opts.kernel, "problem": base["problem"], "tiles": tiles, "bucket": bucket.name,
+                "inputs": {**bucket.bounds, "timing_seed": timing_seed},
+                "seed": candidate_seed(bucket.name, config_key(tiles), opts.seed), "settings": opts.settings.__dict__}
+
+    def on_record(rec: dict[str, Any]) -> None:
+        result.measured += 1
+        if rec["status"] in FAILURES:
+            result.failures[rec["status"]] += 1
+        if observer:
+            observer.on_record(bucket.name, rec, None, result.failures)
+
+    if observer:
+        observer.on_bucket_start(bucket.name, len(feasible), 0)
+    run_queue(study, storage, space, kernel, bucket, journal, runner, base, request, opts.heartbeat, on_record)
+    records = merged_records(journal.path.parent, kernel.name, bucket.name)
+    result.entry = write_bucket_table(opts.out, kernel, bucket.name, records, opts.settings.rel_noise)
     if observer:
         observer.on_bucket_end(bucket.name, result.entry)
     return result
@@ -229,7 +271,7 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
 
 def _finish(journal: Journal, strategy: Any, result: BucketResult, observer: Observer | None,
             base: dict[str, Any], tiles: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
-    rec = {**base, "key": config_key(tiles), "tiles": tiles, **reply, "time": now_stamp()}
+    rec = {**base, "key": config_key(tiles), "tiles": tiles, **reply, "time": reply.get("time") or now_stamp()}
     rec.pop("restart", None)
     ceiling = base["stamps"].get("bf16_tflops_ceiling")
     if rec.get("tflops") and ceiling:

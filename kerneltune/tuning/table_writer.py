@@ -16,8 +16,6 @@ from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import MATCHED_STAMPS, device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
 
-from .journal import Journal
-
 MAX_RUNNER_UPS = 5
 
 
@@ -56,10 +54,11 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
     }
 
 
-def write_bucket_table(out: Path, kernel: TunableKernel, bucket: str, journal: Journal,
+def write_bucket_table(out: Path, kernel: TunableKernel, bucket: str, records: list[dict[str, Any]],
                        rel_noise: float) -> dict[str, Any] | None:
-    records = [r for r in journal.records() if r.get("bucket") == bucket and r.get("kernel") == kernel.name]
-    entry = bucket_entry(records, kernel, rel_noise)
+    """Write (atomically, under the table's lock) the entry of ``bucket`` from its records."""
+    mine = [r for r in records if r.get("bucket") == bucket and r.get("kernel") == kernel.name]
+    entry = bucket_entry(mine, kernel, rel_noise)
     if entry is None:
         return None
     kind = device_kind(str(entry["stamps"]["gpu"]))

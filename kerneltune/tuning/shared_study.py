@@ -1,0 +1,159 @@
+"""An exhaustive sweep shared by many workers through one Optuna study in a database.
+
+Each bucket's study is a queue: its feasible configs are enqueued once (under a
+lock), and every worker pops WAITING trials, which the RDB storage hands out
+exactly once. A worker records a heartbeat while it measures; a worker that
+dies leaves a trial whose heartbeat goes stale, which ``fail_stale_trials``
+marks failed and ``RetryFailedTrialCallback`` enqueues again, once. A record is
+journaled only after its trial is told, so a killed worker leaves no record of
+the trial it was measuring, and no candidate is measured twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from kerneltune.kernels.base import TunableKernel
+from kerneltune.tables.stamps import now_stamp
+
+from .journal import Journal, config_key
+from .space import Bucket, Space
+
+
+def make_storage(url: str, heartbeat: float) -> Any:
+    """The shared RDB storage. Workers starting together race to create Optuna's schema; the
+    losers see "already exists" errors and simply connect again."""
+    import optuna
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(5):
+        try:
+            return optuna.storages.RDBStorage(
+                url, heartbeat_interval=max(round(heartbeat), 1), grace_period=max(round(3 * heartbeat), 2),
+                failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
+            )
+        except (IntegrityError, ProgrammingError):
+            if attempt == 4:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def exclusive(storage: Any, name: str) -> Iterator[None]:
+    """One process at a time across hosts: a PostgreSQL advisory lock, else a file lock (SQLite)."""
+    from sqlalchemy import text
+
+    engine = storage.engine
+    if engine.dialect.name == "postgresql":
+        key = zlib.crc32(name.encode())
+        with engine.connect() as conn:
+            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": key})
+            try:
+                yield
+            finally:
+                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+    else:
+        with FileLock(f"{engine.url.database or 'optuna'}.{key_safe(name)}.lock"):
+            yield
+
+
+def key_safe(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def study_name(prefix: str, bucket: str) -> str:
+    return f"{prefix}:{bucket}:queue"
+
+
+def prepare_queue(storage: Any, name: str, space: Space, feasible: list[dict[str, Any]]) -> Any:
+    """Create the bucket's study and enqueue every feasible config, once whoever comes first."""
+    import optuna
+
+    with exclusive(storage, name):
+        study = optuna.create_study(study_name=name, storage=storage, direction="minimize", load_if_exists=True)
+        if not study.user_attrs.get("queued"):
+            for tiles in feasible:
+                study.enqueue_trial({n: space.params[n].index(tiles[n]) for n in space.params},
+                                    user_attrs={"key": config_key(tiles)})
+            study.set_user_attr("queued", len(feasible))
+    return study
+
+
+class _Heartbeat:
+    """Records a trial's heartbeat every interval while a candidate is measured."""
+
+    def __init__(self, storage: Any, trial_id: int, interval: float):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(storage, trial_id, interval), daemon=True)
+
+    def _run(self, storage: Any, trial_id: int, interval: float) -> None:
+        while not self._stop.wait(interval):
+            storage.record_heartbeat(trial_id)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, bucket: Bucket, journal: Journal,
+              runner: Any, base: dict[str, Any], make_request: Any, heartbeat: float,
+              on_record: Any = None) -> int:
+    """Pop and measure trials until the queue is empty and no other worker holds one."""
+    import optuna
+
+    waiting, running = optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING
+    dists = {n: optuna.distributions.IntDistribution(0, len(v) - 1) for n, v in space.params.items()}
+    measured = 0
+    while True:
+        optuna.storages.fail_stale_trials(study)
+        states = {t.state for t in study.get_trials(deepcopy=False)}
+        if waiting not in states:
+            if running not in states:
+                return measured
+            time.sleep(heartbeat / 2)  # another worker's trial may still go stale and come back
+            continue
+        trial = study.ask(dists)
+        if "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)  # lost the race for the last trial
+            continue
+        tiles = {n: space.params[n][trial.params[n]] for n in space.params}
+        storage.record_heartbeat(trial._trial_id)
+        with _Heartbeat(storage, trial._trial_id, heartbeat):
+            reply = runner.measure(make_request(tiles)).result()
+        ok = reply.get("status") in ("ok", "pruned")
+        if ok:
+            study.tell(trial, reply["timing"]["median_us"])
+        else:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        rec = {**base, "key": config_key(tiles), "tiles": tiles, **reply, "trial": trial.number}
+        rec["time"] = reply.get("time") or now_stamp()
+        rec.pop("restart", None)
+        journal.append(rec)
+        measured += 1
+        if on_record is not None:
+            on_record(rec)
+
+
+def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[dict[str, Any]]:
+    """Every worker's records of a bucket; one per config, the earliest measurement winning."""
+    best: dict[str, dict[str, Any]] = {}
+    for path in sorted(journal_dir.glob("*.jsonl")):
+        for r in Journal(path).records():
+            if r.get("kernel") == kernel and r.get("bucket") == bucket:
+                prev = best.get(r["key"])
+                if prev is None or (r.get("time", ""), str(path)) < (prev.get("time", ""), prev.get("_from", "")):
+                    best[r["key"]] = {**r, "_from": str(path)}
+    return [{k: v for k, v in r.items() if k != "_from"} for r in best.values()]

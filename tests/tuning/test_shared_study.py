@@ -1,0 +1,71 @@
+"""Four replay workers share one study on PostgreSQL; one is killed mid-trial. Every candidate is
+measured exactly once, the dead worker's trial is retried once, and the merged table equals a
+single worker's."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.sweep import SweepOptions, run_sweep
+
+from ..paths import REPO, RESULTS, SPACES
+
+PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
+JOURNAL = RESULTS / "ranker_attention/2026-11-29-h200-sweep-b/journal.jsonl"
+BUCKET = "d128-tanh-long"
+
+pytestmark = pytest.mark.skipif(
+    PG_URL is None, reason="needs a PostgreSQL server: KERNELTUNE_TEST_PG_URL (.ci/run starts one on loopback)")
+
+
+def worker(out, study, name):
+    cmd = [sys.executable, "-m", "kerneltune", "sweep", "ranker-attention", "--replay", str(JOURNAL),
+           "--replay-seconds", "0.7", "--storage", PG_URL, "--study", study, "--worker", name, "--heartbeat", "1",
+           "--bucket", BUCKET, "--out", str(out)]
+    return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def measured(path):
+    return [r for r in Journal(path).records() if r["status"] != "constraint"] if path.exists() else []
+
+
+def test_four_workers_one_killed_mid_trial(tmp_path):
+    import optuna
+
+    study = f"test-{uuid.uuid4().hex[:8]}"
+    out = tmp_path / "shared"
+    procs = {f"w{i}": worker(out, study, f"w{i}") for i in range(4)}
+    victim = out / "journals" / "ranker_attention-replay-w1.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not measured(victim):
+        time.sleep(0.05)
+    assert measured(victim), "worker w1 never finished a trial"
+    time.sleep(0.2)  # now inside its next 0.7 s trial
+    os.killpg(procs["w1"].pid, signal.SIGKILL)
+    for name, p in procs.items():
+        if name != "w1":
+            assert p.wait(timeout=180) == 0, p.stderr.read().decode()[-2000:]
+
+    keys = Counter(r["key"] for path in (out / "journals").glob("*.jsonl") for r in measured(path))
+    feasible = {r["key"] for r in Journal(JOURNAL).records() if r["bucket"] == BUCKET and r["status"] != "constraint"}
+    assert set(keys) == feasible and set(keys.values()) == {1}
+
+    storage = optuna.storages.RDBStorage(PG_URL)
+    trials = optuna.load_study(study_name=f"{study}:{BUCKET}:queue", storage=storage).get_trials()
+    retried = [t for t in trials if "failed_trial" in t.system_attrs]
+    assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
+
+    single = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACES / "ranker_attention.toml",
+                                    out=tmp_path / "single", buckets=(BUCKET,), replay=JOURNAL))[0].entry
+    shared = json.loads((out / "tables/nvidia-h200/ranker_attention.json").read_text())["entries"]
+    [entry] = shared.values()
+    assert entry == {k: v for k, v in single.items() if k != "table"}
