@@ -7,6 +7,7 @@ config tuned elsewhere without saying so.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from pathlib import Path
@@ -74,6 +75,20 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
     return best, misses
 
 
+def _read_cached(path: Path) -> dict[str, Any] | None:
+    """The table, read again only when its file changes (launches call this on every call)."""
+    try:
+        stamp = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return None
+    return _read_at(path, stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_at(path: Path, mtime_ns: int) -> dict[str, Any] | None:
+    return read_table(path)
+
+
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
                  root: Path | None = None) -> dict[str, Any] | None:
     """The tuned config fields for ``bucket`` on this system, or None (heuristic)."""
@@ -83,7 +98,7 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
         return None
     path = table_path(root or default_tables_dir(), device_kind(str(running["gpu"])), kernel)
     try:
-        table = read_table(path)
+        table = _read_cached(path)
     except TableError as e:
         log_miss(f"{kernel}: {e}; using the heuristic")
         return None
