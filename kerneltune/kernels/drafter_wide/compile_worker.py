@@ -1,0 +1,21 @@
+"""Subprocess side of the offline compile: build the launcher and compile it on CPU tensors."""
+
+import importlib
+import json
+import sys
+
+
+def main() -> None:
+    import flydsl.compiler as flyc
+    import torch
+
+    spec = json.loads(sys.stdin.read())
+    module, func = spec["builder"].split(":")
+    launch = getattr(importlib.import_module(module), func)(**spec["kwargs"])
+    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32, "i8": torch.int8, "u8": torch.uint8}
+    args = [torch.zeros(shape, dtype=dtypes[dtype]) for dtype, shape in spec["args"]]
+    flyc.compile(launch, *args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Compile FlyDSL kernels for gfx942 / gfx950 without an AMD GPU, and read what they use.
+
+The compile runs in a subprocess (``COMPILE_ONLY=1``; a real launch would abort
+the process without libamdhip64), dumps the final ISA, and this module reads
+the AMDGPU metadata in it: registers, spills, LDS and scratch. Occupancy is
+computed from those (the metadata does not report it), and with it whether a
+persistent grid can be resident all at once. FlyDSL reports some failures
+without failing (e.g. "no libcall available"), so its output is scanned too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ARCHS = {
+    # arch: (CUs of the reference part, LDS bytes per CU, part)
+    "gfx942": (304, 64 * 1024, "MI300X"),
+    "gfx950": (256, 160 * 1024, "MI355X"),
+}
+VGPRS_PER_SIMD_LANE = 512
+MAX_WAVES_PER_SIMD = 8
+SIMDS_PER_CU = 4
+WAVE = 64
+_SILENT_ERRORS = ("no libcall available", "LLVM ERROR", "error:", "Error:")
+
+
+class ToolchainMissing(RuntimeError):
+    """The offline compile's linker or device libraries are not installed (names the package)."""
+
+
+class CompileFailed(RuntimeError):
+    """The compile failed or reported an error without failing; carries the log lines."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    name: str
+    vgpr: int
+    agpr: int
+    sgpr: int
+    vgpr_spill: int
+    sgpr_spill: int
+    lds_bytes: int
+    scratch_bytes: int
+    max_threads: int
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    waves_per_block: int
+    waves_per_simd: int
+    blocks_per_cu: int
+    limited_by: str
+    cus: int
+
+    @property
+    def resident_blocks(self) -> int:
+        return self.blocks_per_cu * self.cus
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    arch: str
+    resources: Resources
+    occupancy: Occupancy
+    isa_lines: int
+    isa_path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _first(paths: list[str]) -> Path | None:
+    for p in paths:
+        if p and Path(p).exists():
+            return Path(p)
+    return None
+
+
+def toolchain_dir(cache: Path) -> Path:
+    """A folder laid out as FlyDSL expects ``$ROCM_PATH`` (links to Debian's lld-22 and device libs)."""
+    lld = _first([shutil.which("ld.lld-22") or "", "/usr/lib/llvm-22/bin/ld.lld", shutil.which("ld.lld") or ""])
+    if lld is None:
+        raise ToolchainMissing("FlyDSL's offline compile needs ld.lld: apt-get install lld-22")
+    bitcode = _first(["/usr/lib/x86_64-linux-gnu/amdgcn/bitcode", "/usr/lib/aarch64-linux-gnu/amdgcn/bitcode",
+                      "/opt/rocm/amdgcn/bitcode"])
+    if bitcode is None:
+        raise ToolchainMissing("FlyDSL's offline compile needs the AMD device libraries: "
+                               "apt-get install rocm-device-libs")
+    root = cache / "rocm"
+    (root / "llvm" / "bin").mkdir(parents=True, exist_ok=True)
+    (root / "amdgcn").mkdir(parents=True, exist_ok=True)
+    for link, target in ((root / "llvm" / "bin" / "ld.lld", lld), (root / "amdgcn" / "bitcode", bitcode)):
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+    return root
+
+
+_META_KEYS = {
+    "vgpr": ".vgpr_count", "agpr": ".agpr_count", "sgpr": ".sgpr_count", "vgpr_spill": ".vgpr_spill_count",
+    "sgpr_spill": ".sgpr_spill_count", "lds_bytes": ".group_segment_fixed_size",
+    "scratch_bytes": ".private_segment_fixed_size", "max_threads": ".max_flat_workgroup_size",
+}
+
+
+def parse_resources(isa: str) -> Resources:
+    """Resource use from the ``.amdgpu_metadata`` block of a final ISA dump."""
+    start, end = isa.find(".amdgpu_metadata"), isa.find(".end_amdgpu_metadata")
+    if start < 0 or end < 0:
+        raise CompileFailed("the ISA has no .amdgpu_metadata block")
+    meta = isa[start:end]
+    values: dict[str, Any] = {}
+    for field, key in _META_KEYS.items():
+        m = re.search(rf"{re.escape(key)}:\s+(\d+)", meta)
+        values[field] = int(m.group(1)) if m else 0
+    name = re.search(r"\.name:\s+(\S+)", meta)
+    return Resources(name=name.group(1) if name else "?", **values)
+
+
+def occupancy(res: Resources, arch: str, threads: int) -> Occupancy:
+    """Blocks per CU from registers (unified 512-entry file per SIMD lane, granule 8), LDS and
+    the 8-waves-per-SIMD limit."""
+    cus, lds_per_cu, _ = ARCHS[arch]
+    waves_per_block = -(-threads // WAVE)
+    arch_vgpr = -(-max(res.vgpr, 1) // 4) * 4  # AGPRs start at the next multiple of 4
+    total = -(-(arch_vgpr + res.agpr) // 8) * 8
+    by_regs = min(VGPRS_PER_SIMD_LANE // total, MAX_WAVES_PER_SIMD)
+    limits = {
+        "registers": (by_regs * SIMDS_PER_CU) // waves_per_block,
+        "waves": (MAX_WAVES_PER_SIMD * SIMDS_PER_CU) // waves_per_block,
+        "lds": lds_per_cu // res.lds_bytes if res.lds_bytes else 1 << 30,
+    }
+    limited_by = min(limits, key=lambda k: limits[k])
+    return Occupancy(waves_per_block, by_regs, limits[limited_by], limited_by, cus)
+
+
+def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: str, threads: int,
+                   cache: Path, timeout: float = 300.0) -> CompileReport:
+    """Compile ``builder(**kwargs)`` (a "module:function" returning a ``@flyc.jit`` launcher) for
+    ``arch`` on arguments described as ``[dtype, shape]`` pairs, in a subprocess."""
+    if arch not in ARCHS:
+        raise ValueError(f"arch: {arch!r} is not one of {sorted(ARCHS)}")
+    root = toolchain_dir(cache)
+    dump = Path(tempfile.mkdtemp(prefix=f"flydsl-{arch}-", dir=cache))
+    env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "ROCM_PATH": str(root),
+           "FLYDSL_DEBUG_DUMP_ASM": "1", "FLYDSL_DUMP_DIR": str(dump)}
+    spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args})
+    try:
+        run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"], input=spec,
+                             capture_output=True, text=True, env=env, timeout=timeout, start_new_session=True)
+    except subprocess.TimeoutExpired:
+        raise CompileFailed(f"{builder} for {arch}: no result within {timeout:.0f} s") from None
+    log = run.stdout + run.stderr
+    bad = [line for line in log.splitlines() if any(s in line for s in _SILENT_ERRORS)]
+    if run.returncode != 0 or bad:
+        raise CompileFailed(f"{builder} for {arch}: " + ("\n".join(bad) or log[-2000:]))
+    isas = sorted(dump.glob("*/*final_isa.s"))
+    if not isas:
+        raise CompileFailed(f"{builder} for {arch}: no final ISA was dumped")
+    isa = isas[-1].read_text()
+    res = parse_resources(isa)
+    return CompileReport(arch, res, occupancy(res, arch, threads), isa.count("\n"), str(isas[-1]))
