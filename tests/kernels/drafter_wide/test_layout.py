@@ -1,0 +1,47 @@
+import pytest
+
+from kerneltune.kernels.drafter_wide.layout import MAX_ROWS, DrafterLayout, LayoutError
+from kerneltune.tuning.space import load_space
+
+from ...paths import SPACES
+
+
+def test_the_seeds_numbers_are_a_valid_layout():
+    L = DrafterLayout(ng=192, threads=512, w_na=96)
+    assert (L.QKV_R, L.QKV_N, L.O_R, L.GU_R, L.D_R, L.IR) == (12, 2304, 32, 16, 32, 3072)
+    assert (L.ATT0, L.NORM0, L.BLOCKS) == (192, 288, 304)  # 304 = the CUs of an MI300X
+    assert (L.chunks(6144), L.chunks(2048), L.chunks(3072)) == (6, 2, 3)  # the seed's chunk loops
+    assert L.ROW_PAIRS == 3072 and L.pool_words * 4 <= 64 * 1024
+
+
+@pytest.mark.parametrize(("kw", "rule"), [
+    (dict(ng=128), "QKV_R"), (dict(ng=256), "O_R"), (dict(threads=1024), "GEMV K"), (dict(threads=200), "THREADS"),
+    (dict(w_na=32), "W_NA"), (dict(qpr=3), "QPR"), (dict(lds_bytes_limit=16 * 1024), "LDS pool"),
+])
+def test_broken_rules_are_named(kw, rule):
+    with pytest.raises(LayoutError, match=rule):
+        DrafterLayout(**kw)
+
+
+def test_regions_do_not_overlap_and_rows_are_checked():
+    L = DrafterLayout(ng=384, threads=256, w_na=128)
+    offs = sorted({**L.W_L_OFF, **L.W_F_OFF}.values())
+    assert offs == sorted(set(offs)) and max(offs) < L.W_LAYER_BYTES
+    assert L.Y_RSO < L.Y_RSD < L.Y_AGX < L.Y_AGH < L.Y_AGF < L.Y_BYTES
+    L.check_rows(MAX_ROWS)
+    with pytest.raises(LayoutError, match="n_rows 65"):
+        L.check_rows(65)
+
+
+def test_drafter_space_loads_and_every_config_is_a_layout_or_named_as_not():
+    fields = {"arch", "requests", "qpr", "context", "layers"}
+    space = load_space(SPACES / "drafter_wide.toml", {"ng", "threads", "w_na"}, fields)
+    valid = 0
+    for bucket in space.buckets:
+        for tiles in space.configs(bucket.problem):
+            try:
+                DrafterLayout(**tiles, qpr=bucket.problem["qpr"])
+                valid += 1
+            except LayoutError:
+                pass
+    assert valid >= 8
