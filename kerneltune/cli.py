@@ -92,6 +92,10 @@ def sweep(
     except (SpaceError, ValueError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(1) from None
+    if any(r.static_only for r in results):
+        console.print(f"[yellow]Compile-only sweep: no timings on this machine; {opts.kernel} timings need "
+                      "4 AMD MI300X or MI355X GPUs. Candidates are ranked by static metrics; no table written.",
+                      soft_wrap=True)
     table = Table(title=f"{opts.kernel}: {opts.strategy} sweep")
     for col in ("bucket", "measured", "failures", "best config", "median µs", "TFLOP/s", "table"):
         table.add_column(col)
@@ -99,7 +103,8 @@ def sweep(
         e = r.entry
         fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
         table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", fails,
-                      str(e["config"]) if e else "-", f"{e['median_us']:.1f}" if e else "-",
+                      str(e["config"]) if e else str(r.best["tiles"]) if r.best else "-",
+                      f"{e['median_us']:.1f}" if e else f"score {r.best['score']:.0f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-", e["table"] if e else "-")
     console.print(table)
     console.print(f"journal: {opts.journal_path}")

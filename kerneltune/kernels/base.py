@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 REGISTRY: dict[str, str] = {
     "ranker_attention": "kerneltune.kernels.ranker_attention.plugin:PLUGIN",
+    "drafter_wide": "kerneltune.kernels.drafter_wide.plugin:PLUGIN",
 }
-ALIASES = {"ranker-attention": "ranker_attention"}
+ALIASES = {"ranker-attention": "ranker_attention", "drafter-wide": "drafter_wide"}
 
 
 @dataclass(frozen=True)

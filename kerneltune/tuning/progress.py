@@ -30,14 +30,16 @@ class RichObserver:
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None:
         self.task = self.progress.add_task("", total=total, completed=done, bucket=bucket, best="", fails="")
         self._best: float | None = None
+        self._unit = "µs"
 
     def on_record(self, bucket: str, record: dict[str, Any], best_us: float | None, failures: Counter) -> None:
         if record.get("status") == "ok":
-            t = record["timing"]["median_us"]
-            if self._best is None or t < self._best:
+            t = record["timing"]["median_us"] if "timing" in record else record.get("score")
+            self._unit = "µs" if "timing" in record else "(static score)"
+            if t is not None and (self._best is None or t < self._best):
                 self._best = t
         fails = " ".join(f"{k}:{v}" for k, v in sorted(failures.items()) if k != "constraint" and v)
-        best = f"best {self._best:.1f} µs" if self._best is not None else ""
+        best = f"best {self._best:.1f} {self._unit}" if self._best is not None else ""
         if record.get("status") != "constraint":
             self.progress.update(self.task, advance=1, best=best, fails=fails)
 

@@ -79,14 +79,14 @@ class LiveRunner:
         """Route the candidate to a GPU's worker (round robin) and start compiling it there."""
         route = self._next % len(self.pools)
         self._next += 1
-        if self.compile_ahead:
+        if self.compile_ahead and req.get("op", "measure") == "measure":
             self.pools[route].send({**req, "op": "prefetch"})
         done: cf.Future[dict[str, Any]] = cf.Future()
         done.set_result({"status": "ok", "route": route})
         return done
 
     def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
-        return self.pools[route].submit({**req, "op": "measure"}, self.compile_timeout + self.run_timeout)
+        return self.pools[route].submit({"op": "measure", **req}, self.compile_timeout + self.run_timeout)
 
     def timing_request(self, req: Mapping[str, Any]) -> dict[str, Any]:
         """Any other request to the first timing worker, answered synchronously."""

@@ -77,6 +77,7 @@ class BucketResult:
     failures: Counter = field(default_factory=Counter)
     best: dict[str, Any] | None = None
     entry: dict[str, Any] | None = None
+    static_only: bool = False
 
 
 def candidate_seed(bucket: str, key: str, seed: int) -> int:
@@ -108,11 +109,14 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
     runner = (runner_factory or _default_runner)(opts)
     try:
         stamps = runner.stamps()
+        static = False
         if opts.replay is None:
             need = kernel.supported_on(stamps)
-            if need is not None:
+            if need is not None and not hasattr(kernel, "static_rank"):
                 raise HardwareMissing(f"timing {kernel.name} needs {need}")
-        results = [_sweep_bucket(opts, kernel, space, b, journal, runner, stamps, observer) for b in buckets]
+            static = need is not None
+        results = [_sweep_bucket(opts, kernel, space, b, journal, runner, stamps, observer, static)
+                   for b in buckets]
     finally:
         runner.close()
     return results
@@ -130,10 +134,12 @@ def _default_runner(opts: SweepOptions) -> Any:
 
 
 def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucket: Bucket, journal: Journal,
-                  runner: Any, stamps: dict[str, Any], observer: Observer | None) -> BucketResult:
+                  runner: Any, stamps: dict[str, Any], observer: Observer | None, static: bool) -> BucketResult:
+    """``static``: no device to time on; candidates are compiled and ranked by the kernel's
+    static metrics (its ``static_rank``), and no table is written."""
     problem = kernel.problem(bucket.problem)
     fields = kernel.problem_dict(problem)
-    result = BucketResult(bucket.name)
+    result = BucketResult(bucket.name, static_only=static)
     done = {key: rec for (b, key), rec in journal.done().items() if b == bucket.name}
     feasible: list[dict[str, Any]] = []
     base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "inputs": bucket.bounds, "stamps": stamps,
@@ -153,7 +159,9 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
                          f"(every config breaks a constraint or the kernel's static checks)")
 
     def value(rec: dict[str, Any]) -> float | None:
-        return rec["timing"]["median_us"] if rec.get("status") in ("ok", "pruned") else None
+        if rec.get("status") not in ("ok", "pruned"):
+            return None
+        return rec["timing"]["median_us"] if "timing" in rec else rec.get("score")
 
     known = {k: value(r) for k, r in done.items()}
     if opts.strategy == "exhaustive":
@@ -195,7 +203,9 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
                "inputs": {**bucket.bounds, "timing_seed": timing_seed},
                "seed": candidate_seed(bucket.name, key, opts.seed),
                "settings": opts.settings.__dict__}
-        if opts.prune_factor and best_us is not None:
+        if static:
+            req["op"] = "static"
+        elif opts.prune_factor and best_us is not None:
             req["prune_above_us"] = best_us * opts.prune_factor
         return req
 
@@ -225,11 +235,13 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
                 info = measuring.pop(fut)
                 reply = fut.result()
                 rec = _finish(journal, strategy, result, observer, base, info["tiles"], reply)
-                if rec["status"] == "ok" and (best_us is None or rec["timing"]["median_us"] < best_us):
-                    best_us = rec["timing"]["median_us"]
+                v = value(rec) if rec["status"] == "ok" else None
+                if v is not None and (best_us is None or v < best_us):
+                    best_us = v
                     result.best = rec
-    records = list(journal.records())
-    result.entry = write_bucket_table(opts.out, kernel, bucket.name, records, opts.settings.rel_noise)
+    if not static:
+        records = list(journal.records())
+        result.entry = write_bucket_table(opts.out, kernel, bucket.name, records, opts.settings.rel_noise)
     if observer:
         observer.on_bucket_end(bucket.name, result.entry)
     return result
@@ -281,7 +293,8 @@ def _finish(journal: Journal, strategy: Any, result: BucketResult, observer: Obs
     result.measured += 1
     if status in FAILURES:
         result.failures[status] += 1
-    strategy.observe(tiles, rec["timing"]["median_us"] if status in ("ok", "pruned") else None)
+    ok = status in ("ok", "pruned")
+    strategy.observe(tiles, (rec["timing"]["median_us"] if "timing" in rec else rec.get("score")) if ok else None)
     if observer:
         observer.on_record(result.bucket, rec, None, result.failures)
     return rec

@@ -158,6 +158,11 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
         return {"status": "ok", "stamps": stamps}
     kernel = load_kernel(req["kernel"])
     problem = kernel.problem(req["problem"])
+    if op == "static":  # compile-only: the kernel's own static ranking (no device here)
+        try:
+            return kernel.static_rank(problem, req["tiles"])
+        except Exception as e:  # an offline compile that fails is this candidate's compile error
+            return {"status": "compile", "error": _error_text(e)}
     if op == "check_small":
         try:
             result = kernel.check_small(problem, req["tiles"])

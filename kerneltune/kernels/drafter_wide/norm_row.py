@@ -1,16 +1,24 @@
 """The drafter's row RMSNorm stage (the N blocks' work): one bf16 hidden row per block.
 
-x_out = x * rsqrt(mean(x^2) + eps) * w, accumulated in f32, one 128-bit load of 8 bf16
-per thread and tile; the cross-wave sum goes through the block's LDS pool, which is
-declared at the drafter layout's full size so the compiled LDS use is the pool's.
+x_out = x * rsqrt(mean(x^2) + eps) * w, accumulated in f32, with the widest buffer load
+(8, 4 or 2 bf16) that splits the row evenly over the threads; the cross-wave sum goes
+through the block's LDS pool, declared at the drafter layout's full size so the compiled
+LDS use is the pool's.
 """
 
 
 import math
 
 WAVE = 64
-VEC = 8  # bf16 per 128-bit load
 EPS = 1e-6
+
+
+def vector_width(hidden: int, threads: int) -> int:
+    """bf16 per load: the widest of 8, 4, 2 that splits the row evenly over the threads."""
+    for vec in (8, 4, 2):
+        if hidden % (threads * vec) == 0:
+            return vec
+    raise ValueError(f"hidden {hidden} does not split over {threads} threads in loads of 2, 4 or 8 bf16")
 
 
 def build_norm_row(hidden: int, threads: int, pool_words: int):
@@ -21,12 +29,12 @@ def build_norm_row(hidden: int, threads: int, pool_words: int):
     from flydsl.expr import math as fmath
     from flydsl.expr.typing import ReductionOp
 
-    if hidden % (threads * VEC):
-        raise ValueError(f"hidden {hidden} is not a multiple of threads * {VEC} = {threads * VEC}")
+    vec = vector_width(hidden, threads)
+    copy = {8: fx.rocdl.BufferCopy128b, 4: fx.rocdl.BufferCopy64b, 2: fx.rocdl.BufferCopy32b}[vec]
     waves = threads // WAVE
     if pool_words < waves:
         raise ValueError(f"pool_words {pool_words} cannot hold {waves} partial sums")
-    tiles = hidden // (threads * VEC)
+    tiles = hidden // (threads * vec)
 
     @fx.struct
     class Pool:
@@ -41,13 +49,13 @@ def build_norm_row(hidden: int, threads: int, pool_words: int):
         fast = arith.FastMathFlags.fast
         pool = fx.SharedAllocator().allocate(Pool).peek().words.view(fx.make_layout(pool_words, 1))
 
-        x_row = fx.logical_divide(fx.slice(fx.rocdl.make_buffer_tensor(x), (row, None)), fx.make_layout(VEC, 1))
-        o_row = fx.logical_divide(fx.slice(fx.rocdl.make_buffer_tensor(out), (row, None)), fx.make_layout(VEC, 1))
-        w_all = fx.logical_divide(fx.rocdl.make_buffer_tensor(w), fx.make_layout(VEC, 1))
-        atom = fx.make_copy_atom(fx.rocdl.BufferCopy128b(), 16)
+        x_row = fx.logical_divide(fx.slice(fx.rocdl.make_buffer_tensor(x), (row, None)), fx.make_layout(vec, 1))
+        o_row = fx.logical_divide(fx.slice(fx.rocdl.make_buffer_tensor(out), (row, None)), fx.make_layout(vec, 1))
+        w_all = fx.logical_divide(fx.rocdl.make_buffer_tensor(w), fx.make_layout(vec, 1))
+        atom = fx.make_copy_atom(copy(), 16)
 
         def load(view, i):
-            r = fx.make_rmem_tensor(VEC, fx.BFloat16)
+            r = fx.make_rmem_tensor(vec, fx.BFloat16)
             fx.copy(atom, fx.slice(view, (None, i)), r)
             return fx.memref_load_vec(r)
 
@@ -74,7 +82,7 @@ def build_norm_row(hidden: int, threads: int, pool_words: int):
         for t in range_constexpr(tiles):
             i = tid + t * threads
             y = xs[t].to(fx.Float32) * rstd * load(w_all, i).to(fx.Float32)
-            r = fx.make_rmem_tensor(VEC, fx.BFloat16)
+            r = fx.make_rmem_tensor(vec, fx.BFloat16)
             fx.memref_store_vec(y.to(fx.BFloat16), r)
             fx.copy(atom, r, fx.slice(o_row, (None, i)))
 

@@ -30,7 +30,7 @@ def test_norm_row_compiles_with_sane_resources(tmp_path, arch):
 
 
 def test_silent_errors_and_bad_builders_fail(tmp_path):
-    with pytest.raises(CompileFailed, match="hidden 6000 is not a multiple"):
+    with pytest.raises(CompileFailed, match="hidden 6000 does not split"):
         compile_kernel(NORM, {"hidden": 6000, "threads": 256, "pool_words": 64},
                        [["bf16", [8, 6000]], ["bf16", [6000]], ["bf16", [8, 6000]]], "gfx942", 256, tmp_path)
 

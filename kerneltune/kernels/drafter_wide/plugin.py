@@ -1,0 +1,103 @@
+"""The drafter as the engine sees it. Without 4 MI300X/MI355X it is ranked statically: each
+layout's stages are compiled offline for the bucket's arch and ranked by spills, co-residency
+margin and instruction count (``static_rank``); timings need the GPUs.
+
+Until the megakernel exists, the compiled stage is the drafter's row norm (``norm_row``) at the
+layout's THREADS and LDS pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .layout import DrafterLayout, LayoutError
+from .offline_compile import ARCHS
+
+_LDS = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
+
+
+@dataclasses.dataclass(frozen=True)
+class DrafterProblem:
+    arch: str = "gfx942"
+    requests: int = 4
+    qpr: int = 4
+    context: int = 8192
+    layers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch: {self.arch!r} is not one of {sorted(ARCHS)}")
+        if self.requests * self.qpr > 64:
+            raise ValueError(f"requests x qpr = {self.requests * self.qpr} exceeds the 64-row maximum")
+
+
+class DrafterWidePlugin:
+    name = "drafter_wide"
+    tunables = frozenset({"ng", "threads", "w_na"})
+    problem_fields = frozenset(f.name for f in dataclasses.fields(DrafterProblem))
+    hard_bucket_fields = ("arch",)
+
+    def problem(self, fields: Mapping[str, Any]) -> DrafterProblem:
+        return DrafterProblem(**fields)
+
+    def problem_dict(self, problem: DrafterProblem) -> dict[str, Any]:
+        return dataclasses.asdict(problem)
+
+    def layout(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> DrafterLayout:
+        return DrafterLayout(**tiles, qpr=problem.qpr, lds_bytes_limit=_LDS[problem.arch])
+
+    def infeasibility(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> str | None:
+        try:
+            self.layout(problem, tiles)
+        except LayoutError as e:
+            return str(e)
+        return None
+
+    def heuristic(self, problem: DrafterProblem) -> dict[str, Any]:
+        return {"ng": 192, "threads": 512, "w_na": 96}
+
+    def bucket(self, problem: DrafterProblem) -> dict[str, Any]:
+        return self.problem_dict(problem)
+
+    def source_hash(self) -> str:
+        from kerneltune.tables.stamps import source_hash
+
+        here = Path(__file__).parent
+        return source_hash(here / n for n in ("layout.py", "norm_row.py", "offline_compile.py"))
+
+    def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
+        return "4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs with ROCm for timings"
+
+    def static_rank(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
+        """Compile offline and rank: a spilling or non-resident layout is a constraint failure;
+        otherwise score = instructions x (1 + BLOCKS / resident blocks), lower is better."""
+        from .offline_compile import compile_kernel
+
+        layout = self.layout(problem, tiles)
+        hidden = layout.model.hidden
+        with tempfile.TemporaryDirectory(prefix="kerneltune-flydsl-") as tmp:
+            report = compile_kernel(
+                "kerneltune.kernels.drafter_wide.norm_row:build_norm_row",
+                {"hidden": hidden, "threads": layout.threads, "pool_words": layout.pool_words},
+                [["bf16", [64, hidden]], ["bf16", [hidden]], ["bf16", [64, hidden]]],
+                problem.arch, layout.threads, Path(tmp))
+        r, occ = report.resources, report.occupancy
+        metrics = {**dataclasses.asdict(r), "blocks_per_cu": occ.blocks_per_cu, "limited_by": occ.limited_by,
+                   "resident_blocks": occ.resident_blocks, "blocks": layout.BLOCKS, "isa_lines": report.isa_lines,
+                   "pool_words": layout.pool_words}
+        if r.vgpr_spill or r.sgpr_spill or r.scratch_bytes:
+            return {"status": "constraint", "error": f"spills: {r.vgpr_spill} VGPR, {r.sgpr_spill} SGPR",
+                    "static": metrics}
+        if occ.resident_blocks < layout.BLOCKS:
+            return {"status": "constraint", "static": metrics,
+                    "error": f"not co-resident: BLOCKS {layout.BLOCKS} > {occ.cus} CUs x {occ.blocks_per_cu} "
+                             f"block(s) per CU ({occ.limited_by}): the persistent grid would deadlock"}
+        score = report.isa_lines * (1.0 + layout.BLOCKS / occ.resident_blocks)
+        return {"status": "ok", "static": metrics, "score": score}
+
+
+PLUGIN = DrafterWidePlugin()

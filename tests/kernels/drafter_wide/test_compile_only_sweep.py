@@ -1,0 +1,30 @@
+"""Without 4 AMD GPUs, `kerneltune sweep drafter-wide` compiles every layout offline in isolated
+workers, ranks them by static metrics, journals them, and says that timings need the GPUs."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kerneltune.report.frame import load_frame
+
+from ...paths import REPO
+
+
+@pytest.mark.slow
+def test_compile_only_sweep_of_eight_layouts(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", "drafter-wide", "--bucket", "mi300x-4req-x4tok",
+                        "--budget", "8", "--out", str(tmp_path), "--compile-timeout", "300"],
+                       capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "timings need 4 AMD MI300X or MI355X GPUs" in " ".join(r.stdout.split())
+    recs = [json.loads(line) for line in (tmp_path / "journals/drafter_wide-live.jsonl").read_text().splitlines()]
+    ranked = [x for x in recs if x["status"] == "ok"]
+    assert len({x["key"] for x in ranked}) == 8
+    for x in ranked:
+        s = x["static"]
+        assert s["vgpr"] > 0 and s["vgpr_spill"] == 0 and s["lds_bytes"] == 4 * s["pool_words"]
+        assert s["blocks"] <= s["resident_blocks"] and x["score"] > 0
+    frame = load_frame(tmp_path / "journals")
+    assert len(frame[frame.status == "ok"]) == 8
