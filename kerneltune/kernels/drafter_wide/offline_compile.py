@@ -74,6 +74,8 @@ class CompileReport:
     occupancy: Occupancy
     isa_lines: int
     isa_path: str
+    code_object_path: str
+    code_object_bytes: int
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +129,28 @@ def parse_resources(isa: str) -> Resources:
     return Resources(name=name.group(1) if name else "?", **values)
 
 
+def extract_code_object(mlir: str) -> bytes:
+    """The ELF code object inside the ``gpu.binary`` op of FlyDSL's ``gpu_module_to_binary`` dump."""
+    start = mlir.find("gpu.binary")
+    m = re.search(r'bin = "((?:[^"\\]|\\.)*)"', mlir[start:]) if start >= 0 else None
+    if m is None:
+        raise CompileFailed("no gpu.binary with a code object in the IR dump")
+    raw, out, i = m.group(1), bytearray(), 0
+    while i < len(raw):
+        if raw[i] == "\\" and re.fullmatch(r"[0-9A-Fa-f]{2}", raw[i + 1:i + 3]):
+            out.append(int(raw[i + 1:i + 3], 16))
+            i += 3
+        elif raw[i] == "\\":
+            out.append(ord(raw[i + 1]))
+            i += 2
+        else:
+            out.append(ord(raw[i]))
+            i += 1
+    if not out.startswith(b"\x7fELF"):
+        raise CompileFailed("the gpu.binary payload is not an ELF code object")
+    return bytes(out)
+
+
 def occupancy(res: Resources, arch: str, threads: int) -> Occupancy:
     """Blocks per CU from registers (unified 512-entry file per SIMD lane, granule 8), LDS and
     the 8-waves-per-SIMD limit."""
@@ -153,7 +177,7 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
     root = toolchain_dir(cache)
     dump = Path(tempfile.mkdtemp(prefix=f"flydsl-{arch}-", dir=cache))
     env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "ROCM_PATH": str(root),
-           "FLYDSL_DEBUG_DUMP_ASM": "1", "FLYDSL_DUMP_DIR": str(dump)}
+           "FLYDSL_DEBUG_DUMP_ASM": "1", "FLYDSL_DUMP_IR": "1", "FLYDSL_DUMP_DIR": str(dump)}
     spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args})
     try:
         run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"], input=spec,
@@ -169,4 +193,11 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
         raise CompileFailed(f"{builder} for {arch}: no final ISA was dumped")
     isa = isas[-1].read_text()
     res = parse_resources(isa)
-    return CompileReport(arch, res, occupancy(res, arch, threads), isa.count("\n"), str(isas[-1]))
+    binaries = sorted(isas[-1].parent.glob("*gpu_module_to_binary.mlir"))
+    if not binaries:
+        raise CompileFailed(f"{builder} for {arch}: no gpu_module_to_binary dump")
+    code = extract_code_object(binaries[-1].read_text())
+    hsaco = isas[-1].parent / f"{res.name}.{arch}.hsaco"
+    hsaco.write_bytes(code)
+    return CompileReport(arch, res, occupancy(res, arch, threads), isa.count("\n"), str(isas[-1]), str(hsaco),
+                         len(code))

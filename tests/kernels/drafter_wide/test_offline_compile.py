@@ -1,5 +1,9 @@
 """Offline FlyDSL compiles of the drafter's own row-norm stage for both archs, and the resource math."""
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 from kerneltune.kernels.drafter_wide.offline_compile import (
@@ -27,6 +31,12 @@ def test_norm_row_compiles_with_sane_resources(tmp_path, arch):
     assert res.max_threads == 256
     assert r.occupancy.waves_per_block == 4 and r.occupancy.blocks_per_cu >= 1
     assert r.isa_lines > 100
+    code = Path(r.code_object_path).read_bytes()
+    assert code[:4] == b"\x7fELF" and len(code) == r.code_object_bytes
+    readobj = shutil.which("llvm-readobj-22")
+    if readobj:  # the code object's own notes agree with the ISA's metadata
+        notes = subprocess.run([readobj, "--notes", r.code_object_path], capture_output=True, text=True).stdout
+        assert f".vgpr_count:     {res.vgpr}" in notes and f".group_segment_fixed_size: {res.lds_bytes}" in notes
 
 
 def test_silent_errors_and_bad_builders_fail(tmp_path):
