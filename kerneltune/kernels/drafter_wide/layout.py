@@ -81,6 +81,39 @@ class DrafterLayout:
                 raise LayoutError(rule)
         self._check_offsets()
 
+    # ----------------------------------------------------------------- the seed's names
+    @property
+    def THREADS(self) -> int:
+        return self.threads
+
+    @property
+    def NG(self) -> int:
+        return self.ng
+
+    @property
+    def W_NA(self) -> int:
+        return self.w_na
+
+    @property
+    def QPR(self) -> int:
+        return self.qpr
+
+    @property
+    def LAYERS(self) -> int:
+        return self.model.layers
+
+    @property
+    def BLOCK(self) -> int:  # tokens per paged KV block
+        return self.model.kv_block
+
+    @property
+    def WINDOW(self) -> int:
+        return self.model.window
+
+    # Slots of the per-layer pointer table ``tab`` (16 two-word entries per layer).
+    T_CACHE, T_NBLK, T_Q_NORM, T_K_NORM, T_IN_LN, T_POST_LN = range(6)
+    TABLE_SLOTS = 16
+
     # ----------------------------------------------------------------- roles and GEMV rows
     @property
     def waves(self) -> int:

@@ -12,6 +12,8 @@ def test_the_seeds_numbers_are_a_valid_layout():
     assert (L.ATT0, L.NORM0, L.BLOCKS) == (192, 288, 304)  # 304 = the CUs of an MI300X
     assert (L.chunks(6144), L.chunks(2048), L.chunks(3072)) == (6, 2, 3)  # the seed's chunk loops
     assert L.ROW_PAIRS == 3072 and L.pool_words * 4 <= 64 * 1024
+    assert (L.THREADS, L.NG, L.W_NA, L.LAYERS, L.BLOCK, L.WINDOW) == (512, 192, 96, 1, 16, 4096)
+    assert len({L.T_CACHE, L.T_NBLK, L.T_Q_NORM, L.T_K_NORM, L.T_IN_LN, L.T_POST_LN}) == 6 < L.TABLE_SLOTS
 
 
 @pytest.mark.parametrize(("kw", "rule"), [

@@ -9,6 +9,7 @@ import pytest
 from kerneltune.kernels.drafter_wide.offline_compile import (
     CompileFailed,
     Resources,
+    ToolchainMissing,
     compile_kernel,
     occupancy,
     parse_resources,
@@ -43,6 +44,15 @@ def test_silent_errors_and_bad_builders_fail(tmp_path):
     with pytest.raises(CompileFailed, match="hidden 6000 does not split"):
         compile_kernel(NORM, {"hidden": 6000, "threads": 256, "pool_words": 64},
                        [["bf16", [8, 6000]], ["bf16", [6000]], ["bf16", [8, 6000]]], "gfx942", 256, tmp_path)
+
+
+def test_a_missing_linker_or_device_library_is_one_line_naming_the_package(tmp_path, monkeypatch):
+    from kerneltune.kernels.drafter_wide import offline_compile
+
+    monkeypatch.setattr(offline_compile.shutil, "which", lambda name: None)
+    monkeypatch.setattr(offline_compile, "_first", lambda paths: None)
+    with pytest.raises(ToolchainMissing, match="apt-get install lld-22"):
+        offline_compile.toolchain_dir(tmp_path)
 
 
 def test_metadata_parsing_and_occupancy():
