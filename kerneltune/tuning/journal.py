@@ -15,8 +15,6 @@ from typing import Any
 
 from filelock import FileLock
 
-STATUSES = ("ok", "constraint", "compile", "runtime", "timeout", "correctness", "pruned", "unsupported")
-
 
 def config_key(tiles: Mapping[str, Any]) -> str:
     """Canonical text of a config: sorted JSON, the identity of a candidate in a bucket."""

@@ -22,7 +22,6 @@ class WorkerPool:
         for worker in self._workers:
             self._idle.put(worker)
         self._pool = cf.ThreadPoolExecutor(max(len(envs), 1), thread_name_prefix=role)
-        self.size = len(envs)
 
     def send(self, req: Mapping[str, Any]) -> None:
         """A request that gets no answer, written at once even while the worker is busy (its
