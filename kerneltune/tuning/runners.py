@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import queue
 import time
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,7 @@ class LiveRunner:
     def __init__(self, gpus: Sequence[str], compile_threads: int, log_dir: Path, cache_dir: Path,
                  compile_timeout: float, run_timeout: float):
         log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = log_dir
         self.compile_timeout = compile_timeout
         self.run_timeout = run_timeout
         self.compile_ahead = compile_threads > 0
@@ -67,11 +69,17 @@ class LiveRunner:
         return len(self.pools)
 
     def stamps(self) -> dict[str, Any]:
+        """The timing worker's system stamps; the measured ceilings are kept beside the logs and
+        reused while GPU, SM count and driver are the same (measuring them takes ~20 s)."""
         if self._stamps is None:
-            reply = self.pools[0].submit({"op": "stamps"}, self.compile_timeout).result()
+            cache = self.log_dir / "ceilings.json"
+            known = json.loads(cache.read_text()) if cache.exists() else None
+            reply = self.pools[0].submit({"op": "stamps", "ceilings": known}, self.compile_timeout).result()
             if reply.get("status") != "ok":
                 raise RuntimeError(f"a timing worker could not start: {reply.get('error')}")
             self._stamps = reply["stamps"]
+            if "bf16_tflops_ceiling" in self._stamps:
+                cache.write_text(json.dumps(self._stamps))
         return self._stamps
 
     def compile(self, req: Mapping[str, Any]) -> cf.Future[dict[str, Any]]:

@@ -150,7 +150,11 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
         from kerneltune.tuning.measure import measure_ceilings
 
         stamps = dict(system_stamps())
-        if jax.devices()[0].platform == "gpu":
+        known = req.get("ceilings") or {}
+        same = all(known.get(k) == stamps.get(k) for k in ("gpu", "sm_count", "driver"))
+        if same and "bf16_tflops_ceiling" in known:
+            stamps.update({k: known[k] for k in ("bf16_tflops_ceiling", "copy_tbps_ceiling")})
+        elif jax.devices()[0].platform == "gpu":
             try:
                 stamps.update(measure_ceilings())
             except RuntimeError as e:  # no ceiling is no reason to stop a sweep: % of ceiling stays empty

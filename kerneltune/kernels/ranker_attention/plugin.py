@@ -15,6 +15,8 @@ from .config import KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
 from .inputs import adversarial_bounds, make_device_tensors, ranker_bounds, useful_flops
 
+_REFERENCE_BYTES = 2.5e9
+
 
 @dataclasses.dataclass(frozen=True)
 class RankerInputs:
@@ -101,10 +103,12 @@ class RankerAttentionPlugin:
         worst = 0.0
         for bounds in inputs.check_bounds:
             jb = jnp.asarray(bounds)
-            with jax.default_matmul_precision("highest"):  # one batch row at a time: [H, T, T] f32 fits
-                rows = [reference_f32(qf[i:i + 1], kf[i:i + 1], vf[i:i + 1], jb[i:i + 1], sm_scale=problem.scale,
-                                      cap_method=problem.cap_method, cap=problem.cap)
-                        for i in range(problem.batch)]
+            # As many batch rows per call as keep the [rows, H, T, T] float32 logits near 2.5 GB.
+            step = max(1, int(_REFERENCE_BYTES // (problem.q_heads * problem.seq_len ** 2 * 4)))
+            with jax.default_matmul_precision("highest"):
+                rows = [reference_f32(qf[i:i + step], kf[i:i + step], vf[i:i + step], jb[i:i + step],
+                                      sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
+                        for i in range(0, problem.batch, step)]
             ro = np.concatenate([np.asarray(r[0]) for r in rows])
             rl = np.concatenate([np.asarray(r[1]) for r in rows])
             o0 = jnp.full(inputs.q.shape, jnp.nan, inputs.q.dtype)
