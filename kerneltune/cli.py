@@ -178,3 +178,44 @@ def report(
     for b, row in summary.iterrows():
         out.add_row(str(b), *(str(v) for v in row))
     console.print(out)
+
+
+@app.command()
+def bench(
+    kernel: Annotated[str, typer.Argument(help="Kernel name: ranker-attention.")],
+    shapes: Annotated[Path | None, typer.Option(help="Shapes TOML (default: search_spaces/bench_KERNEL.toml).")]
+    = None,
+    baselines: Annotated[str, typer.Option(help="Comma-separated: flex, cudnn_dense, flash_dense, composite, "
+                                                "jax_mgpu_dense.")] = "flex,cudnn_dense,flash_dense,composite,"
+                                                                       "jax_mgpu_dense",
+    out: Annotated[Path, typer.Option(help="Folder of the results JSON.")] = REPO / "results" / "bench",
+) -> None:
+    """Time the tuned kernel next to the kernels a user could pick instead, on the same inputs."""
+    from kerneltune.kernels.base import canonical_name
+    from kerneltune.tables.stamps import system_stamps
+
+    name = canonical_name(kernel)
+    if name != "ranker_attention":
+        console.print(f"[red]error:[/red] bench knows ranker-attention only, not {kernel}")
+        raise typer.Exit(1)
+    from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+
+    need = PLUGIN.supported_on(system_stamps())
+    if need is not None:
+        console.print(f"[red]bench {kernel} needs {need}.", soft_wrap=True)
+        raise typer.Exit(2)
+    from kerneltune.bench.ranker_attention import run_bench
+
+    path, rows = run_bench(shapes or REPO / "search_spaces" / f"bench_{name}.toml",
+                           tuple(b.strip() for b in baselines.split(",") if b.strip()), out)
+    table = Table(title=f"bench {kernel}: {path}")
+    for col in ("shape", "cap", "impl", "ms", "spread", "useful TFLOP/s", "dense TFLOP/s", "rel err", "error"):
+        table.add_column(col)
+    def f(r: dict, key: str, fmt: str) -> str:
+        return "-" if r.get(key) is None else format(r[key], fmt)
+
+    for r in rows:
+        table.add_row(r["shape"], r["cap_method"], r["impl"], f(r, "median_ms", ".3f"), f(r, "spread", ".2%"),
+                      f(r, "useful_tflops", ".0f"), f(r, "dense_tflops", ".0f"), f(r, "rel_error", ".1e"),
+                      (r.get("error") or "")[:60])
+    console.print(table)

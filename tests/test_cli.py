@@ -31,3 +31,17 @@ def test_bad_space_file_is_one_clear_error(tmp_path):
     bad.write_text("kernel = 'ranker_attention'\n[params]\nblock_q = [64\n")
     r = CliRunner().invoke(app, ["sweep", "ranker-attention", "--space", str(bad), "--out", str(tmp_path)])
     assert r.exit_code == 1 and "bad.toml: malformed TOML" in r.output
+
+
+def test_bench_without_hopper_exits_2_naming_the_hardware():
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "bench", "ranker-attention"], capture_output=True,
+                       text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 2 and "Hopper" in r.stdout
+
+
+def test_bench_shapes_file_parses():
+    from kerneltune.bench.ranker_attention import load_shapes
+
+    shapes, caps = load_shapes(REPO / "search_spaces/bench_ranker_attention.toml")
+    assert [s.name for s in shapes] == ["d128-b16-t2k-gqa", "d128-b4-t8k", "d64-b64-t1k"]
+    assert caps == {"tanh": 30.0, "none": 0.0}

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of a tuned kernel against what users could run instead."""

@@ -1,0 +1,141 @@
+"""`kerneltune bench ranker-attention`: the tuned kernel and every baseline on the same inputs, in one
+process, timed with the engine's measurement, each output checked against the float32 reference.
+
+Useful TFLOP/s counts only the kept (query, key) pairs; the dense baselines also report their dense
+rate, the upper bound the targets are stated against. A baseline that fails is recorded with its
+error and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kerneltune.kernels.ranker_attention import baselines
+from kerneltune.kernels.ranker_attention.cap import CapMethod
+from kerneltune.kernels.ranker_attention.config import Problem
+from kerneltune.kernels.ranker_attention.inputs import make_device_tensors, ranker_bounds, useful_flops
+from kerneltune.tables.stamps import device_kind, now_stamp, system_stamps
+from kerneltune.tuning.measure import MeasureSettings, Timing, time_jax, time_torch
+
+BASELINES = ("flex", "cudnn_dense", "flash_dense", "composite", "jax_mgpu_dense")
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    name: str
+    problem: dict[str, Any]
+    history: tuple[int, int]
+    candidates: int
+
+
+def load_shapes(path: Path) -> tuple[list[BenchShape], dict[str, float]]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    shapes = []
+    for i, s in enumerate(data.get("shapes", [])):
+        try:
+            shapes.append(BenchShape(s["name"], dict(s["problem"]), tuple(s["bounds"]["history"]),
+                                     int(s["bounds"]["candidates"])))
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"{path}: shapes[{i}]: missing or malformed field {e}") from None
+    caps = dict(data.get("caps", {"none": 0.0}))
+    return shapes, caps
+
+
+def _timed(runnable: baselines.Runnable, settings: MeasureSettings) -> Timing:
+    if runnable.framework == "jax":
+        return time_jax(runnable.fn, runnable.args, settings)
+    return time_torch(lambda: runnable.fn(*runnable.args), settings)
+
+
+def _rel(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: tuple[str, ...],
+                settings: MeasureSettings, seed: int = 0) -> list[dict[str, Any]]:
+    import jax
+    import jax.numpy as jnp
+
+    from kerneltune.kernels.ranker_attention import ranker_attention
+    from kerneltune.kernels.ranker_attention.api import choose_config, problem_of
+    from kerneltune.kernels.ranker_attention.reference import reference_f32
+
+    problem = Problem(**shape.problem, cap_method=method, cap=cap)
+    bounds = ranker_bounds(problem.batch, problem.seq_len, shape.history, shape.candidates,
+                           np.random.default_rng(seed))
+    if "composite" in which:  # equal segments on every row, so the composite applies
+        bounds[:] = bounds[0]
+    q, k, v = make_device_tensors(problem, seed)
+    jb = jnp.asarray(bounds)
+    flops = useful_flops(problem, bounds)
+    dense_flops = 4 * problem.batch * problem.q_heads * problem.seq_len ** 2 * problem.head_dim
+    qf, kf, vf = (x.astype(jnp.float32) for x in (q, k, v))
+    with jax.default_matmul_precision("highest"):
+        ref = np.asarray(reference_f32(qf, kf, vf, jb, sm_scale=problem.scale, cap_method=method, cap=cap)[0])
+        rep = problem.heads_per_kv_head
+        dense = jax.nn.dot_product_attention(qf, jnp.repeat(kf, rep, 2), jnp.repeat(vf, rep, 2),
+                                             scale=problem.scale)
+    dense_ref = np.asarray(dense)
+    rows: list[dict[str, Any]] = []
+
+    def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool) -> None:
+        row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
+        try:
+            runnable, out = make()
+            t = _timed(runnable, settings)
+            row.update(median_ms=t.median_us / 1e3, spread=t.spread, samples=t.samples,
+                       useful_tflops=flops / (t.median_us * 1e-6) / 1e12,
+                       rel_error=None if reference is None else _rel(out, reference))
+            if dense_rate:
+                row["dense_tflops"] = dense_flops / (t.median_us * 1e-6) / 1e12
+        except Exception as e:  # a baseline that cannot run is a finding, not a reason to stop
+            row.update(error=f"{type(e).__name__}: {e}"[:1000], trace=traceback.format_exc()[-1500:])
+        rows.append(row)
+
+    def tuned() -> tuple[baselines.Runnable, np.ndarray]:
+        config = choose_config(problem_of(q, k, v, jb, sm_scale=None, cap_method=method, cap=cap), None)
+        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap, config=config))
+        out = np.asarray(fn(q, k, v, jb).astype(jnp.float32))
+        return baselines.Runnable("jax", fn, (q, k, v, jb)), out
+
+    record("kerneltune", tuned, ref, False)
+    if "flex" in which:
+        record("flex", lambda: baselines.flex_attention(q, k, v, bounds, problem.scale, method, cap), ref, False)
+    if "cudnn_dense" in which:
+        record("cudnn_dense", lambda: baselines.dense_sdpa(q, k, v, problem.scale, "cudnn"), dense_ref, True)
+    if "flash_dense" in which:
+        record("flash_dense", lambda: baselines.dense_sdpa(q, k, v, problem.scale, "flash"), dense_ref, True)
+    if "composite" in which and method is CapMethod.NONE:
+        record("composite", lambda: baselines.composite(q, k, v, bounds, problem.scale), ref, False)
+    if "jax_mgpu_dense" in which:
+        record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v), dense_ref, True)
+    return rows
+
+
+def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path,
+              settings: MeasureSettings | None = None) -> tuple[Path, list[dict[str, Any]]]:
+    unknown = set(which) - set(BASELINES)
+    if unknown:
+        raise ValueError(f"baselines: unknown {sorted(unknown)} (known: {', '.join(BASELINES)})")
+    settings = settings or MeasureSettings(max_seconds=2.0)
+    shapes, caps = load_shapes(shapes_path)
+    rows = []
+    for shape in shapes:
+        for name, c in caps.items():
+            method = CapMethod.parse(name)
+            rows += bench_shape(shape, method, c if method.needs_cap else None, which, settings)
+    stamps = system_stamps()
+    out = out_dir / f"{now_stamp()[:10]}-{device_kind(str(stamps['gpu']))}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows}, indent=1))
+    return out, rows
