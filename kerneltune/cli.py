@@ -154,6 +154,8 @@ def report(
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML report here.")] = None,
     baseline: Annotated[Path | None, typer.Option(help="A tuned table (or folder) to compare each bucket with.")]
     = None,
+    bench: Annotated[Path | None, typer.Option(help="A `kerneltune bench` result JSON to add as a section.")]
+    = None,
 ) -> None:
     """CSV and HTML reports of sweeps for CI: rankings, heat maps, failures, baseline comparison."""
     from kerneltune.report.frame import journal_files, load_baseline, load_frame
@@ -168,7 +170,10 @@ def report(
         frame.to_csv(csv, index=False)
         console.print(f"CSV: {csv} ({len(frame)} rows)")
     if html:
-        render_html(frame, len(journal_files(results)), load_baseline(baseline) if baseline else None, html)
+        import json
+
+        render_html(frame, len(journal_files(results)), load_baseline(baseline) if baseline else None, html,
+                    json.loads(bench.read_text()) if bench else None)
         console.print(f"HTML: {html}")
     summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)
     out = Table(title=f"{len(frame)} candidates")

@@ -19,6 +19,13 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px
 </style></head><body>
 <h1>kerneltune report</h1>
 <p>{{ n_candidates }} candidates from {{ n_journals }} journal(s); devices: {{ devices }}.</p>
+{% if bench %}<h2 id="bench">Against other kernels ({{ bench.device }})</h2>
+<table class="bench"><tr><th>shape</th><th>cap</th><th>implementation</th><th>ms</th><th>spread</th>
+<th>useful TFLOP/s</th><th>dense TFLOP/s</th><th>rel. error</th><th>× vs kerneltune</th><th>error</th></tr>
+{% for r in bench.rows %}<tr><td>{{ r.shape }}</td><td>{{ r.cap_method }}</td><td>{{ r.impl }}</td>
+<td>{{ r.ms }}</td><td>{{ r.spread }}</td><td>{{ r.useful }}</td><td>{{ r.dense }}</td><td>{{ r.rel }}</td>
+<td>{{ r.ratio }}</td><td class="fail">{{ r.error }}</td></tr>
+{% endfor %}</table>{% endif %}
 {% if baseline %}<h2 id="baseline">Against the baseline</h2>
 <table class="baseline"><tr><th>bucket</th><th>best µs</th><th>baseline µs</th><th>ratio</th><th>verdict</th></tr>
 {% for b in baseline %}<tr class="{{ b.verdict }}"><td>{{ b.bucket }}</td><td>{{ '%.1f'|format(b.best) }}</td>
@@ -91,7 +98,26 @@ def _scatter(df: pd.DataFrame, bucket: str) -> str:
             f'<text x="5" y="{pad - 10}" font-size="12">% of bf16 ceiling (max {y1:.0f})</text>{pts}</svg>')
 
 
-def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] | None, out: Path) -> None:
+def _bench_rows(bench: dict) -> dict:
+    """Rows of a `kerneltune bench` result, with each implementation's time over kerneltune's."""
+    ours = {(r["shape"], r["cap_method"]): r.get("median_ms") for r in bench["rows"] if r["impl"] == "kerneltune"}
+
+    def fmt(x: float | None, spec: str) -> str:
+        return "-" if x is None else format(x, spec)
+
+    rows = []
+    for r in bench["rows"]:
+        base = ours.get((r["shape"], r["cap_method"]))
+        ratio = r["median_ms"] / base if base and r.get("median_ms") else None
+        rows.append({"shape": r["shape"], "cap_method": r["cap_method"], "impl": r["impl"],
+                     "ms": fmt(r.get("median_ms"), ".3f"), "spread": fmt(r.get("spread"), ".2%"),
+                     "useful": fmt(r.get("useful_tflops"), ".0f"), "dense": fmt(r.get("dense_tflops"), ".0f"),
+                     "rel": fmt(r.get("rel_error"), ".1e"), "ratio": fmt(ratio, ".2f"), "error": r.get("error", "")})
+    return {"device": bench.get("stamps", {}).get("gpu", "?"), "rows": rows}
+
+
+def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] | None, out: Path,
+                bench: dict | None = None) -> None:
     config_cols = [c for c in frame.columns if c.startswith("config_")]
     buckets = []
     timed = frame[frame["status"] == "ok"]
@@ -128,4 +154,5 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
                             "verdict": verdict})
     devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
     out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, buckets=buckets,
-                                   failures=failures, baseline=compare))
+                                   failures=failures, baseline=compare,
+                                   bench=_bench_rows(bench) if bench else None))

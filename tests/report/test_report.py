@@ -28,3 +28,20 @@ def test_html_is_self_contained_with_charts_tables_and_baseline(tmp_path):
     assert page.count('<svg class="heatmap"') == 3 and page.count('<svg class="scatter"') == 3
     assert 'class="ranking"' in page and 'id="failures"' in page and 'class="baseline"' in page
     assert "<script src" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+
+
+def test_html_bench_section(tmp_path):
+    import json
+
+    bench = {"stamps": {"gpu": "NVIDIA H200"}, "rows": [
+        {"shape": "s", "cap_method": "tanh", "impl": "kerneltune", "median_ms": 1.0, "spread": 0.01,
+         "useful_tflops": 400.0, "rel_error": 1e-3},
+        {"shape": "s", "cap_method": "tanh", "impl": "flex", "median_ms": 2.5, "spread": 0.01,
+         "useful_tflops": 160.0, "rel_error": 2e-3},
+        {"shape": "s", "cap_method": "tanh", "impl": "jax_mgpu_dense", "error": "ValueError: boom"}]}
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", str(JOURNAL), "--html", str(out), "--bench", str(tmp_path / "b.json")])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert 'class="bench"' in page and "<td>2.50</td>" in page and "ValueError: boom" in page
