@@ -85,6 +85,24 @@ def candidate_seed(bucket: str, key: str, seed: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{bucket}|{key}|{seed}".encode()).digest()[:4], "little")
 
 
+def record_value(rec: dict[str, Any]) -> float | None:
+    """What a strategy minimises: the median time, or the static score of a compile-only sweep."""
+    if rec.get("status") not in ("ok", "pruned"):
+        return None
+    return rec["timing"]["median_us"] if "timing" in rec else rec.get("score")
+
+
+def candidate_request(opts: SweepOptions, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any],
+                      static: bool) -> dict[str, Any]:
+    """A worker request for one candidate: fresh tensors per candidate, the bucket's timing bounds."""
+    req = {"kernel": opts.kernel, "problem": fields, "tiles": tiles, "bucket": bucket.name,
+           "inputs": {**bucket.bounds, "timing_seed": candidate_seed(bucket.name, "timing inputs", opts.seed)},
+           "seed": candidate_seed(bucket.name, config_key(tiles), opts.seed), "settings": opts.settings.__dict__}
+    if static:
+        req["op"] = "static"
+    return req
+
+
 def _storage(opts: SweepOptions) -> Any:
     import optuna
 
@@ -158,12 +176,7 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
         raise ValueError(f"{space.path}: bucket {bucket.name!r}: no feasible config "
                          f"(every config breaks a constraint or the kernel's static checks)")
 
-    def value(rec: dict[str, Any]) -> float | None:
-        if rec.get("status") not in ("ok", "pruned"):
-            return None
-        return rec["timing"]["median_us"] if "timing" in rec else rec.get("score")
-
-    known = {k: value(r) for k, r in done.items()}
+    known = {k: record_value(r) for k, r in done.items()}
     if opts.strategy == "exhaustive":
         strategy: Any = Exhaustive(feasible, set(done))
     else:
@@ -176,12 +189,12 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
             storage=_storage(opts), sampler=make_sampler(opts.strategy, opts.seed), direction="minimize",
             load_if_exists=True,
         )
-        heuristic = {**kernel.heuristic(problem)}
+        heuristic = kernel.heuristic(problem)
         start = {n: heuristic.get(n, values[0]) for n, values in space.params.items()}
         strategy = OptunaStrategy(study, space.params, feasible, known, opts.seed, start)
 
     if opts.storage and opts.strategy == "exhaustive":
-        return _shared_bucket(opts, kernel, space, bucket, journal, runner, base, feasible, result, observer)
+        return _shared_bucket(opts, kernel, space, bucket, journal, runner, base, feasible, result, observer, static)
 
     ok_times = [v for k, v in known.items() if v is not None and done[k]["status"] == "ok"]
     best_us = min(ok_times, default=None)
@@ -195,17 +208,9 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
     compiling: list[tuple[dict[str, Any], cf.Future[dict[str, Any]]]] = []
     measuring: dict[cf.Future[dict[str, Any]], dict[str, Any]] = {}
 
-    timing_seed = candidate_seed(bucket.name, "timing inputs", opts.seed)
-
     def request(tiles: dict[str, Any]) -> dict[str, Any]:
-        key = config_key(tiles)
-        req = {"kernel": opts.kernel, "problem": fields, "tiles": tiles, "bucket": bucket.name,
-               "inputs": {**bucket.bounds, "timing_seed": timing_seed},
-               "seed": candidate_seed(bucket.name, key, opts.seed),
-               "settings": opts.settings.__dict__}
-        if static:
-            req["op"] = "static"
-        elif opts.prune_factor and best_us is not None:
+        req = candidate_request(opts, bucket, fields, tiles, static)
+        if not static and opts.prune_factor and best_us is not None:
             req["prune_above_us"] = best_us * opts.prune_factor
         return req
 
@@ -235,7 +240,7 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
                 info = measuring.pop(fut)
                 reply = fut.result()
                 rec = _finish(journal, strategy, result, observer, base, info["tiles"], reply)
-                v = value(rec) if rec["status"] == "ok" else None
+                v = record_value(rec) if rec["status"] == "ok" else None
                 if v is not None and (best_us is None or v < best_us):
                     best_us = v
                     result.best = rec
@@ -249,7 +254,7 @@ def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucke
 
 def _shared_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucket: Bucket, journal: Journal,
                    runner: Any, base: dict[str, Any], feasible: list[dict[str, Any]], result: BucketResult,
-                   observer: Observer | None) -> BucketResult:
+                   observer: Observer | None, static: bool) -> BucketResult:
     """This worker's share of an exhaustive sweep queued in a shared study; the table merges
     the journals of every worker that wrote beside this one."""
     from .shared_study import make_storage, merged_records, prepare_queue, run_queue, study_name
@@ -257,12 +262,8 @@ def _shared_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, buck
     assert opts.storage is not None
     storage = make_storage(opts.storage, opts.heartbeat)
     study = prepare_queue(storage, study_name(opts.study or kernel.name, bucket.name), space, feasible)
-    timing_seed = candidate_seed(bucket.name, "timing inputs", opts.seed)
-
     def request(tiles: dict[str, Any]) -> dict[str, Any]:
-        return {"kernel": opts.kernel, "problem": base["problem"], "tiles": tiles, "bucket": bucket.name,
-                "inputs": {**bucket.bounds, "timing_seed": timing_seed},
-                "seed": candidate_seed(bucket.name, config_key(tiles), opts.seed), "settings": opts.settings.__dict__}
+        return candidate_request(opts, bucket, base["problem"], tiles, static)
 
     def on_record(rec: dict[str, Any]) -> None:
         result.measured += 1
@@ -293,8 +294,7 @@ def _finish(journal: Journal, strategy: Any, result: BucketResult, observer: Obs
     result.measured += 1
     if status in FAILURES:
         result.failures[status] += 1
-    ok = status in ("ok", "pruned")
-    strategy.observe(tiles, (rec["timing"]["median_us"] if "timing" in rec else rec.get("score")) if ok else None)
+    strategy.observe(tiles, record_value(rec))
     if observer:
         observer.on_record(result.bucket, rec, None, result.failures)
     return rec

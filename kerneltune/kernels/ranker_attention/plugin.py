@@ -129,30 +129,16 @@ class RankerAttentionPlugin:
     def check_small(self, problem: Problem, tiles: Mapping[str, Any]) -> CheckResult:
         """Correctness of a tuned entry on the CPU: the same kernel in interpret mode at a small
         shape (same head_dim, GQA group, dtype and cap; every adversarial bounds case)."""
-        import jax.numpy as jnp
+        from .verify import check_interpret
 
-        from .kernel import build_forward
-        from .reference import reference_f64
-        from .verify import compare
-
-        rng = np.random.default_rng(0)
-        bounds = adversarial_bounds(256, rng)
+        bounds = adversarial_bounds(256, np.random.default_rng(0))
         small = dataclasses.replace(problem, batch=len(bounds), seq_len=256, q_heads=problem.heads_per_kv_head,
                                     kv_heads=1)
         config = KernelConfig.for_problem(small, **{**tiles, "p_in_registers": False})
         why = infeasibility(config, small)
         if why is not None:
             return CheckResult(f"the small check shape does not fit this config: {why}")
-        from .inputs import make_tensors
-
-        q, k, v = (jnp.asarray(x, small.dtype) for x in make_tensors(small, 5))
-        out0 = jnp.full(q.shape, jnp.nan, q.dtype)
-        lse0 = jnp.full((small.batch, small.q_heads, small.seq_len), jnp.nan, jnp.float32)
-        out, lse = build_forward(small, config, interpret=True, poisoned=True)(q, k, v, jnp.asarray(bounds), out0, lse0)
-        f = [np.asarray(x.astype(jnp.float32)) for x in (q, k, v)]
-        ro, rl = reference_f64(*f, bounds, sm_scale=small.scale, cap_method=small.cap_method, cap=small.cap)
-        c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl, bounds, small.dtype,
-                    small.cap_method)
+        c = check_interpret(small, config, bounds, seed=5)
         return CheckResult("; ".join(c.errors) or None, c.rel_fro)
 
     def flops(self, problem: Problem, inputs: RankerInputs) -> float:

@@ -88,3 +88,22 @@ def compare(out: np.ndarray, lse: np.ndarray, ref_out: np.ndarray, ref_lse: np.n
     if not np.all(np.isfinite(np.where(v_lse, lse, 0.0))) or lse_max > lse_atol:
         errors.append(f"lse: max error {lse_max:.3g} > {lse_atol:g} (or not finite) on valid rows")
     return Comparison(max_abs, rel_fro, lse_max, tuple(errors))
+
+
+def check_interpret(problem, config, bounds: np.ndarray, seed: int) -> Comparison:
+    """Run the kernel in Mosaic GPU's CPU interpret mode on fresh inputs, outputs poisoned with NaN,
+    and compare it with the float64 oracle."""
+    import jax.numpy as jnp
+
+    from .inputs import make_tensors
+    from .kernel import build_forward
+    from .reference import reference_f64
+
+    q, k, v = (jnp.asarray(x, problem.dtype) for x in make_tensors(problem, seed))
+    out0 = jnp.full(q.shape, jnp.nan, q.dtype)
+    lse0 = jnp.full((problem.batch, problem.q_heads, problem.seq_len), jnp.nan, jnp.float32)
+    out, lse = build_forward(problem, config, interpret=True, poisoned=True)(q, k, v, jnp.asarray(bounds), out0, lse0)
+    f = [np.asarray(x.astype(jnp.float32)) for x in (q, k, v)]
+    ro, rl = reference_f64(*f, bounds, sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
+    return compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl, bounds, problem.dtype,
+                   problem.cap_method)

@@ -1,15 +1,12 @@
 """The Mosaic GPU kernel on the CPU (interpret mode) against the float64 oracle, outputs poisoned."""
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from kerneltune.kernels.ranker_attention.cap import CapMethod
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
-from kerneltune.kernels.ranker_attention.inputs import ADVERSARIAL_CASES, adversarial_bounds, make_tensors
-from kerneltune.kernels.ranker_attention.kernel import build_forward
-from kerneltune.kernels.ranker_attention.reference import reference_f64
-from kerneltune.kernels.ranker_attention.verify import compare
+from kerneltune.kernels.ranker_attention.inputs import ADVERSARIAL_CASES, adversarial_bounds
+from kerneltune.kernels.ranker_attention.verify import check_interpret
 
 T = 256
 CAPS = {CapMethod.NONE: None, CapMethod.TANH: 30.0, CapMethod.TANH_APPROX: 30.0, CapMethod.SOFTSIGN: 8.0,
@@ -17,16 +14,7 @@ CAPS = {CapMethod.NONE: None, CapMethod.TANH: 30.0, CapMethod.TANH_APPROX: 30.0,
 
 
 def run_and_compare(problem, tiles, bounds, seed):
-    config = KernelConfig.for_problem(problem, **tiles)
-    q, k, v = (jnp.asarray(x, problem.dtype) for x in make_tensors(problem, seed))
-    out0 = jnp.full(q.shape, jnp.nan, q.dtype)  # poison: an unwritten element fails the check
-    lse0 = jnp.full((problem.batch, problem.q_heads, problem.seq_len), jnp.nan, jnp.float32)
-    out, lse = build_forward(problem, config, interpret=True, poisoned=True)(q, k, v, jnp.asarray(bounds), out0, lse0)
-    qf, kf, vf = (np.asarray(x.astype(jnp.float32)) for x in (q, k, v))
-    ro, rl = reference_f64(qf, kf, vf, bounds, sm_scale=problem.scale, cap_method=problem.cap_method,
-                           cap=problem.cap)
-    return compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl, bounds, problem.dtype,
-                   problem.cap_method)
+    return check_interpret(problem, KernelConfig.for_problem(problem, **tiles), bounds, seed)
 
 
 @pytest.mark.slow
