@@ -82,7 +82,7 @@ def _pow2_ceil(n: int) -> int:
 class KernelConfig:
     """What one compiled kernel is specialised on; validated on construction.
 
-    The tile fields (``block_q`` … ``mask_interior``) are the tuning space;
+    The tile fields (``block_q`` … ``fast_math``) are the tuning space;
     the cap and scale come from the problem (``for_problem``).
     """
 
@@ -95,6 +95,9 @@ class KernelConfig:
     schedule_barrier: bool = True
     # False skips mask arithmetic on history KV blocks that lie wholly inside the history.
     mask_interior: bool = False
+    # Special-function approximations (ex2, lg2, rsqrt, tanh built from ex2 and rsqrt) instead of
+    # libdevice's precise functions; both pass the same verification, the tuner keeps the faster.
+    fast_math: bool = True
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -110,9 +113,11 @@ class KernelConfig:
         if not (math.isfinite(self.sm_scale) and self.sm_scale > 0):
             raise ValueError(f"sm_scale: must be a finite number > 0, got {self.sm_scale}")
         CapParams.checked(self.cap_method, self.cap_params.cap)
+        if self.cap_method is CapMethod.TANH_APPROX and not self.fast_math:
+            raise ValueError("fast_math: cap_method='tanh_approx' is the approximate tanh; it needs fast_math=True")
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
-                   "mask_interior")
+                   "mask_interior", "fast_math")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

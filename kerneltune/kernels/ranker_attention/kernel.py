@@ -31,7 +31,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
 from .bounds import SegmentBounds
-from .cap import CapMethod, cap_forward
+from .cap import cap_forward
 from .config import KernelConfig, Problem
 
 LOG2E = math.log2(math.e)
@@ -55,7 +55,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     p_in_registers = config.p_in_registers and not interpret
 
     def logits_to_log2(qk):
-        return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E)
+        return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
+                           tanh_from_exp2=config.fast_math)
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule = scoped
@@ -314,7 +315,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         grid_names=("heads", "q_seq", "batch"),
         num_threads=3,
         thread_name="wg",
-        compiler_params=plgpu.CompilerParams(approx_math=config.cap_method is CapMethod.TANH_APPROX),
+        compiler_params=plgpu.CompilerParams(approx_math=config.fast_math),
         interpret=plgpu.InterpretGPUParams() if interpret else None,
     )
     if not poisoned:

@@ -37,3 +37,22 @@ def test_parse_and_validation():
         CapParams.checked(CapMethod.TANH, None)
     with pytest.raises(ValueError, match="uses no cap"):
         CapParams.checked(CapMethod.NONE, 3.0)
+
+
+def test_tanh_from_exp2_is_the_exact_tanh():
+    c, pre, post = 30.0, 0.125, math.log2(math.e)
+    params = CapParams(c)
+    want = post * c * np.tanh(pre * X / c)
+    got = cap_forward(X, CapMethod.TANH, params, pre=pre, post=post, xp=np, tanh_from_exp2=True)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def test_tanh_from_exp2_in_float32_saturates_without_nan():
+    import jax.numpy as jnp
+
+    c, post = 30.0, math.log2(math.e)
+    x = np.concatenate([np.random.default_rng(0).normal(0, 60, 10_000), [-1e30, -1e4, 0.0, 1e4, 1e30]])
+    got = cap_forward(jnp.asarray(x, jnp.float32), CapMethod.TANH, CapParams(c), post=post, tanh_from_exp2=True)
+    want = post * c * np.tanh(np.float32(x).astype(np.float64) / c)
+    # A few float32 ulps of the cap: far inside bf16's rounding of the output.
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=0, atol=16 * np.finfo(np.float32).eps * c * post)
