@@ -89,15 +89,16 @@ def prepare_queue(storage: Any, name: str, space: Space, feasible: list[dict[str
 
 
 class _Heartbeat:
-    """Records a trial's heartbeat every interval while a candidate is measured."""
+    """Records the heartbeats of the trials a worker holds every interval while it measures."""
 
-    def __init__(self, storage: Any, trial_id: int, interval: float):
+    def __init__(self, storage: Any, trial_ids: list[int], interval: float):
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(storage, trial_id, interval), daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(storage, trial_ids, interval), daemon=True)
 
-    def _run(self, storage: Any, trial_id: int, interval: float) -> None:
+    def _run(self, storage: Any, trial_ids: list[int], interval: float) -> None:
         while not self._stop.wait(interval):
-            storage.record_heartbeat(trial_id)
+            for trial_id in trial_ids:
+                storage.record_heartbeat(trial_id)
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
@@ -111,30 +112,47 @@ class _Heartbeat:
 def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, bucket: Bucket, journal: Journal,
               runner: Any, base: dict[str, Any], make_request: Any, heartbeat: float,
               on_record: Any = None) -> int:
-    """Pop and measure trials until the queue is empty and no other worker holds one."""
+    """Pop and measure trials until the queue is empty and no other worker holds one.
+
+    While one trial is measured the worker already holds the next and has its timing worker
+    compile it (compile-ahead): both trials' heartbeats are recorded, so a worker that dies
+    loses both to the retry, and at most one trial waits in a worker that is busy.
+    """
     import optuna
 
     waiting, running = optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING
     dists = {n: optuna.distributions.IntDistribution(0, len(v) - 1) for n, v in space.params.items()}
+
+    def claim() -> tuple[Any, dict[str, Any]] | None:
+        """The next queued trial, or None when none is waiting now."""
+        while True:
+            optuna.storages.fail_stale_trials(study)
+            if waiting not in {t.state for t in study.get_trials(deepcopy=False)}:
+                return None
+            trial = study.ask(dists)
+            if "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)  # lost the race for the last trial
+                continue
+            storage.record_heartbeat(trial._trial_id)
+            return trial, {n: space.params[n][trial.params[n]] for n in space.params}
+
     measured = 0
+    ahead: tuple[Any, dict[str, Any]] | None = None
     while True:
-        optuna.storages.fail_stale_trials(study)
-        states = {t.state for t in study.get_trials(deepcopy=False)}
-        if waiting not in states:
-            if running not in states:
+        current = ahead or claim()
+        if current is None:
+            if running not in {t.state for t in study.get_trials(deepcopy=False)}:
                 return measured
             time.sleep(heartbeat / 2)  # another worker's trial may still go stale and come back
             continue
-        trial = study.ask(dists)
-        if "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)  # lost the race for the last trial
-            continue
-        tiles = {n: space.params[n][trial.params[n]] for n in space.params}
-        storage.record_heartbeat(trial._trial_id)
-        with _Heartbeat(storage, trial._trial_id, heartbeat):
+        trial, tiles = current
+        ahead = claim()
+        held = [trial._trial_id] + ([ahead[0]._trial_id] if ahead else [])
+        if ahead:
+            runner.compile(make_request(ahead[1]))
+        with _Heartbeat(storage, held, heartbeat):
             reply = runner.measure(make_request(tiles)).result()
-        ok = reply.get("status") in ("ok", "pruned")
-        if ok:
+        if reply.get("status") in ("ok", "pruned"):
             study.tell(trial, reply["timing"]["median_us"])
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)

@@ -1,5 +1,5 @@
 """Four replay workers share one study on PostgreSQL; one is killed mid-trial. Every candidate is
-measured exactly once, the dead worker's trial is retried once, and the merged table equals a
+measured exactly once, the dead worker's trials are retried once, and the merged table equals a
 single worker's."""
 
 import json
@@ -61,8 +61,9 @@ def test_four_workers_one_killed_mid_trial(tmp_path):
 
     storage = optuna.storages.RDBStorage(PG_URL)
     trials = optuna.load_study(study_name=f"{study}:{BUCKET}:queue", storage=storage).get_trials()
+    # The victim held the trial it measured and, compiling ahead, the next one: both come back once.
     retried = [t for t in trials if "failed_trial" in t.system_attrs]
-    assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
+    assert 1 <= len(retried) <= 2 and all(t.state == optuna.trial.TrialState.COMPLETE for t in retried)
 
     single = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACES / "ranker_attention.toml",
                                     out=tmp_path / "single", buckets=(BUCKET,), replay=JOURNAL))[0].entry
