@@ -129,13 +129,16 @@ def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path,
         raise ValueError(f"baselines: unknown {sorted(unknown)} (known: {', '.join(BASELINES)})")
     settings = settings or MeasureSettings(max_seconds=2.0)
     shapes, caps = load_shapes(shapes_path)
-    rows = []
+    stamps = system_stamps()
+    out = out_dir / f"{now_stamp()[:10]}-{device_kind(str(stamps['gpu']))}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
     for shape in shapes:
         for name, c in caps.items():
             method = CapMethod.parse(name)
             rows += bench_shape(shape, method, c if method.needs_cap else None, which, settings)
-    stamps = system_stamps()
-    out = out_dir / f"{now_stamp()[:10]}-{device_kind(str(stamps['gpu']))}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows}, indent=1))
+            # Rewritten after every shape, so a run cut short keeps what it measured.
+            partial = out.with_suffix(".tmp")
+            partial.write_text(json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows}, indent=1))
+            partial.replace(out)
     return out, rows
