@@ -120,7 +120,7 @@ def verify(
 
     from kerneltune.kernels.base import canonical_name
     from kerneltune.tables.store import default_tables_dir
-    from kerneltune.tuning.verify import verify_table
+    from kerneltune.tuning.verify import EntryReport, verify_table
 
     name = canonical_name(kernel)
     if table is None:
@@ -129,8 +129,11 @@ def verify(
             console.print(f"[red]error:[/red] no tuned table for {name} under {default_tables_dir()}", soft_wrap=True)
             raise typer.Exit(1)
         table = tables[0]
+    def progress(r: EntryReport) -> None:
+        console.print(f"{r.bucket}: {r.correctness}, {r.verdict}", soft_wrap=True)
+
     with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
-        report = verify_table(name, table, Path(work))
+        report = verify_table(name, table, Path(work), on_entry=progress)
     out = Table(title=f"verify {name}: {table}")
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
         out.add_column(col)
@@ -196,6 +199,10 @@ def bench(
     out: Annotated[Path, typer.Option(help="Folder of the results JSON.")] = REPO / "results" / "bench",
 ) -> None:
     """Time the tuned kernel next to the kernels a user could pick instead, on the same inputs."""
+    import os
+
+    # JAX and torch share the GPU here: JAX must not take 75% of its memory up front.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     from kerneltune.kernels.base import canonical_name
     from kerneltune.tables.stamps import system_stamps
 

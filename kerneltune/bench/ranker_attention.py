@@ -118,7 +118,7 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     if "composite" in which and method is CapMethod.NONE:
         record("composite", lambda: baselines.composite(q, k, v, bounds, problem.scale), ref, False)
     if "jax_mgpu_dense" in which:
-        record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v), dense_ref, True)
+        record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v, problem.scale), dense_ref, True)
     return rows
 
 

@@ -13,11 +13,12 @@ _PREFERENCES: dict[int, list[dict[str, object]]] = {
 
 
 def heuristic_config(problem: Problem) -> dict[str, object]:
-    """Tile fields of the first preferred config that fits ``problem``."""
+    """Every tile field of the first preferred config that fits ``problem``."""
     reasons = []
     for tiles in _PREFERENCES[problem.head_dim]:
-        why = infeasibility(KernelConfig.for_problem(problem, **tiles), problem)
+        config = KernelConfig.for_problem(problem, **tiles)
+        why = infeasibility(config, problem)
         if why is None:
-            return tiles
+            return config.tile()
         reasons.append(why)
     raise ValueError(f"q: no kernel tile fits this problem ({'; '.join(reasons)})")
