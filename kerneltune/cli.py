@@ -45,7 +45,8 @@ def sweep(
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")] = 0,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices, one timing worker each.")] = "0",
     out: Annotated[Path, typer.Option(help="Where journals, tables and logs go.")] = REPO / "results",
-    replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal; no GPU needed.")] = None,
+    replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal, or a folder of "
+                                                        "per-worker journals; no GPU needed.")] = None,
     storage: Annotated[str | None, typer.Option(help="Optuna RDB URL (e.g. postgresql://…) shared by workers: "
                                                 "an exhaustive sweep becomes a queue they share.")] = None,
     study: Annotated[str | None, typer.Option(help="Optuna study name prefix (with --storage).")] = None,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.journal import Journal, pct_of_ceiling
 
 # The CSV's fixed columns, in order; problem_* and config_* columns follow, one per field.
 SCHEMA = (
@@ -39,7 +39,7 @@ def load_frame(results: Path) -> pd.DataFrame:
                 "invalidity": r["status"] if r["status"] in FAILURE_STATUSES else "",
                 "error": (r.get("error") or "").replace("\n", " ")[:500],
                 "median_us": t.get("median_us"), "spread": t.get("spread"), "samples": t.get("samples"),
-                "tflops": r.get("tflops"), "pct_ceiling": r.get("pct_ceiling"), "device": s.get("gpu"),
+                "tflops": r.get("tflops"), "pct_ceiling": pct_of_ceiling(r), "device": s.get("gpu"),
                 "sm_count": s.get("sm_count"), "driver": s.get("driver"), "cuda": s.get("cuda"), "jax": s.get("jax"),
                 "jaxlib": s.get("jaxlib"), "kernel_hash": r.get("kernel_hash"), "time": r.get("time"),
                 "journal": str(path),

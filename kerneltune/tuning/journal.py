@@ -16,6 +16,13 @@ from typing import Any
 from filelock import FileLock
 
 
+def pct_of_ceiling(record: Mapping[str, Any]) -> float | None:
+    """Useful TFLOP/s as % of the bf16 matmul ceiling measured on the same GPU (in the stamps)."""
+    ceiling = (record.get("stamps") or {}).get("bf16_tflops_ceiling")
+    tflops = record.get("tflops")
+    return 100.0 * tflops / ceiling if tflops and ceiling else None
+
+
 def config_key(tiles: Mapping[str, Any]) -> str:
     """Canonical text of a config: sorted JSON, the identity of a candidate in a bucket."""
     return json.dumps(dict(tiles), sort_keys=True, separators=(",", ":"))

@@ -105,13 +105,21 @@ class LiveRunner:
 
 
 class ReplayRunner:
-    """Answers from a recorded journal: strategies compared and the tool shown without a GPU."""
+    """Answers from a recorded journal: strategies compared and the tool shown without a GPU.
+
+    ``journal_path`` is one journal, or a folder whose journals (one per worker of a shared
+    study) are read together, in name order, the first record of a config winning.
+    """
 
     def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0):
         self.seconds_per_candidate = seconds_per_candidate
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
-        self.recorded = Journal(journal_path).done()
+        paths = sorted(journal_path.glob("*.jsonl")) if journal_path.is_dir() else [journal_path]
+        self.recorded: dict[tuple[str, str], dict[str, Any]] = {}
+        for path in paths:
+            for key, rec in Journal(path).done().items():
+                self.recorded.setdefault(key, rec)
         if not self.recorded:
             raise ValueError(f"replay: {journal_path} holds no records")
         self.path = journal_path

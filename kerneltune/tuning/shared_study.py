@@ -24,7 +24,7 @@ from filelock import FileLock
 from kerneltune.kernels.base import TunableKernel
 from kerneltune.tables.stamps import now_stamp
 
-from .journal import Journal, config_key
+from .journal import Journal, config_key, pct_of_ceiling
 from .space import Bucket, Space
 
 
@@ -159,6 +159,8 @@ def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, buc
         rec = {**base, "key": config_key(tiles), "tiles": tiles, **reply, "trial": trial.number}
         rec["time"] = reply.get("time") or now_stamp()
         rec.pop("restart", None)
+        if (pct := pct_of_ceiling(rec)) is not None:
+            rec["pct_ceiling"] = pct
         journal.append(rec)
         measured += 1
         if on_record is not None:

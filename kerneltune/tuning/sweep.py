@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from kerneltune.kernels.base import TunableKernel, load_kernel
 from kerneltune.tables.stamps import now_stamp
 
-from .journal import Journal, config_key
+from .journal import Journal, config_key, pct_of_ceiling
 from .measure import MeasureSettings
 from .runners import LiveRunner, ReplayRunner
 from .space import Bucket, Space, load_space
@@ -286,9 +286,8 @@ def _finish(journal: Journal, strategy: Any, result: BucketResult, observer: Obs
             base: dict[str, Any], tiles: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
     rec = {**base, "key": config_key(tiles), "tiles": tiles, **reply, "time": reply.get("time") or now_stamp()}
     rec.pop("restart", None)
-    ceiling = base["stamps"].get("bf16_tflops_ceiling")
-    if rec.get("tflops") and ceiling:
-        rec["pct_ceiling"] = 100.0 * rec["tflops"] / ceiling
+    if (pct := pct_of_ceiling(rec)) is not None:
+        rec["pct_ceiling"] = pct
     journal.append(rec)
     status = rec["status"]
     result.measured += 1

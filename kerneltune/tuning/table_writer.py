@@ -15,6 +15,7 @@ from kerneltune.kernels.base import TunableKernel
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import MATCHED_STAMPS, device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
+from kerneltune.tuning.journal import pct_of_ceiling
 
 MAX_RUNNER_UPS = 5
 
@@ -47,7 +48,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
         "spread": t["spread"],
         "samples": t["samples"],
         "tflops": win.get("tflops"),
-        "pct_ceiling": win.get("pct_ceiling"),
+        "pct_ceiling": pct_of_ceiling(win),
         "runner_ups": runner_ups,
         "candidates_ok": len(ok),
         "stamps": stamps,

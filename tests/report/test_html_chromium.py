@@ -19,7 +19,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
 def test_report_renders_in_chromium(tmp_path):
     html = tmp_path / "r.html"
-    journal = RESULTS / "ranker_attention/2026-11-29-h200-sweep-b/journal.jsonl"
+    journal = RESULTS / "ranker_attention/2026-11-30-h200x2-sweep-c"
     r = CliRunner().invoke(app, ["report", str(journal), "--html", str(html), "--baseline",
                                  str(RESULTS / "tables/nvidia-h200/ranker_attention.json")])
     assert r.exit_code == 0, r.output
@@ -27,7 +27,7 @@ def test_report_renders_in_chromium(tmp_path):
                           html.as_uri()], capture_output=True, text=True, timeout=120)
     dom = run.stdout
     assert run.returncode == 0, run.stderr[-2000:]
-    assert dom.count('class="heatmap"') == 3 and dom.count('class="scatter"') == 3
+    assert dom.count('class="heatmap"') == 4 and dom.count('class="scatter"') == 4
     assert dom.count("<circle") >= 50 and dom.count("<rect") >= 8
     assert 'class="ranking"' in dom and 'class="baseline"' in dom and 'id="failures"' in dom
     console = [line for line in run.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]

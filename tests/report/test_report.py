@@ -6,7 +6,7 @@ from kerneltune.report.frame import SCHEMA
 
 from ..paths import RESULTS
 
-JOURNAL = RESULTS / "ranker_attention/2026-11-29-h200-sweep-b/journal.jsonl"
+JOURNAL = RESULTS / "ranker_attention/2026-11-30-h200x2-sweep-c"
 BASELINE = RESULTS / "ranker_attention/2026-11-29-h200-sweep-a/table.json"
 
 
@@ -25,7 +25,7 @@ def test_html_is_self_contained_with_charts_tables_and_baseline(tmp_path):
     r = CliRunner().invoke(app, ["report", str(JOURNAL), "--html", str(out), "--baseline", str(BASELINE)])
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert page.count('<svg class="heatmap"') == 3 and page.count('<svg class="scatter"') == 3
+    assert page.count('<svg class="heatmap"') == 4 and page.count('<svg class="scatter"') == 4
     assert 'class="ranking"' in page and 'id="failures"' in page and 'class="baseline"' in page
     assert "<script src" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
 

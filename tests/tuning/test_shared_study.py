@@ -14,12 +14,13 @@ from collections import Counter
 import pytest
 
 from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.runners import ReplayRunner
 from kerneltune.tuning.sweep import SweepOptions, run_sweep
 
 from ..paths import REPO, RESULTS, SPACES
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
-JOURNAL = RESULTS / "ranker_attention/2026-11-29-h200-sweep-b/journal.jsonl"
+JOURNAL = RESULTS / "ranker_attention/2026-11-30-h200x2-sweep-c"
 BUCKET = "d128-tanh-long"
 
 pytestmark = pytest.mark.skipif(
@@ -56,7 +57,8 @@ def test_four_workers_one_killed_mid_trial(tmp_path):
             assert p.wait(timeout=180) == 0, p.stderr.read().decode()[-2000:]
 
     keys = Counter(r["key"] for path in (out / "journals").glob("*.jsonl") for r in measured(path))
-    feasible = {r["key"] for r in Journal(JOURNAL).records() if r["bucket"] == BUCKET and r["status"] != "constraint"}
+    recorded = ReplayRunner(JOURNAL).recorded.items()
+    feasible = {k for (b, k), r in recorded if b == BUCKET and r["status"] != "constraint"}
     assert set(keys) == feasible and set(keys.values()) == {1}
 
     storage = optuna.storages.RDBStorage(PG_URL)

@@ -1,0 +1,45 @@
+"""A shared-study worker compiles ahead: while it measures one trial it already holds the next and
+has asked its runner to compile it (SQLite storage, no server needed)."""
+
+import concurrent.futures as cf
+
+from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.shared_study import make_storage, prepare_queue, run_queue, study_name
+from kerneltune.tuning.space import Space
+
+
+class RecordingRunner:
+    def __init__(self, storage):
+        self.storage = storage
+        self.events = []
+
+    def compile(self, req):
+        self.events.append(("compile", req["tiles"]["work"]))
+        done = cf.Future()
+        done.set_result({"status": "ok"})
+        return done
+
+    def measure(self, req, route=0):
+        running = [t for s in self.storage.get_all_studies()
+                   for t in self.storage.get_all_trials(s._study_id) if t.state.name == "RUNNING"]
+        self.events.append(("measure", req["tiles"]["work"], len(running)))
+        done = cf.Future()
+        done.set_result({"status": "ok", "timing": {"median_us": 10.0 + req["tiles"]["work"],
+                                                    "spread": 0.0, "samples": 1}})
+        return done
+
+
+def test_the_next_trial_is_held_and_compiled_while_one_is_measured(tmp_path):
+    storage = make_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=1.0)
+    space = Space(path=tmp_path / "s.toml", kernel="fake", params={"mode": ["good"], "work": [1, 2, 3, 4]},
+                  constraints=(), buckets=())
+    study = prepare_queue(storage, study_name("t", "b"), space, [{"mode": "good", "work": w} for w in (1, 2, 3, 4)])
+    runner = RecordingRunner(storage)
+    journal = Journal(tmp_path / "j.jsonl")
+    n = run_queue(study, storage, space, None, None, journal, runner, {"bucket": "b"},
+                  lambda tiles: {"tiles": tiles}, heartbeat=1.0)
+    assert n == 4 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3, 4]
+    # Each trial after the first is compiled while the one before it is measured; two trials are
+    # held (RUNNING) during every measurement but the last.
+    assert runner.events == [("compile", 2), ("measure", 1, 2), ("compile", 3), ("measure", 2, 2),
+                             ("compile", 4), ("measure", 3, 2), ("measure", 4, 1)]
