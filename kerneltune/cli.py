@@ -56,6 +56,8 @@ def sweep(
     = 10.0,
     replay_seconds: Annotated[float, typer.Option(help="With --replay: pause this long per candidate, as a run "
                                                        "would (demos, tests of shared studies).")] = 0.0,
+    compile_only: Annotated[bool, typer.Option(help="Compile offline and rank by static metrics, no timings "
+                                                    "(kernels that have it: drafter-wide).")] = False,
     resume: Annotated[bool, typer.Option(help="Skip candidates the journal already holds.")] = True,
     journal: Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/KERNEL-MODE.jsonl).")]
     = None,
@@ -78,7 +80,7 @@ def sweep(
         kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
         strategy=strategy, budget=budget, seed=seed, gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
         replay=replay, storage=storage, study=study, resume=resume, journal=journal, worker=worker,
-        heartbeat=heartbeat, replay_seconds=replay_seconds,
+        heartbeat=heartbeat, replay_seconds=replay_seconds, compile_only=compile_only,
         compile_threads=compile_threads, compile_timeout=compile_timeout, run_timeout=run_timeout,
         settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
     )
@@ -88,7 +90,7 @@ def sweep(
         with RichObserver(console) as observer:
             results = run_sweep(opts, observer)
     except HardwareMissing as e:
-        console.print(f"[red]{e}. Use --replay JOURNAL to replay a recorded sweep here.", soft_wrap=True)
+        console.print(f"[red]{e}; --replay JOURNAL replays a recorded sweep here.", soft_wrap=True)
         raise typer.Exit(2) from None
     except (SpaceError, ValueError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}", soft_wrap=True)
@@ -115,15 +117,25 @@ def sweep(
 def verify(
     kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. ranker-attention.")],
     table: Annotated[Path | None, typer.Option(help="Tuned table (default: the shipped one for this GPU).")] = None,
+    emulate: Annotated[bool, typer.Option(help="Check the kernel's launch in its CPU emulation instead "
+                                               "(kernels that have one: drafter-wide).")] = False,
 ) -> None:
     """Re-check a tuned table here: stamps, correctness on fresh inputs, time against the record."""
     import tempfile
 
-    from kerneltune.kernels.base import canonical_name
+    from kerneltune.kernels.base import canonical_name, load_kernel
+    from kerneltune.tables.stamps import system_stamps
     from kerneltune.tables.store import default_tables_dir
     from kerneltune.tuning.verify import EntryReport, verify_table
 
     name = canonical_name(kernel)
+    plugin = load_kernel(name)
+    if emulate:
+        _verify_emulated(kernel, plugin)
+    if not hasattr(plugin, "check_small") and (need := plugin.supported_on(system_stamps())) is not None:
+        hint = " (`--emulate` checks the launch on the CPU)" if hasattr(plugin, "emulate") else ""
+        console.print(f"verify {kernel}: needs {need}; this machine cannot run it{hint}.", soft_wrap=True)
+        raise typer.Exit(2)
     if table is None:
         tables = sorted(default_tables_dir().glob(f"*/{name}.json"))
         if not tables:
@@ -149,6 +161,21 @@ def verify(
     for note in report.notes:
         console.print(note, soft_wrap=True)
     raise typer.Exit(report.exit_code)
+
+
+def _verify_emulated(kernel: str, plugin: object) -> None:
+    if not hasattr(plugin, "emulate"):
+        console.print(f"[red]error:[/red] {kernel} has no CPU emulation", soft_wrap=True)
+        raise typer.Exit(1)
+    checks = plugin.emulate()
+    out = Table(title=f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model")
+    for col in ("layout", "shape", "worst rel. error", "blocks", "resumes", "verdict"):
+        out.add_column(col)
+    for c in checks:
+        out.add_row(c.layout, c.shape, f"{c.worst_error:.1e}", str(c.blocks), str(c.resumes),
+                    "ok" if c.ok else f"[red]{c.error or 'mismatch'}")
+    console.print(out)
+    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 
 
 @app.command()

@@ -57,6 +57,8 @@ class SweepOptions:
     worker: str | None = None
     heartbeat: float = 10.0
     replay_seconds: float = 0.0
+    # Rank candidates by the kernel's offline compile (``static_rank``) where it cannot be timed.
+    compile_only: bool = False
     settings: MeasureSettings = field(default_factory=MeasureSettings)
 
     @property
@@ -130,9 +132,13 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
         static = False
         if opts.replay is None:
             need = kernel.supported_on(stamps)
-            if need is not None and not hasattr(kernel, "static_rank"):
-                raise HardwareMissing(f"timing {kernel.name} needs {need}")
-            static = need is not None
+            if opts.compile_only and not hasattr(kernel, "static_rank"):
+                raise ValueError(f"compile_only: {kernel.name} has no offline compile to rank by")
+            if need is not None and not opts.compile_only:
+                hint = "; --compile-only ranks the candidates by their offline compile" \
+                    if hasattr(kernel, "static_rank") else ""
+                raise HardwareMissing(f"timing {kernel.name} needs {need}{hint}")
+            static = opts.compile_only
         results = [_sweep_bucket(opts, kernel, space, b, journal, runner, stamps, observer, static)
                    for b in buckets]
     finally:

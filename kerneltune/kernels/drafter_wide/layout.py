@@ -10,6 +10,7 @@ Free choices: NG, THREADS, W_NA; the rest follows. Seed values: NG 192, THREADS 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 
@@ -209,19 +210,19 @@ class DrafterLayout:
             "act": MAX_ROWS * m.intermediate * 2, "ap": self.w_na * self.AP_STRIDE,
         }
 
-    @property
+    @functools.cached_property
     def W_L_OFF(self) -> dict[str, int]:  # a layer's activations, partials
         return _packed(self._scratch_sizes(), align=256)
 
     @property
-    def AP_STRIDE(self) -> int:  # one attention block's partials: (m, l, o[128]) per head
-        return self.model.q_heads * (2 + self.model.head_dim) * 4
+    def AP_STRIDE(self) -> int:  # one attention block's partials: (m, l, o[128]) per row and head
+        return self.qpr * self.model.q_heads * (2 + self.model.head_dim) * 4
 
     def _flag_counts(self) -> dict[str, int]:
         return {"x8f": MAX_ROWS, "qkvf": self.ng, "apf": self.w_na, "attf": MAX_ROWS * 4, "h8f": MAX_ROWS,
                 "actf": self.ng}
 
-    @property
+    @functools.cached_property
     def W_F_OFF(self) -> dict[str, int]:  # flags: one 8-byte (count, tag) word per publisher
         sizes = self._scratch_sizes()
         end = max(off + sizes[name] for name, off in self.W_L_OFF.items())
@@ -229,7 +230,7 @@ class DrafterLayout:
         flags = _packed({k: 8 * n for k, n in self._flag_counts().items()}, align=256)
         return {k: base + v for k, v in flags.items()}
 
-    @property
+    @functools.cached_property
     def W_LAYER_BYTES(self) -> int:  # one layer's scratch and flags, page aligned
         counts = self._flag_counts()
         end = max(off + 8 * counts[name] for name, off in self.W_F_OFF.items())

@@ -72,6 +72,15 @@ class DrafterWidePlugin:
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
         return "4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs with ROCm for timings"
 
+    def emulate(self) -> list[Any]:
+        """The heuristic layout's whole TP4 launch emulated on the CPU against the float64 model
+        (``emulation.check_layouts``): what can be verified without the GPUs."""
+        from .emulation import check_layouts
+
+        tiles = self.heuristic(DrafterProblem())
+        name = " ".join(f"{k}={v}" for k, v in tiles.items())
+        return check_layouts([(name, lambda qpr: DrafterLayout(**tiles, qpr=qpr))])
+
     def static_rank(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
         """Compile offline and rank: a spilling or non-resident layout is a constraint failure;
         otherwise score = instructions x (1 + BLOCKS / resident blocks), lower is better."""

@@ -15,7 +15,7 @@ from ...paths import REPO
 @pytest.mark.slow
 def test_compile_only_sweep_of_eight_layouts(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", "drafter-wide", "--bucket", "mi300x-4req-x4tok",
-                        "--budget", "8", "--out", str(tmp_path), "--compile-timeout", "300"],
+                        "--budget", "8", "--out", str(tmp_path), "--compile-timeout", "300", "--compile-only"],
                        capture_output=True, text=True, cwd=REPO, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "timings need 4 AMD MI300X or MI355X GPUs" in " ".join(r.stdout.split())
@@ -28,3 +28,12 @@ def test_compile_only_sweep_of_eight_layouts(tmp_path):
         assert s["blocks"] <= s["resident_blocks"] and x["score"] > 0
     frame = load_frame(tmp_path / "journals")
     assert len(frame[frame.status == "ok"]) == 8
+
+
+def test_a_timed_sweep_and_verify_say_what_hardware_they_need(tmp_path):
+    for args in (["sweep", "drafter-wide", "--out", str(tmp_path)], ["verify", "drafter-wide"]):
+        r = subprocess.run([sys.executable, "-m", "kerneltune", *args], capture_output=True, text=True, cwd=REPO,
+                           timeout=120)
+        lines = [line for line in r.stdout.splitlines() if line.strip()]
+        assert r.returncode == 2 and len(lines) == 1, r.stdout + r.stderr
+        assert "4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs" in lines[0]

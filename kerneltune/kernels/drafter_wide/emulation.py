@@ -1,0 +1,402 @@
+"""The whole TP4 launch of the drafter megakernel, emulated on the CPU.
+
+Every block of every role (G: GEMV rows, L: attention chunks and merges, N: row norms and the
+all-gathers) of each of the 4 ranks runs as a coroutine over NumPy buffers standing for each
+rank's scratch (global memory), flag words and symmetric peer region. Addresses come from
+``indexing.py``, the functions the kernel traces. A wait yields until the words it polls carry
+its tag; when no block can run while some still wait, the launch is a deadlock and is reported
+with every outstanding wait instead of hanging.
+
+Memory is byte-addressed: a value stored at byte offset ``b`` sits in slot ``b`` whatever its
+width, and every slot starts as NaN, so a value read from a wrong or unwritten address poisons
+the output. Values stay float64 (no 8-bit or bf16 rounding): the emulation checks the launch's
+data movement and order, which must reproduce the float64 reference exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import indexing as ix
+from .layout import TP, DrafterLayout
+from .reference import Dims, StepInputs, Weights, forward_f64, make_inputs, make_weights, rms_norm, rope, swiglu_clamped
+
+_Wait = tuple[Callable[[], bool], str]
+Block = Generator[_Wait, None, None]
+
+
+class Deadlock(RuntimeError):
+    """No block can run and some still wait: ``waits`` names each (rank, block, site)."""
+
+    def __init__(self, waits: list[str]):
+        super().__init__(f"deadlock: {len(waits)} blocks wait with nothing left to run; first: "
+                         + "; ".join(waits[:4]))
+        self.waits = waits
+
+
+@dataclass
+class EmulationResult:
+    h_out: list[np.ndarray]  # every rank's copy, [n_rows, hidden]
+    blocks: int
+    resumes: int
+
+
+@dataclass
+class _Rank:
+    rank: int
+    scratch: np.ndarray
+    flags: np.ndarray
+    sym: np.ndarray
+    h_out: np.ndarray
+    w: list[dict[str, np.ndarray]] = field(default_factory=list)
+    k_cache: list[np.ndarray] = field(default_factory=list)
+    v_cache: list[np.ndarray] = field(default_factory=list)
+
+
+def shard_weights(d: Dims, weights: Weights) -> list[list[dict[str, np.ndarray]]]:
+    """Each rank's slices of the float64 master weights (what the runner would quantise)."""
+    return [_shard(d, weights, r) for r in range(TP)]
+
+
+def _shard(d: Dims, weights: Weights, r: int) -> list[dict[str, np.ndarray]]:
+    qh, kvh, inter, hd = d.q_heads // TP, d.kv_heads // TP, d.intermediate // TP, d.head_dim
+    nq = d.q_heads * hd
+    out = []
+    for w in weights.layers:
+        rows_q = np.arange(r * qh * hd, (r + 1) * qh * hd)
+        rows_k = nq + np.arange(r * kvh * hd, (r + 1) * kvh * hd)
+        rows_v = rows_k + d.kv_heads * hd
+        rows_i = np.arange(r * inter, (r + 1) * inter)
+        out.append({
+            "qkv": w["qkv"].numpy()[np.concatenate([rows_q, rows_k, rows_v])],
+            "o": w["o"].numpy()[:, r * qh * hd:(r + 1) * qh * hd],
+            "gate": w["gate"].numpy()[rows_i], "up": w["up"].numpy()[rows_i],
+            "down": w["down"].numpy()[:, rows_i],
+            "in_ln": w["in_ln"].numpy(), "post_ln": w["post_ln"].numpy(),
+            "q_norm": w["q_norm"].numpy(), "k_norm": w["k_norm"].numpy(),
+        })
+    return out
+
+
+def _norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    return np.asarray(rms_norm(_t(x), _t(w), eps))
+
+
+def _t(a: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+class Launch:
+    """One step of the drafter on 4 emulated ranks. ``faults`` injects bugs at single sites, for
+    the tests that prove the emulation catches them: ``{"tag:x8f": -1}`` publishes the x8 flags
+    with a wrong tag, ``{"offset:rs": 8}`` writes reduce-scatter pairs 8 bytes off."""
+
+    def __init__(self, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, step: int = 1,
+                 faults: Mapping[str, int] | None = None,
+                 shards: list[list[dict[str, np.ndarray]]] | None = None):
+        n = inputs.x.shape[0]
+        layout.check_rows(n)
+        if inputs.qpr != layout.QPR:
+            raise ValueError(f"inputs: {inputs.qpr} rows per request, the layout is built for QPR={layout.QPR}")
+        if (dims.hidden, dims.head_dim, dims.kv_block, dims.window) != (
+                layout.model.hidden, layout.model.head_dim, layout.BLOCK, layout.WINDOW):
+            raise ValueError("dims: the reference's model and the layout's differ")
+        self.L, self.d, self.inputs, self.n, self.step = layout, dims, inputs, n, step
+        self.faults = dict(faults or {})
+        layers = len(weights.layers)
+        self.layers = layers
+        self.final_ln = weights.final_ln.numpy()
+        shards = shards or shard_weights(dims, weights)
+        self.ranks = []
+        for r in range(TP):
+            st = _Rank(r, np.full(layers * layout.W_LAYER_BYTES, np.nan), np.zeros(layout.W_LAYER_BYTES),
+                       np.full(layout.Y_BYTES, np.nan), np.full((n, dims.hidden), np.nan), shards[r])
+            st.k_cache = [c.numpy()[:, :, r].copy() for c in inputs.k_cache]
+            st.v_cache = [c.numpy()[:, :, r].copy() for c in inputs.v_cache]
+            self.ranks.append(st)
+        self.positions = inputs.positions.numpy()
+        self.table = inputs.block_table.numpy()
+
+    # ------------------------------------------------------------- flags and tagged words
+    def _publish(self, st: _Rank, name: str, index: int, tag: int) -> None:
+        st.flags[ix.flag_word(self.L, name, index)] = tag + self.faults.get(f"tag:{name}", 0)
+
+    def _flags_ready(self, st: _Rank, name: str, first: int, count: int, tag: int) -> _Wait:
+        words = ix.flag_word(self.L, name, first) + 8 * np.arange(count)
+        return (lambda: bool(np.all(st.flags[words] >= tag)),
+                f"rank {st.rank} waits {count} {name} flags from {first} for tag {tag}")
+
+    def _tagged(self, mem: np.ndarray, words: np.ndarray, tag: int, what: str) -> _Wait:
+        return lambda: bool(np.all(mem[words] == tag)), what
+
+    # ------------------------------------------------------------- the launch
+    def run(self) -> EmulationResult:
+        blocks: list[tuple[str, Block]] = []
+        for st in self.ranks:
+            for b in range(self.L.BLOCKS):
+                role = "G" if b < self.L.NG else "L" if b < self.L.NORM0 else "N"
+                gen = (self._gemv(st, b) if role == "G" else self._attention(st, b - self.L.ATT0) if role == "L"
+                       else self._norm_block(st, b - self.L.NORM0))
+                blocks.append((f"rank {st.rank} block {b} ({role})", gen))
+        resumes = _schedule(blocks)
+        return EmulationResult([st.h_out for st in self.ranks], len(blocks), resumes)
+
+    # ------------------------------------------------------------- G: GEMV rows
+    def _rs_push(self, st: _Rank, region: int, rows: np.ndarray, col0: int, y: np.ndarray, tag: int) -> None:
+        """Send each token row's partial sums of columns col0.. to the row's owner, as tagged pairs."""
+        pairs = np.arange(y.shape[1] // 2)
+        for t in rows:
+            peer = self.ranks[ix.owner_rank(int(t))]
+            at = ix.rs_pair(self.L, region, st.rank, int(t), col0, pairs) + self.faults.get("offset:rs", 0)
+            peer.sym[at], peer.sym[at + 2], peer.sym[at + 4] = y[t, 0::2], y[t, 1::2], tag
+
+    def _gemv(self, st: _Rank, b: int) -> Block:
+        L, n = self.L, self.n
+        rows = np.arange(n)
+        for layer in range(self.layers):
+            tag = ix.tag(self.step, layer)
+            w = st.w[layer]
+            yield self._flags_ready(st, "x8f", 0, n, tag)
+            x8 = self._rows8(st, layer, "x8", "xs")
+            r0 = b * L.QKV_R
+            out = x8 @ w["qkv"][r0:r0 + L.QKV_R].T
+            el = ix.qkv_element(L, rows[:, None], b, np.arange(L.QKV_R)[None, :])
+            st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el] = out
+            self._publish(st, "qkvf", b, tag)
+
+            yield self._flags_ready(st, "attf", 0, 4 * n, tag)
+            a8 = self._rows8(st, layer, "a8", "as", width=L.model.o_in)
+            c0 = b * L.O_R
+            self._rs_push(st, L.Y_RSO, rows, c0, a8 @ w["o"][c0:c0 + L.O_R].T, tag)
+
+            yield self._flags_ready(st, "h8f", 0, n, tag)
+            h8 = self._rows8(st, layer, "h8", "hs")
+            g0 = b * L.GU_R
+            act = swiglu_clamped(_t(h8 @ w["gate"][g0:g0 + L.GU_R].T), _t(h8 @ w["up"][g0:g0 + L.GU_R].T)).numpy()
+            el = ix.act_element(L, rows[:, None], b, np.arange(L.GU_R)[None, :])
+            st.scratch[ix.scratch_at(L, layer, "act") + 2 * el] = act
+            self._publish(st, "actf", b, tag)
+
+            yield self._flags_ready(st, "actf", 0, L.NG, tag)
+            el = ix.act_element(L, rows[:, None], 0, np.arange(L.IR)[None, :])
+            act_rows = st.scratch[ix.scratch_at(L, layer, "act") + 2 * el]
+            self._rs_push(st, L.Y_RSD, rows, c0, act_rows @ w["down"][c0:c0 + L.D_R].T, tag)
+
+    def _rows8(self, st: _Rank, layer: int, data: str, scale: str, width: int | None = None) -> np.ndarray:
+        """8-bit rows with their scales, read from this rank's scratch (dequantised)."""
+        width = width or self.L.model.hidden
+        at = ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width + np.arange(width)[None, :]
+        sc = st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)]
+        return st.scratch[at] * sc[:, None]
+
+    # ------------------------------------------------------------- L: attention and merges
+    def _attention(self, st: _Rank, pidx: int) -> Block:
+        L, d, n = self.L, self.d, self.n
+        cpr = ix.chunks_per_request(L, n)
+        hd, qh = d.head_dim, L.model.q_heads
+        for layer in range(self.layers):
+            tag = ix.tag(self.step, layer)
+            if pidx < cpr * (n // L.QPR):
+                r, c = pidx // cpr, pidx % cpr
+                rows = np.arange(r * L.QPR, (r + 1) * L.QPR)
+                pos = self.positions[rows]
+                lo, hi, b0w, b1w = ix.window(L, int(pos[0]), int(pos[-1]))
+                q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
+                b_a = b1w - q0
+                yield self._flags_ready(st, "qkvf", 0, L.NG, tag)
+                q, k_new, v_new = self._qkv_rows(st, layer, rows, pos)
+                if c == 0:  # the chunk of the newest blocks writes the new keys to the cache
+                    blk, off = self.table[r, pos // L.BLOCK], pos % L.BLOCK
+                    st.k_cache[layer][blk, off], st.v_cache[layer][blk, off] = k_new, v_new
+                keys = np.arange((b_a - cnt + 1) * L.BLOCK, (b_a + 1) * L.BLOCK)
+                keys = keys[(keys >= lo) & (keys <= hi)]
+                old = keys[keys < pos[0]]
+                kk = np.concatenate([st.k_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK],
+                                     k_new[keys[keys >= pos[0]] - pos[0]]])
+                vv = np.concatenate([st.v_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK],
+                                     v_new[keys[keys >= pos[0]] - pos[0]]])
+                for i, p in enumerate(pos):
+                    seen = (keys > p - L.WINDOW) & (keys <= p)
+                    s = (q[i] @ kk[seen].T) * hd ** -0.5  # [heads, keys]
+                    m = s.max(axis=1) if s.shape[1] else np.full(qh, -np.inf)
+                    e = np.exp(s - m[:, None]) if s.shape[1] else np.zeros((qh, 0))
+                    for h in range(qh):
+                        at = ix.partial_at(L, layer, pidx, i, h)
+                        st.scratch[at] = m[h]
+                        st.scratch[at + 4] = e[h].sum()
+                        st.scratch[at + 8 + 4 * np.arange(hd)] = e[h] @ vv[seen]
+                self._publish(st, "apf", pidx, tag)
+            for task in range(pidx, 4 * n, L.W_NA):
+                t, hq, r = ix.merge_task(L, task)
+                yield self._flags_ready(st, "apf", r * cpr, cpr, tag)
+                self._merge(st, layer, t, hq, r, cpr)
+                self._publish(st, "attf", task, tag)
+
+    def _qkv_rows(self, st: _Rank, layer: int, rows: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The request's q (normed, rotated), and its new k and v, from this rank's qkv scratch."""
+        L, d = self.L, self.d
+        hd, qh = d.head_dim, L.model.q_heads
+        el = ix.qkv_element(L, rows[:, None], 0, np.arange(L.QKV_N)[None, :])
+        qkv = st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el]
+        w = st.w[layer]
+        q = qkv[:, :qh * hd].reshape(len(rows), qh, hd)
+        k = qkv[:, qh * hd:(qh + 1) * hd].reshape(len(rows), 1, hd)
+        v = qkv[:, (qh + 1) * hd:].reshape(len(rows), hd)
+        ps = _t(pos.astype(np.int64))
+        q = rope(_t(_norm(q, w["q_norm"], d.eps)), ps, d.rope_theta).numpy()
+        k = rope(_t(_norm(k, w["k_norm"], d.eps)), ps, d.rope_theta).numpy()[:, 0]
+        return q, k, v
+
+    def _merge(self, st: _Rank, layer: int, t: int, hq: int, r: int, cpr: int) -> None:
+        L, hd = self.L, self.d.head_dim
+        per_task = L.model.q_heads // 4
+        i = t - r * L.QPR
+        for h in range(hq * per_task, (hq + 1) * per_task):
+            ats = [ix.partial_at(L, layer, r * cpr + c, i, h) for c in range(cpr)]
+            m = np.array([st.scratch[a] for a in ats])
+            lsum = np.array([st.scratch[a + 4] for a in ats])
+            o = np.stack([st.scratch[a + 8 + 4 * np.arange(hd)] for a in ats])
+            top = m.max()
+            scale = np.where(np.isneginf(m), 0.0, np.exp(m - top))
+            out = (scale @ o) / (scale @ lsum)
+            st.scratch[ix.scratch_at(L, layer, "a8") + t * L.model.o_in + h * hd + np.arange(hd)] = out
+        st.scratch[ix.scratch_at(L, layer, "as") + 4 * t] = 1.0
+
+    # ------------------------------------------------------------- N: row norms, all-gathers
+    def _norm_block(self, st: _Rank, j: int) -> Block:
+        L, d, n = self.L, self.d, self.n
+        t_own = ix.own_row(j, st.rank)
+        res = None
+
+        def row_sum4(region: int, tag: int) -> Block:
+            pairs = np.arange(L.ROW_PAIRS)
+            at = np.stack([ix.rs_pair(L, region, src, t_own, 0, pairs) for src in range(TP)])
+            yield self._tagged(st.sym, at.ravel() + 4, tag, f"rank {st.rank} norm block {j} waits the "
+                               f"reduce-scatter of row {t_own} at {region} for tag {tag}")
+            lo, hi = st.sym[at].sum(axis=0), st.sym[at + 2].sum(axis=0)
+            return np.stack([lo, hi], axis=1).ravel()
+
+        def gather(region: int, layer: int, tag: int, data: str, scale: str, flag: str) -> Block:
+            for c in range(4):
+                t = ix.gathered_row(j, c)
+                if t < n:
+                    src = self.ranks[ix.owner_rank(t)].sym
+                    row = ix.ag_x8_row(L, region, t)
+                    yield self._tagged(src, np.array([row + d.hidden + 4]), tag,
+                                       f"rank {st.rank} norm block {j} waits row {t}'s all-gather for tag {tag}")
+                    st.scratch[ix.scratch_at(L, layer, data) + t * d.hidden + np.arange(d.hidden)] = \
+                        src[row + np.arange(d.hidden)]
+                    st.scratch[ix.scratch_at(L, layer, scale) + 4 * t] = src[row + d.hidden]
+                    self._publish(st, flag, t, tag)
+
+        def put_x8(region: int, row_values: np.ndarray, tag: int) -> None:
+            row = ix.ag_x8_row(L, region, t_own)
+            st.sym[row + np.arange(d.hidden)] = row_values
+            st.sym[row + d.hidden] = 1.0
+            st.sym[row + d.hidden + 4] = tag
+
+        for layer in range(self.layers):
+            tag = ix.tag(self.step, layer)
+            w = self.ranks[st.rank].w[layer]
+            if t_own < n:
+                if layer == 0:
+                    res = self.inputs.x[t_own].numpy().copy()
+                else:
+                    res = res + (yield from row_sum4(L.Y_RSD, tag - 1))
+                put_x8(L.Y_AGX, _norm(res, w["in_ln"], d.eps), tag)
+            yield from gather(L.Y_AGX, layer, tag, "x8", "xs", "x8f")
+            if t_own < n:
+                res = res + (yield from row_sum4(L.Y_RSO, tag))
+                put_x8(L.Y_AGH, _norm(res, w["post_ln"], d.eps), tag)
+            yield from gather(L.Y_AGH, layer, tag, "h8", "hs", "h8f")
+        ftag = ix.tag(self.step, self.layers)
+        if t_own < n:
+            res = res + (yield from row_sum4(L.Y_RSD, ftag - 1))
+            out = _norm(res, self.final_ln, d.eps)
+            at = ix.ag_bf_pair(L, L.Y_AGF, t_own, np.arange(L.ROW_PAIRS))
+            st.sym[at], st.sym[at + 2], st.sym[at + 4] = out[0::2], out[1::2], ftag
+        for c in range(4):
+            t = ix.gathered_row(j, c)
+            if t < n:
+                src = self.ranks[ix.owner_rank(t)].sym
+                at = ix.ag_bf_pair(L, L.Y_AGF, t, np.arange(L.ROW_PAIRS))
+                yield self._tagged(src, at + 4, ftag, f"rank {st.rank} norm block {j} waits h_out row {t} "
+                                   f"for tag {ftag}")
+                st.h_out[t, 0::2], st.h_out[t, 1::2] = src[at], src[at + 2]
+
+
+def _schedule(blocks: list[tuple[str, Block]]) -> int:
+    """Run coroutines until all finish; a wait parks its block until its condition holds."""
+    live: list[tuple[str, Block, _Wait | None]] = [(name, gen, None) for name, gen in blocks]
+    resumes = 0
+    while live:
+        progressed, still = False, []
+        for name, gen, wait in live:
+            while wait is None or wait[0]():
+                resumes += 1
+                progressed = True
+                try:
+                    wait = next(gen)
+                except StopIteration:
+                    wait = None
+                    break
+            else:
+                still.append((name, gen, wait))
+        live = still
+        if live and not progressed:
+            raise Deadlock([f"{name}: {wait[1]}" for name, _, wait in live if wait is not None])
+    return resumes
+
+
+def max_relative_error(h_out: np.ndarray, reference: np.ndarray) -> float:
+    """Largest |difference| over the reference's largest magnitude (NaN counts as infinite)."""
+    diff = np.abs(h_out - reference)
+    return math.inf if np.isnan(diff).any() else float(diff.max() / np.abs(reference).max())
+
+
+@dataclass(frozen=True)
+class EmulationCheck:
+    layout: str
+    shape: str
+    worst_error: float
+    blocks: int
+    resumes: int
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.worst_error < 1e-12
+
+
+# (requests, rows per request, cached tokens per request): young, page-straddling and past-window requests.
+CHECK_SHAPES = ((3, 2, (5, 94, 4500)), (4, 4, (0, 17, 4095, 6000)))
+
+
+def check_layouts(layouts: list[tuple[str, Callable[[int], DrafterLayout]]], seed: int = 0) -> list[EmulationCheck]:
+    """Emulate each layout (built for a shape's rows per request) on every check shape against
+    the float64 model; a deadlock is a failed check with its waits, not an exception."""
+    dims = Dims(layers=1)
+    weights = make_weights(dims, seed)
+    shards = shard_weights(dims, weights)
+    checks = []
+    for requests, qpr, context in CHECK_SHAPES:
+        inputs = make_inputs(dims, requests=requests, qpr=qpr, context=list(context), seed=seed + 1)
+        ref = forward_f64(dims, weights, inputs).numpy()
+        shape = f"{requests} requests x {qpr} rows, context {list(context)}"
+        for name, build in layouts:
+            try:
+                result = Launch(build(qpr), dims, weights, inputs, shards=shards).run()
+            except Deadlock as e:
+                checks.append(EmulationCheck(name, shape, math.inf, 0, 0, str(e)))
+                continue
+            worst = max(max_relative_error(h, ref) for h in result.h_out)
+            checks.append(EmulationCheck(name, shape, worst, result.blocks, result.resumes))
+    return checks
+

@@ -1,0 +1,141 @@
+"""The drafter megakernel's index and address arithmetic, written once.
+
+Every function here takes plain Python integers or FlyDSL values: it uses only ``+ - * // %``,
+comparisons and the three dispatching helpers below, so the kernel traces exactly the code that
+the CPU emulation (``emulation.py``) runs on integers. Byte offsets unless a name says words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .layout import TP, DrafterLayout
+
+TILE = 16  # rows of one MFMA tile
+PAIR_BYTES = 8  # a reduce-scatter or bf16 all-gather word: two bf16 values, then a 4-byte tag
+
+
+def _is_int(*xs: Any) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+def smin(a: Any, b: Any) -> Any:
+    if _is_int(a, b):
+        return min(a, b)
+    import flydsl.expr as fx
+
+    return fx.min(a, b)
+
+
+def smax(a: Any, b: Any) -> Any:
+    if _is_int(a, b):
+        return max(a, b)
+    import flydsl.expr as fx
+
+    return fx.max(a, b)
+
+
+def select(cond: Any, a: Any, b: Any) -> Any:
+    return (a if cond else b) if isinstance(cond, bool) else cond.select(a, b)
+
+
+# ----------------------------------------------------------------- tags and row ownership
+def tag(step: Any, layer: Any) -> Any:
+    """The tag every flag and tagged word of ``layer`` in launch ``step`` carries (never 0)."""
+    return step * 8 + layer + 1
+
+
+def owner_rank(row: Any) -> Any:
+    """Token rows are owned round robin: the owner sums a row's partials and norms it."""
+    return row % TP
+
+
+def owner_slot(row: Any) -> Any:
+    """The row's index among its owner's rows (the norm block that handles it)."""
+    return row // TP
+
+
+def own_row(norm_block: Any, rank: Any) -> Any:
+    return TP * norm_block + rank
+
+
+def gathered_row(norm_block: Any, c: Any) -> Any:
+    """The c-th (0..3) row norm block ``norm_block`` copies into this rank's scratch."""
+    return norm_block + TILE * c
+
+
+# ----------------------------------------------------------------- GEMV tiles
+def tile_count(n_rows: Any) -> Any:
+    return (n_rows + TILE - 1) // TILE
+
+
+def tile_row(t: Any, l16: Any, n_rows: Any) -> Any:
+    """Lane ``l16``'s token row of tile ``t``; rows past ``n_rows`` repeat the last one."""
+    return TILE * t + smin(l16, smax(n_rows - TILE * t, 1) - 1)
+
+
+def qkv_element(layout: DrafterLayout, row: Any, block: Any, r: Any) -> Any:
+    """Element (bf16) index in the qkv scratch of GEMV block ``block``'s output row ``r``."""
+    return row * layout.QKV_N + block * layout.QKV_R + r
+
+
+def act_element(layout: DrafterLayout, row: Any, block: Any, r: Any) -> Any:
+    return row * layout.IR + block * layout.GU_R + r
+
+
+# ----------------------------------------------------------------- peer memory
+def rs_pair(layout: DrafterLayout, region: Any, src_rank: Any, row: Any, col0: Any, p: Any) -> Any:
+    """Byte offset, in the row owner's symmetric region, of source rank ``src_rank``'s partial
+    sums of hidden columns ``col0 + 2p`` and ``col0 + 2p + 1`` of token ``row`` (data, then tag)."""
+    return region + src_rank * layout.RS_STRIDE + (owner_slot(row) * layout.ROW_PAIRS + col0 // 2 + p) * PAIR_BYTES
+
+
+def ag_x8_row(layout: DrafterLayout, region: Any, row: Any) -> Any:
+    """Byte offset of an all-gathered 8-bit row: ``hidden`` bytes, a 4-byte scale, a 4-byte tag."""
+    return region + row * (layout.model.hidden + 8)
+
+
+def ag_bf_pair(layout: DrafterLayout, region: Any, row: Any, p: Any) -> Any:
+    return region + (row * layout.ROW_PAIRS + p) * PAIR_BYTES
+
+
+# ----------------------------------------------------------------- scratch and flags
+def scratch_at(layout: DrafterLayout, layer: Any, name: str) -> Any:
+    return layer * layout.W_LAYER_BYTES + layout.W_L_OFF[name]
+
+
+def flag_word(layout: DrafterLayout, name: str, index: Any) -> Any:
+    """Byte offset of publisher ``index``'s flag word. Flags are shared by every layer: the tag
+    tells the layers apart and only grows, so a waiter asks for a tag at least as new as its own."""
+    return layout.W_F_OFF[name] + index * 8
+
+
+# ----------------------------------------------------------------- attention
+def chunks_per_request(layout: DrafterLayout, n_rows: Any) -> Any:
+    return layout.W_NA // (n_rows // layout.QPR)
+
+
+def window(layout: DrafterLayout, p_first: Any, p_last: Any) -> tuple[Any, Any, Any, Any]:
+    """Keys a request's rows can see, ``[lo, hi]``, and the paged blocks holding them."""
+    lo = smax(p_first - layout.WINDOW + 1, 0)
+    hi = p_last
+    return lo, hi, lo // layout.BLOCK, hi // layout.BLOCK
+
+
+def chunk(c: Any, n_blocks: Any, cpr: Any) -> tuple[Any, Any]:
+    """Chunk ``c`` of ``cpr``: its first block counted from the newest, and how many blocks."""
+    q0 = (c * n_blocks) // cpr
+    return q0, ((c + 1) * n_blocks) // cpr - q0
+
+
+def partial_at(layout: DrafterLayout, layer: Any, block: Any, row_in_request: Any, head: Any) -> Any:
+    """Byte offset of one (m, l, o[D]) float32 partial of an attention block."""
+    per_head = (2 + layout.model.head_dim) * 4
+    return (scratch_at(layout, layer, "ap") + block * layout.AP_STRIDE
+            + (row_in_request * layout.model.q_heads + head) * per_head)
+
+
+def merge_task(layout: DrafterLayout, task: Any) -> tuple[Any, Any, Any]:
+    """Merge task -> (token row, head quarter, request): each task merges 4 heads of one row."""
+    t = task // 4
+    return t, task % 4, t // layout.QPR

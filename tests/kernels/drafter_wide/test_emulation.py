@@ -1,0 +1,82 @@
+"""The TP4 launch emulated block by block on the CPU against the float64 model: every layout of
+the default space, several shapes, two layers; a wrong flag tag and a wrong peer offset, each
+caught (a reported deadlock, never a hang)."""
+
+import pytest
+
+from kerneltune.kernels.drafter_wide.emulation import Deadlock, Launch, max_relative_error, shard_weights
+from kerneltune.kernels.drafter_wide.layout import DrafterLayout, LayoutError, ModelDims
+from kerneltune.kernels.drafter_wide.reference import Dims, forward_f64, make_inputs, make_weights
+from kerneltune.tuning.space import load_space
+
+from ...paths import SPACES
+
+pytestmark = pytest.mark.slow
+EXACT = 1e-12  # float64 on both sides, summed in a different order
+
+
+@pytest.fixture(scope="module")
+def weights():
+    w = make_weights(Dims(layers=1), seed=0)
+    return w, shard_weights(Dims(layers=1), w)
+
+
+def emulate(layout, dims, weights, requests, qpr, context, seed=1, faults=None):
+    w, shards = weights
+    inputs = make_inputs(dims, requests=requests, qpr=qpr, context=context, seed=seed)
+    result = Launch(layout, dims, w, inputs, faults=faults, shards=shards).run()
+    return result, forward_f64(dims, w, inputs).numpy()
+
+
+def default_layouts(qpr):
+    space = load_space(SPACES / "drafter_wide.toml", {"ng", "threads", "w_na"},
+                       {"arch", "requests", "qpr", "context", "layers"})
+    for tiles in space.configs({"arch": "gfx942", "requests": 64 // qpr, "qpr": qpr, "context": 0, "layers": 1}):
+        try:
+            yield tiles, DrafterLayout(**tiles, qpr=qpr)
+        except LayoutError:
+            continue
+
+
+def test_every_layout_of_the_default_space_matches_the_model(weights):
+    dims = Dims(layers=1)
+    checked = 0
+    for tiles, layout in default_layouts(qpr=4):
+        # Three requests: one young, one straddling a page edge, one past the 4096-token window.
+        result, ref = emulate(layout, dims, weights, requests=3, qpr=4, context=[5, 94, 4500])
+        for rank, h in enumerate(result.h_out):
+            assert max_relative_error(h, ref) < EXACT, (tiles, rank)
+        checked += 1
+    assert checked >= 12
+
+
+@pytest.mark.parametrize(("requests", "qpr", "context"), [
+    (1, 1, [0]),  # one token, empty cache
+    (16, 4, [4096 + 16 * i for i in range(16)]),  # the 64-row maximum, every window full
+    (8, 8, [3, 17, 33, 250, 1000, 4095, 4097, 6000]),
+])
+def test_shapes_match_the_model(weights, requests, qpr, context):
+    result, ref = emulate(DrafterLayout(qpr=qpr), Dims(layers=1), weights, requests, qpr, context)
+    assert all(max_relative_error(h, ref) < EXACT for h in result.h_out)
+
+
+def test_two_layers_reuse_the_flags_by_tag():
+    dims = Dims(hidden=3072, layers=2)
+    layout = DrafterLayout(qpr=2, model=ModelDims(hidden=3072, layers=2))
+    w = make_weights(dims, seed=3)
+    result, ref = emulate(layout, dims, (w, shard_weights(dims, w)), requests=3, qpr=2, context=[7, 60, 200])
+    assert all(max_relative_error(h, ref) < EXACT for h in result.h_out)
+
+
+def test_a_wrong_flag_tag_is_a_reported_deadlock(weights):
+    with pytest.raises(Deadlock) as e:
+        emulate(DrafterLayout(qpr=2), Dims(layers=1), weights, 2, 2, [30, 100], faults={"tag:x8f": -1})
+    assert any("x8f" in w and "for tag 9" in w for w in e.value.waits)
+
+
+def test_a_wrong_peer_offset_is_caught(weights):
+    # Reduce-scatter pairs written one pair off: the owner's tagged words never arrive where it
+    # polls, so the norm blocks wait forever — reported, with where they wait.
+    with pytest.raises(Deadlock) as e:
+        emulate(DrafterLayout(qpr=2), Dims(layers=1), weights, 2, 2, [30, 100], faults={"offset:rs": 8})
+    assert any("reduce-scatter" in w for w in e.value.waits)
