@@ -12,7 +12,7 @@ def main() -> None:
     spec = json.loads(sys.stdin.read())
     module, func = spec["builder"].split(":")
     launch = getattr(importlib.import_module(module), func)(**spec["kwargs"])
-    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32, "i8": torch.int8, "u8": torch.uint8}
+    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32, "i8": torch.int8, "u8": torch.uint8, "i32": torch.int32}
     args = [torch.zeros(shape, dtype=dtypes[dtype]) for dtype, shape in spec["args"]]
     flyc.compile(launch, *args)
 

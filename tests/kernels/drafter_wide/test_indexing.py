@@ -1,0 +1,78 @@
+"""The launch's index arithmetic: on integers, every address lands in its own region and every
+task or row is covered once; on FlyDSL values, the same functions trace and compile offline."""
+
+import itertools
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from kerneltune.kernels.drafter_wide import indexing as ix
+from kerneltune.kernels.drafter_wide.index_probe import N_ROWS, probe_values
+from kerneltune.kernels.drafter_wide.layout import MAX_ROWS, TP, DrafterLayout
+
+L = DrafterLayout(qpr=4)
+
+
+def test_rows_have_one_owner_and_one_norm_block():
+    seen = {(ix.owner_rank(t), ix.owner_slot(t)) for t in range(MAX_ROWS)}
+    assert len(seen) == MAX_ROWS
+    assert all(ix.own_row(ix.owner_slot(t), ix.owner_rank(t)) == t for t in range(MAX_ROWS))
+    gathered = sorted(ix.gathered_row(j, c) for j in range(16) for c in range(4))
+    assert gathered == list(range(MAX_ROWS))
+
+
+def test_reduce_scatter_pairs_are_distinct_and_inside_their_region():
+    words = [ix.rs_pair(L, L.Y_RSO, src, t, 0, p) for src in range(TP) for t in range(MAX_ROWS)
+             for p in range(L.ROW_PAIRS) if ix.owner_rank(t) == 0]
+    assert len(set(words)) == len(words)
+    assert min(words) >= L.Y_RSO and max(words) + ix.PAIR_BYTES <= L.Y_RSD
+
+
+def test_gathered_rows_and_flags_stay_in_their_regions():
+    rows = [ix.ag_x8_row(L, L.Y_AGX, t) for t in range(MAX_ROWS)]
+    assert rows[-1] + L.model.hidden + 8 <= L.Y_AGH
+    assert ix.ag_bf_pair(L, L.Y_AGF, MAX_ROWS - 1, L.ROW_PAIRS - 1) + ix.PAIR_BYTES <= L.Y_BYTES
+    flags = sorted(L.W_F_OFF.items(), key=lambda kv: kv[1])
+    for (name, _), (_, nxt) in itertools.pairwise(flags):
+        count = L._flag_counts()[name]
+        assert ix.flag_word(L, name, count - 1) + 8 <= nxt
+
+
+@pytest.mark.parametrize("cpr", [1, 3, 16, 96])
+def test_chunks_cover_the_window_blocks_once(cpr):
+    for n_blocks in (1, 2, 5, 257):
+        covered = []
+        for c in range(cpr):
+            q0, cnt = ix.chunk(c, n_blocks, cpr)
+            assert cnt >= 0
+            covered += range(q0, q0 + cnt)
+        assert covered == list(range(n_blocks))
+
+
+def test_merge_tasks_cover_every_row_and_head_quarter_once():
+    tasks = [ix.merge_task(L, task)[:2] for task in range(4 * MAX_ROWS)]
+    assert sorted(tasks) == [(t, q) for t in range(MAX_ROWS) for q in range(4)]
+    assert all(ix.merge_task(L, task)[2] == task // 4 // L.QPR for task in range(4 * MAX_ROWS))
+
+
+def test_tile_rows_repeat_the_last_row_past_the_end():
+    assert [ix.tile_row(3, l16, N_ROWS) for l16 in range(16)] == [48 + min(i, 12) for i in range(16)]
+    assert ix.tile_count(N_ROWS) == 4
+    assert probe_values(L, 5, N_ROWS)[2] == ix.tile_row(0, 5, N_ROWS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_the_same_functions_trace_in_a_flydsl_kernel(arch):
+    from kerneltune.kernels.drafter_wide.offline_compile import compile_kernel
+
+    k = len(probe_values(L, 0, N_ROWS))
+    with tempfile.TemporaryDirectory() as tmp:
+        report = compile_kernel("kerneltune.kernels.drafter_wide.index_probe:build_index_probe",
+                                {"ng": 192, "threads": 512, "w_na": 96, "qpr": 4}, [["i32", [512 * k]]], arch, 512,
+                                Path(tmp))
+        isa = Path(report.isa_path).read_text()
+    assert report.resources.vgpr_spill == 0 and report.resources.scratch_bytes == 0
+    # Every probed value reaches memory (stores of neighbouring values may merge into wider ones).
+    assert isa.count("buffer_store") >= k // 4
