@@ -24,6 +24,7 @@ import numpy as np
 
 from . import indexing as ix
 from .layout import TP, DrafterLayout
+from .packing import rank_slices
 from .reference import Dims, StepInputs, Weights, forward_f64, make_inputs, make_weights, rms_norm, rope, swiglu_clamped
 
 _Wait = tuple[Callable[[], bool], str]
@@ -64,22 +65,12 @@ def shard_weights(d: Dims, weights: Weights) -> list[list[dict[str, np.ndarray]]
 
 
 def _shard(d: Dims, weights: Weights, r: int) -> list[dict[str, np.ndarray]]:
-    qh, kvh, inter, hd = d.q_heads // TP, d.kv_heads // TP, d.intermediate // TP, d.head_dim
-    nq = d.q_heads * hd
+    inter = d.intermediate // TP
     out = []
     for w in weights.layers:
-        rows_q = np.arange(r * qh * hd, (r + 1) * qh * hd)
-        rows_k = nq + np.arange(r * kvh * hd, (r + 1) * kvh * hd)
-        rows_v = rows_k + d.kv_heads * hd
-        rows_i = np.arange(r * inter, (r + 1) * inter)
-        out.append({
-            "qkv": w["qkv"].numpy()[np.concatenate([rows_q, rows_k, rows_v])],
-            "o": w["o"].numpy()[:, r * qh * hd:(r + 1) * qh * hd],
-            "gate": w["gate"].numpy()[rows_i], "up": w["up"].numpy()[rows_i],
-            "down": w["down"].numpy()[:, rows_i],
-            "in_ln": w["in_ln"].numpy(), "post_ln": w["post_ln"].numpy(),
-            "q_norm": w["q_norm"].numpy(), "k_norm": w["k_norm"].numpy(),
-        })
+        rows = {k: v.numpy() for k, v in rank_slices(d, w, r).items()}
+        out.append({"qkv": rows["qkv"], "o": rows["o"], "gate": rows["gu"][:inter], "up": rows["gu"][inter:],
+                    "down": rows["d"], **{k: w[k].numpy() for k in ("in_ln", "post_ln", "q_norm", "k_norm")}})
     return out
 
 
