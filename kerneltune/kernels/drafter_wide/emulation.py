@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from . import indexing as ix
+from .health import SITES
 from .layout import TP, DrafterLayout
 from .packing import rank_slices
 from .reference import Dims, StepInputs, Weights, forward_f64, make_inputs, make_weights, rms_norm, rope, swiglu_clamped
@@ -119,13 +120,13 @@ class Launch:
     def _publish(self, st: _Rank, name: str, index: int, tag: int) -> None:
         st.flags[ix.flag_word(self.L, name, index)] = tag + self.faults.get(f"tag:{name}", 0)
 
-    def _flags_ready(self, st: _Rank, name: str, first: int, count: int, tag: int) -> _Wait:
+    def _flags_ready(self, st: _Rank, name: str, first: int, count: int, tag: int, site: int) -> _Wait:
         words = ix.flag_word(self.L, name, first) + 8 * np.arange(count)
         return (lambda: bool(np.all(st.flags[words] >= tag)),
-                f"rank {st.rank} waits {count} {name} flags from {first} for tag {tag}")
+                f"site {site} ({SITES[site]}): rank {st.rank} waits {count} {name} flags from {first} for tag {tag}")
 
-    def _tagged(self, mem: np.ndarray, words: np.ndarray, tag: int, what: str) -> _Wait:
-        return lambda: bool(np.all(mem[words] == tag)), what
+    def _tagged(self, mem: np.ndarray, words: np.ndarray, tag: int, site: int, what: str) -> _Wait:
+        return lambda: bool(np.all(mem[words] == tag)), f"site {site} ({SITES[site]}): {what}"
 
     # ------------------------------------------------------------- the launch
     def run(self) -> EmulationResult:
@@ -154,7 +155,7 @@ class Launch:
         for layer in range(self.layers):
             tag = ix.tag(self.step, layer)
             w = st.w[layer]
-            yield self._flags_ready(st, "x8f", 0, n, tag)
+            yield self._flags_ready(st, "x8f", 0, n, tag, 1)
             x8 = self._rows8(st, layer, "x8", "xs")
             r0 = b * L.QKV_R
             out = x8 @ w["qkv"][r0:r0 + L.QKV_R].T
@@ -162,12 +163,12 @@ class Launch:
             st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el] = out
             self._publish(st, "qkvf", b, tag)
 
-            yield self._flags_ready(st, "attf", 0, 4 * n, tag)
+            yield self._flags_ready(st, "attf", 0, 4 * n, tag, 2)
             a8 = self._rows8(st, layer, "a8", "as", width=L.model.o_in)
             c0 = b * L.O_R
             self._rs_push(st, L.Y_RSO, rows, c0, a8 @ w["o"][c0:c0 + L.O_R].T, tag)
 
-            yield self._flags_ready(st, "h8f", 0, n, tag)
+            yield self._flags_ready(st, "h8f", 0, n, tag, 3)
             h8 = self._rows8(st, layer, "h8", "hs")
             g0 = b * L.GU_R
             act = swiglu_clamped(_t(h8 @ w["gate"][g0:g0 + L.GU_R].T), _t(h8 @ w["up"][g0:g0 + L.GU_R].T)).numpy()
@@ -175,7 +176,7 @@ class Launch:
             st.scratch[ix.scratch_at(L, layer, "act") + 2 * el] = act
             self._publish(st, "actf", b, tag)
 
-            yield self._flags_ready(st, "actf", 0, L.NG, tag)
+            yield self._flags_ready(st, "actf", 0, L.NG, tag, 4)
             el = ix.act_element(L, rows[:, None], 0, np.arange(L.IR)[None, :])
             act_rows = st.scratch[ix.scratch_at(L, layer, "act") + 2 * el]
             self._rs_push(st, L.Y_RSD, rows, c0, act_rows @ w["down"][c0:c0 + L.D_R].T, tag)
@@ -201,7 +202,7 @@ class Launch:
                 lo, hi, b0w, b1w = ix.window(L, int(pos[0]), int(pos[-1]))
                 q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
                 b_a = b1w - q0
-                yield self._flags_ready(st, "qkvf", 0, L.NG, tag)
+                yield self._flags_ready(st, "qkvf", 0, L.NG, tag, 5)
                 q, k_new, v_new = self._qkv_rows(st, layer, rows, pos)
                 if c == 0:  # the chunk of the newest blocks writes the new keys to the cache
                     blk, off = self.table[r, pos // L.BLOCK], pos % L.BLOCK
@@ -226,7 +227,7 @@ class Launch:
                 self._publish(st, "apf", pidx, tag)
             for task in range(pidx, 4 * n, L.W_NA):
                 t, hq, r = ix.merge_task(L, task)
-                yield self._flags_ready(st, "apf", r * cpr, cpr, tag)
+                yield self._flags_ready(st, "apf", r * cpr, cpr, tag, 6)
                 self._merge(st, layer, t, hq, r, cpr)
                 self._publish(st, "attf", task, tag)
 
@@ -266,21 +267,21 @@ class Launch:
         t_own = ix.own_row(j, st.rank)
         res = None
 
-        def row_sum4(region: int, tag: int) -> Block:
+        def row_sum4(region: int, tag: int, site: int) -> Block:
             pairs = np.arange(L.ROW_PAIRS)
             at = np.stack([ix.rs_pair(L, region, src, t_own, 0, pairs) for src in range(TP)])
-            yield self._tagged(st.sym, at.ravel() + 4, tag, f"rank {st.rank} norm block {j} waits the "
+            yield self._tagged(st.sym, at.ravel() + 4, tag, site, f"rank {st.rank} norm block {j} waits the "
                                f"reduce-scatter of row {t_own} at {region} for tag {tag}")
             lo, hi = st.sym[at].sum(axis=0), st.sym[at + 2].sum(axis=0)
             return np.stack([lo, hi], axis=1).ravel()
 
-        def gather(region: int, layer: int, tag: int, data: str, scale: str, flag: str) -> Block:
+        def gather(region: int, layer: int, tag: int, data: str, scale: str, flag: str, site: int) -> Block:
             for c in range(4):
                 t = ix.gathered_row(j, c)
                 if t < n:
                     src = self.ranks[ix.owner_rank(t)].sym
                     row = ix.ag_x8_row(L, region, t)
-                    yield self._tagged(src, np.array([row + d.hidden + 4]), tag,
+                    yield self._tagged(src, np.array([row + d.hidden + 4]), tag, site,
                                        f"rank {st.rank} norm block {j} waits row {t}'s all-gather for tag {tag}")
                     st.scratch[ix.scratch_at(L, layer, data) + t * d.hidden + np.arange(d.hidden)] = \
                         src[row + np.arange(d.hidden)]
@@ -300,16 +301,16 @@ class Launch:
                 if layer == 0:
                     res = self.inputs.x[t_own].numpy().copy()
                 else:
-                    res = res + (yield from row_sum4(L.Y_RSD, tag - 1))
+                    res = res + (yield from row_sum4(L.Y_RSD, tag - 1, 7))
                 put_x8(L.Y_AGX, _norm(res, w["in_ln"], d.eps), tag)
-            yield from gather(L.Y_AGX, layer, tag, "x8", "xs", "x8f")
+            yield from gather(L.Y_AGX, layer, tag, "x8", "xs", "x8f", 10)
             if t_own < n:
-                res = res + (yield from row_sum4(L.Y_RSO, tag))
+                res = res + (yield from row_sum4(L.Y_RSO, tag, 8))
                 put_x8(L.Y_AGH, _norm(res, w["post_ln"], d.eps), tag)
-            yield from gather(L.Y_AGH, layer, tag, "h8", "hs", "h8f")
+            yield from gather(L.Y_AGH, layer, tag, "h8", "hs", "h8f", 11)
         ftag = ix.tag(self.step, self.layers)
         if t_own < n:
-            res = res + (yield from row_sum4(L.Y_RSD, ftag - 1))
+            res = res + (yield from row_sum4(L.Y_RSD, ftag - 1, 9))
             out = _norm(res, self.final_ln, d.eps)
             at = ix.ag_bf_pair(L, L.Y_AGF, t_own, np.arange(L.ROW_PAIRS))
             st.sym[at], st.sym[at + 2], st.sym[at + 4] = out[0::2], out[1::2], ftag
@@ -318,7 +319,7 @@ class Launch:
             if t < n:
                 src = self.ranks[ix.owner_rank(t)].sym
                 at = ix.ag_bf_pair(L, L.Y_AGF, t, np.arange(L.ROW_PAIRS))
-                yield self._tagged(src, at + 4, ftag, f"rank {st.rank} norm block {j} waits h_out row {t} "
+                yield self._tagged(src, at + 4, ftag, 12, f"rank {st.rank} norm block {j} waits h_out row {t} "
                                    f"for tag {ftag}")
                 st.h_out[t, 0::2], st.h_out[t, 1::2] = src[at], src[at + 2]
 
