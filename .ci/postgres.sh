@@ -14,6 +14,8 @@ case "${1:-}" in
     fi
     BIN=$(dirname "$(ls -d /usr/lib/postgresql/*/bin/initdb | sort -V | tail -n 1)")
     RUN=""; [ "$(id -u)" -eq 0 ] && RUN="runuser -u postgres --"
+    # A server left running by an interrupted run would hold the port: stop it first.
+    [ -d "$PGDIR/data" ] && { $RUN "$BIN/pg_ctl" -D "$PGDIR/data" -m fast stop >/dev/null 2>&1 || true; }
     rm -rf "$PGDIR"; mkdir -p "$PGDIR"; [ -n "$RUN" ] && chown postgres "$PGDIR"
     $RUN "$BIN/initdb" -D "$PGDIR/data" -U kerneltune --auth=trust >"$PGDIR/initdb.log" 2>&1
     $RUN "$BIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -w \
