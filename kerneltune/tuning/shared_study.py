@@ -4,7 +4,7 @@ Each bucket's study is a queue: its feasible configs are enqueued once (under a
 lock), and every worker pops WAITING trials, which the RDB storage hands out
 exactly once. A worker records a heartbeat while it measures; a worker that
 dies leaves a trial whose heartbeat goes stale, which ``fail_stale_trials``
-marks failed and ``RetryFailedTrialCallback`` enqueues again, once. A record is
+marks failed and ``RetryHeartbeatStaleTrialCallback`` enqueues again, once. A record is
 journaled only after its trial is told, so a killed worker leaves no record of
 the trial it was measuring, and no candidate is measured twice.
 """
@@ -38,7 +38,7 @@ def make_storage(url: str, heartbeat: float) -> Any:
         try:
             return optuna.storages.RDBStorage(
                 url, heartbeat_interval=max(round(heartbeat), 1), grace_period=max(round(3 * heartbeat), 2),
-                failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1),
+                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
             )
         except (IntegrityError, ProgrammingError):
             if attempt == 4:

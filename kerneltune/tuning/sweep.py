@@ -109,8 +109,9 @@ def _storage(opts: SweepOptions) -> Any:
     import optuna
 
     if opts.storage:
-        return optuna.storages.RDBStorage(opts.storage, heartbeat_interval=10, grace_period=30,
-                                          failed_trial_callback=optuna.storages.RetryFailedTrialCallback(max_retry=1))
+        from .shared_study import make_storage
+
+        return make_storage(opts.storage, opts.heartbeat)
     path = opts.journal_path.with_suffix(".optuna.log")
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
