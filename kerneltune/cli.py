@@ -100,17 +100,23 @@ def sweep(
                       "4 AMD MI300X or MI355X GPUs. Candidates are ranked by static metrics; no table written.",
                       soft_wrap=True)
     table = Table(title=f"{opts.kernel}: {opts.strategy} sweep")
-    for col in ("bucket", "measured", "failures", "best config", "median µs", "TFLOP/s", "table"):
-        table.add_column(col)
+    for col in ("bucket", "measured", "failures", "best config", "median µs", "TFLOP/s"):
+        table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
     for r in results:
         e = r.entry
         fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
         table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", fails,
-                      str(e["config"]) if e else str(r.best["tiles"]) if r.best else "-",
+                      _config_text(e["config"]) if e else _config_text(r.best["tiles"]) if r.best else "-",
                       f"{e['median_us']:.1f}" if e else f"score {r.best['score']:.0f}" if r.best else "-",
-                      f"{e['tflops']:.0f}" if e and e.get("tflops") else "-", e["table"] if e else "-")
+                      f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
+    for path in sorted({r.entry["table"] for r in results if r.entry}):
+        console.print(f"table: {path}", soft_wrap=True)
     console.print(f"journal: {opts.journal_path}")
+
+
+def _config_text(config: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
 
 
 @app.command()
@@ -153,7 +159,7 @@ def verify(
     fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
     for r in report.entries:
         differ = ", ".join(m.split(":")[0] for m in r.stamps)
-        config = " ".join(f"{k}={v}" for k, v in r.config.items())
+        config = _config_text(r.config)
         out.add_row(r.bucket, config, "match" if not r.stamps else f"differ: {differ}", r.correctness,
                     fmt(r.recorded_us), fmt(r.now_us), fmt(r.heuristic_us), ("[red]" if r.failed else "") + r.verdict)
     if report.entries:
