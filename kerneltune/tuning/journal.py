@@ -15,12 +15,40 @@ from typing import Any
 
 from filelock import FileLock
 
+from kerneltune.tables.stamps import now_stamp
+
 
 def pct_of_ceiling(record: Mapping[str, Any]) -> float | None:
     """Useful TFLOP/s as % of the bf16 matmul ceiling measured on the same GPU (in the stamps)."""
     ceiling = (record.get("stamps") or {}).get("bf16_tflops_ceiling")
     tflops = record.get("tflops")
     return 100.0 * tflops / ceiling if tflops and ceiling else None
+
+
+def make_record(base: Mapping[str, Any], tiles: Mapping[str, Any], reply: Mapping[str, Any],
+                **extra: Any) -> dict[str, Any]:
+    """One finished candidate as journaled: the bucket's fields, the config, the worker's reply
+    (less its worker-restart marker), its time, and % of the measured ceiling."""
+    rec = {**base, "key": config_key(tiles), "tiles": dict(tiles), **reply, **extra}
+    rec["time"] = reply.get("time") or now_stamp()
+    rec.pop("restart", None)
+    if (pct := pct_of_ceiling(rec)) is not None:
+        rec["pct_ceiling"] = pct
+    return rec
+
+
+def merged_journals(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(bucket, config key) -> record over one journal or a folder of them (one per worker of a
+    shared study): the earliest measurement of a config wins, then the journal's name."""
+    paths = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    best: dict[tuple[str, str], tuple[tuple[str, str], dict[str, Any]]] = {}
+    for p in paths:
+        for r in Journal(p).records():
+            rank = (r.get("time", ""), str(p))
+            key = (r["bucket"], r["key"])
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, r)
+    return {k: r for k, (_, r) in best.items()}
 
 
 def config_key(tiles: Mapping[str, Any]) -> str:

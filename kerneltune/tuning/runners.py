@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .journal import Journal, config_key
+from .journal import config_key, merged_journals
 from .worker import WorkerDied, WorkerProcess, worker_env
 
 
@@ -108,18 +108,14 @@ class ReplayRunner:
     """Answers from a recorded journal: strategies compared and the tool shown without a GPU.
 
     ``journal_path`` is one journal, or a folder whose journals (one per worker of a shared
-    study) are read together, in name order, the first record of a config winning.
+    study) are merged as the shared study's table is (``merged_journals``).
     """
 
     def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0):
         self.seconds_per_candidate = seconds_per_candidate
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
-        paths = sorted(journal_path.glob("*.jsonl")) if journal_path.is_dir() else [journal_path]
-        self.recorded: dict[tuple[str, str], dict[str, Any]] = {}
-        for path in paths:
-            for key, rec in Journal(path).done().items():
-                self.recorded.setdefault(key, rec)
+        self.recorded = merged_journals(journal_path)
         if not self.recorded:
             raise ValueError(f"replay: {journal_path} holds no records")
         self.path = journal_path

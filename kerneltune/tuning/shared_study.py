@@ -22,9 +22,8 @@ from typing import Any
 from filelock import FileLock
 
 from kerneltune.kernels.base import TunableKernel
-from kerneltune.tables.stamps import now_stamp
 
-from .journal import Journal, config_key, pct_of_ceiling
+from .journal import Journal, config_key, make_record, merged_journals
 from .space import Bucket, Space
 
 
@@ -156,11 +155,7 @@ def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, buc
             study.tell(trial, reply["timing"]["median_us"])
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        rec = {**base, "key": config_key(tiles), "tiles": tiles, **reply, "trial": trial.number}
-        rec["time"] = reply.get("time") or now_stamp()
-        rec.pop("restart", None)
-        if (pct := pct_of_ceiling(rec)) is not None:
-            rec["pct_ceiling"] = pct
+        rec = make_record(base, tiles, reply, trial=trial.number)
         journal.append(rec)
         measured += 1
         if on_record is not None:
@@ -169,11 +164,4 @@ def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, buc
 
 def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[dict[str, Any]]:
     """Every worker's records of a bucket; one per config, the earliest measurement winning."""
-    best: dict[str, dict[str, Any]] = {}
-    for path in sorted(journal_dir.glob("*.jsonl")):
-        for r in Journal(path).records():
-            if r.get("kernel") == kernel and r.get("bucket") == bucket:
-                prev = best.get(r["key"])
-                if prev is None or (r.get("time", ""), str(path)) < (prev.get("time", ""), prev.get("_from", "")):
-                    best[r["key"]] = {**r, "_from": str(path)}
-    return [{k: v for k, v in r.items() if k != "_from"} for r in best.values()]
+    return [r for (b, _), r in merged_journals(journal_dir).items() if b == bucket and r.get("kernel") == kernel]

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from kerneltune.kernels.base import TunableKernel, load_kernel
 from kerneltune.tables.stamps import now_stamp
 
-from .journal import Journal, config_key, pct_of_ceiling
+from .journal import Journal, config_key, make_record
 from .measure import MeasureSettings
 from .runners import LiveRunner, ReplayRunner
 from .space import Bucket, Space, load_space
@@ -291,10 +291,7 @@ def _shared_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, buck
 
 def _finish(journal: Journal, strategy: Any, result: BucketResult, observer: Observer | None,
             base: dict[str, Any], tiles: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
-    rec = {**base, "key": config_key(tiles), "tiles": tiles, **reply, "time": reply.get("time") or now_stamp()}
-    rec.pop("restart", None)
-    if (pct := pct_of_ceiling(rec)) is not None:
-        rec["pct_ceiling"] = pct
+    rec = make_record(base, tiles, reply)
     journal.append(rec)
     status = rec["status"]
     result.measured += 1

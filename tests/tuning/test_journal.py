@@ -22,3 +22,15 @@ def test_corrupt_middle_line_is_an_error(tmp_path):
 
 def test_config_key_is_canonical():
     assert config_key({"b": 1, "a": True}) == config_key({"a": True, "b": 1}) == '{"a":true,"b":1}'
+
+
+def test_a_folder_of_worker_journals_merges_earliest_first(tmp_path):
+    from kerneltune.tuning.journal import merged_journals
+
+    rec = {"bucket": "b", "key": "k", "status": "ok"}
+    Journal(tmp_path / "a.jsonl").append({**rec, "time": "2026-11-30T02:00:00Z", "v": "late"})
+    Journal(tmp_path / "b.jsonl").append({**rec, "time": "2026-11-30T01:00:00Z", "v": "early"})
+    Journal(tmp_path / "b.jsonl").append({**rec, "key": "k2", "time": "2026-11-30T03:00:00Z", "v": "only"})
+    merged = merged_journals(tmp_path)
+    assert {k: r["v"] for k, r in merged.items()} == {("b", "k"): "early", ("b", "k2"): "only"}
+    assert merged_journals(tmp_path / "a.jsonl")[("b", "k")]["v"] == "late"
