@@ -110,11 +110,17 @@ def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
+def rope_angles(positions: torch.Tensor, head_dim: int, theta: float) -> torch.Tensor:
+    """[n, D/2] rotation angles of each row's position (float64): the kernel's cos/sin table too."""
+    half = head_dim // 2
+    inv = theta ** (-torch.arange(half, dtype=torch.float64) / half)
+    return positions.to(torch.float64)[:, None] * inv[None, :]
+
+
 def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor:
     """Rotate-half RoPE over the last dim of [n, heads, D] at each row's position."""
     half = x.shape[-1] // 2
-    inv = theta ** (-torch.arange(half, dtype=torch.float64) / half)
-    ang = positions.to(torch.float64)[:, None] * inv[None, :]
+    ang = rope_angles(positions, x.shape[-1], theta)
     cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)

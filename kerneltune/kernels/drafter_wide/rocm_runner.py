@@ -166,6 +166,8 @@ def _step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, r
     """The step's inputs on this rank: rows, the per-layer pointer table, RoPE table, cache slots."""
     import torch
 
+    from .reference import rope_angles
+
     bf16 = torch.bfloat16
     keep: list[Any] = []
 
@@ -184,9 +186,7 @@ def _step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, r
                    layout.T_K_NORM: vec("k_norm"), layout.T_IN_LN: vec("in_ln"), layout.T_POST_LN: vec("post_ln")}
         for slot, value in entries.items():
             tab[layer * layout.TABLE_SLOTS + slot] = value
-    half = dims.head_dim // 2
-    inv = dims.rope_theta ** (-torch.arange(half, dtype=torch.float64) / half)
-    ang = inputs.positions.to(torch.float64)[:, None] * inv[None, :]
+    ang = rope_angles(inputs.positions, dims.head_dim, dims.rope_theta)
     blk = inputs.block_table[torch.arange(inputs.x.shape[0]) // inputs.qpr, inputs.positions // dims.kv_block]
     return {
         "x_in": inputs.x.to(bf16).to(dev), "tab": tab.view(torch.int32).to(dev),
