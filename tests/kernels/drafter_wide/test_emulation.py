@@ -40,10 +40,13 @@ def default_layouts(qpr):
 
 def test_every_layout_of_the_default_space_matches_the_model(weights):
     dims = Dims(layers=1)
+    w, shards = weights
+    # Three requests: one young, one straddling a page edge, one past the 4096-token window.
+    inputs = make_inputs(dims, requests=3, qpr=4, context=[5, 94, 4500], seed=1)
+    ref = forward_f64(dims, w, inputs).numpy()
     checked = 0
     for tiles, layout in default_layouts(qpr=4):
-        # Three requests: one young, one straddling a page edge, one past the 4096-token window.
-        result, ref = emulate(layout, dims, weights, requests=3, qpr=4, context=[5, 94, 4500])
+        result = Launch(layout, dims, w, inputs, shards=shards).run()
         for rank, h in enumerate(result.h_out):
             assert max_relative_error(h, ref) < EXACT, (tiles, rank)
         checked += 1
