@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
+import os
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -13,7 +15,8 @@ from kerneltune import __version__
 
 app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape.",
                   no_args_is_help=True, add_completion=False)
-console = Console()
+# Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
+console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 200)
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -155,13 +158,14 @@ def verify(
         report = verify_table(name, table, Path(work), on_entry=progress)
     out = Table(title=f"verify {name}: {table}")
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
-        out.add_column(col)
+        out.add_column(col, overflow="fold")
     fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
     for r in report.entries:
         differ = ", ".join(m.split(":")[0] for m in r.stamps)
         config = _config_text(r.config)
         out.add_row(r.bucket, config, "match" if not r.stamps else f"differ: {differ}", r.correctness,
-                    fmt(r.recorded_us), fmt(r.now_us), fmt(r.heuristic_us), ("[red]" if r.failed else "") + r.verdict)
+                    fmt(r.recorded_us), fmt(r.now_us),
+                    "= tuned" if r.heuristic_is_tuned else fmt(r.heuristic_us), ("[red]" if r.failed else "") + r.verdict)
     if report.entries:
         console.print(out)
     for note in report.notes:

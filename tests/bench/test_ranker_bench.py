@@ -27,3 +27,24 @@ def test_every_baseline_runs_and_agrees(tmp_path):
     for r in rows:
         assert r["rel_error"] < 2e-2 and r["median_ms"] > 0
     assert {r["impl"] for r in rows} == {"kerneltune", *BASELINES}
+
+
+def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    """On CPU: a shape whose reference runs out of memory leaves an error row; the next shape still runs."""
+    import kerneltune.bench.ranker_attention as bench
+
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(SHAPES)
+
+    def fake(shape, method, cap, which, settings, seed=0):
+        if method.value == "tanh":
+            raise MemoryError("reference: 16 GiB")
+        return [{"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": "kerneltune",
+                 "median_ms": 1.0}]
+
+    monkeypatch.setattr(bench, "bench_shape", fake)
+    monkeypatch.setattr(bench, "system_stamps", lambda: {"gpu": "NVIDIA H200"})
+    path, rows = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
+    assert [(r["cap_method"], r["impl"]) for r in rows] == [("tanh", "reference"), ("none", "kerneltune")]
+    assert "MemoryError: reference: 16 GiB" in rows[0]["error"]
+    assert path.read_text().count('"impl"') == 2
