@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
-
-import os
 
 import typer
 from rich.console import Console
@@ -163,9 +162,9 @@ def verify(
     for r in report.entries:
         differ = ", ".join(m.split(":")[0] for m in r.stamps)
         config = _config_text(r.config)
+        heuristic = "= tuned" if r.heuristic_is_tuned else fmt(r.heuristic_us)
         out.add_row(r.bucket, config, "match" if not r.stamps else f"differ: {differ}", r.correctness,
-                    fmt(r.recorded_us), fmt(r.now_us),
-                    "= tuned" if r.heuristic_is_tuned else fmt(r.heuristic_us), ("[red]" if r.failed else "") + r.verdict)
+                    fmt(r.recorded_us), fmt(r.now_us), heuristic, ("[red]" if r.failed else "") + r.verdict)
     if report.entries:
         console.print(out)
     for note in report.notes:
