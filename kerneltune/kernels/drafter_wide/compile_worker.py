@@ -13,7 +13,8 @@ def main() -> None:
     module, func = spec["builder"].split(":")
     launch = getattr(importlib.import_module(module), func)(**spec["kwargs"])
     dtypes = {"bf16": torch.bfloat16, "f32": torch.float32, "i8": torch.int8, "u8": torch.uint8, "i32": torch.int32}
-    args = [torch.zeros(shape, dtype=dtypes[dtype]) for dtype, shape in spec["args"]]
+    # A shape of None is a scalar parameter (an address or a count): compiled on the value 0.
+    args = [0 if shape is None else torch.zeros(shape, dtype=dtypes[dtype]) for dtype, shape in spec["args"]]
     flyc.compile(launch, *args)
 
 

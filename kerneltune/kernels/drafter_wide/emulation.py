@@ -164,7 +164,7 @@ class Launch:
             self._publish(st, "qkvf", b, tag)
 
             yield self._flags_ready(st, "attf", 0, 4 * n, tag, 2)
-            a8 = self._rows8(st, layer, "a8", "as", width=L.model.o_in)
+            a8 = self._a8_rows(st, layer)
             c0 = b * L.O_R
             self._rs_push(st, L.Y_RSO, rows, c0, a8 @ w["o"][c0:c0 + L.O_R].T, tag)
 
@@ -187,6 +187,14 @@ class Launch:
         at = ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width + np.arange(width)[None, :]
         sc = st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)]
         return st.scratch[at] * sc[:, None]
+
+    def _a8_rows(self, st: _Rank, layer: int) -> np.ndarray:
+        """Merged attention rows: 8-bit values with one scale per head quarter."""
+        width = self.L.model.o_in
+        cols = np.arange(width)
+        at = ix.scratch_at(self.L, layer, "a8") + np.arange(self.n)[:, None] * width + cols[None, :]
+        sc = st.scratch[ix.a8_scale_at(self.L, layer, np.arange(self.n)[:, None], cols[None, :] // (width // 4))]
+        return st.scratch[at] * sc
 
     # ------------------------------------------------------------- L: attention and merges
     def _attention(self, st: _Rank, pidx: int) -> Block:
@@ -259,7 +267,7 @@ class Launch:
             scale = np.where(np.isneginf(m), 0.0, np.exp(m - top))
             out = (scale @ o) / (scale @ lsum)
             st.scratch[ix.scratch_at(L, layer, "a8") + t * L.model.o_in + h * hd + np.arange(hd)] = out
-        st.scratch[ix.scratch_at(L, layer, "as") + 4 * t] = 1.0
+        st.scratch[ix.a8_scale_at(L, layer, t, hq)] = 1.0
 
     # ------------------------------------------------------------- N: row norms, all-gathers
     def _norm_block(self, st: _Rank, j: int) -> Block:

@@ -135,6 +135,12 @@ def partial_at(layout: DrafterLayout, layer: Any, block: Any, row_in_request: An
             + (row_in_request * layout.model.q_heads + head) * per_head)
 
 
+def a8_scale_at(layout: DrafterLayout, layer: Any, row: Any, quarter: Any) -> Any:
+    """Byte offset of the float32 scale of one head quarter (one merge task's heads) of an
+    attention row: the o_proj input is quantised per quarter, as each merge task writes it."""
+    return scratch_at(layout, layer, "as") + (row * 4 + quarter) * 4
+
+
 def merge_task(layout: DrafterLayout, task: Any) -> tuple[Any, Any, Any]:
     """Merge task -> (token row, head quarter, request): each task merges 4 heads of one row."""
     t = task // 4

@@ -206,7 +206,7 @@ class DrafterLayout:
         m = self.model
         return {
             "x8": MAX_ROWS * m.hidden, "xs": MAX_ROWS * 4, "qkv": MAX_ROWS * m.qkv_rows * 2,
-            "a8": MAX_ROWS * m.o_in, "as": MAX_ROWS * 4, "h8": MAX_ROWS * m.hidden, "hs": MAX_ROWS * 4,
+            "a8": MAX_ROWS * m.o_in, "as": MAX_ROWS * 4 * 4, "h8": MAX_ROWS * m.hidden, "hs": MAX_ROWS * 4,
             "act": MAX_ROWS * m.intermediate * 2, "ap": self.w_na * self.AP_STRIDE,
         }
 

@@ -1,9 +1,6 @@
 """The drafter as the engine sees it. Without 4 MI300X/MI355X it is ranked statically: each
-layout's stages are compiled offline for the bucket's arch and ranked by spills, co-residency
-margin and instruction count (``static_rank``); timings need the GPUs.
-
-Until the megakernel exists, the compiled stage is the drafter's row norm (``norm_row``) at the
-layout's THREADS and LDS pool.
+layout's megakernel (``kernel.build_wide``) is compiled offline for the bucket's arch and ranked
+by spills, co-residency margin and instruction count (``static_rank``); timings need the GPUs.
 """
 
 from __future__ import annotations
@@ -58,6 +55,10 @@ class DrafterWidePlugin:
         return None
 
     def heuristic(self, problem: DrafterProblem) -> dict[str, Any]:
+        """The seed's layout on MI300X (304 blocks, one per CU); MI355X has 256 CUs, so two
+        blocks of 256 threads per CU (its offline compile: ~210 VGPRs, two waves per SIMD)."""
+        if problem.arch == "gfx950":
+            return {"ng": 192, "threads": 256, "w_na": 96}
         return {"ng": 192, "threads": 512, "w_na": 96}
 
     def bucket(self, problem: DrafterProblem) -> dict[str, Any]:
@@ -67,7 +68,8 @@ class DrafterWidePlugin:
         from kerneltune.tables.stamps import source_hash
 
         here = Path(__file__).parent
-        return source_hash(here / n for n in ("layout.py", "norm_row.py", "offline_compile.py"))
+        return source_hash(here / n for n in ("layout.py", "indexing.py", "device.py", "kernel.py",
+                                               "offline_compile.py"))
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
         return "4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs with ROCm for timings"
@@ -84,16 +86,15 @@ class DrafterWidePlugin:
     def static_rank(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
         """Compile offline and rank: a spilling or non-resident layout is a constraint failure;
         otherwise score = instructions x (1 + BLOCKS / resident blocks), lower is better."""
+        from .kernel import KERNEL_ARG_SPEC
         from .offline_compile import compile_kernel
 
         layout = self.layout(problem, tiles)
-        hidden = layout.model.hidden
         with tempfile.TemporaryDirectory(prefix="kerneltune-flydsl-") as tmp:
             report = compile_kernel(
-                "kerneltune.kernels.drafter_wide.norm_row:build_norm_row",
-                {"hidden": hidden, "threads": layout.threads, "pool_words": layout.pool_words},
-                [["bf16", [64, hidden]], ["bf16", [hidden]], ["bf16", [64, hidden]]],
-                problem.arch, layout.threads, Path(tmp))
+                "kerneltune.kernels.drafter_wide.kernel:build_wide_for",
+                {"arch": problem.arch, **dict(tiles), "qpr": problem.qpr, "layers": problem.layers},
+                KERNEL_ARG_SPEC, problem.arch, layout.threads, Path(tmp))
         r, occ = report.resources, report.occupancy
         metrics = {**dataclasses.asdict(r), "blocks_per_cu": occ.blocks_per_cu, "limited_by": occ.limited_by,
                    "resident_blocks": occ.resident_blocks, "blocks": layout.BLOCKS, "isa_lines": report.isa_lines,

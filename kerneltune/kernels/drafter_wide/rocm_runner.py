@@ -110,7 +110,7 @@ def _rank_main(rank: int, spec: dict[str, Any]) -> None:
     step = torch.ones(1, dtype=torch.int32, device=dev)
     tensors = _step_tensors(dims, layout, weights, inputs, rank, dev)
     h_out = torch.full((n, dims.hidden), float("nan"), dtype=torch.bfloat16, device=dev)
-    launch = build_wide(0, spec["wait_ticks"])
+    launch = build_wide(layout, arch, 0, spec["wait_ticks"])
 
     def one_step() -> None:
         launch(tensors["x_in"].data_ptr(), h_out.data_ptr(), tensors["tab"].data_ptr(),

@@ -1,4 +1,4 @@
-"""Offline FlyDSL compiles of the drafter's own row-norm stage for both archs, and the resource math."""
+"""Offline FlyDSL compiles of the whole drafter megakernel for both archs, and the resource math."""
 
 import shutil
 import subprocess
@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from kerneltune.kernels.drafter_wide.kernel import KERNEL_ARG_SPEC
+from kerneltune.kernels.drafter_wide.layout import DrafterLayout
 from kerneltune.kernels.drafter_wide.offline_compile import (
     CompileFailed,
     Resources,
@@ -15,23 +17,28 @@ from kerneltune.kernels.drafter_wide.offline_compile import (
     parse_resources,
 )
 
-POOL_WORDS = 4096
-NORM = "kerneltune.kernels.drafter_wide.norm_row:build_norm_row"
+WIDE = "kerneltune.kernels.drafter_wide.kernel:build_wide_for"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
-def test_norm_row_compiles_with_sane_resources(tmp_path, arch):
-    r = compile_kernel(NORM, {"hidden": 6144, "threads": 256, "pool_words": POOL_WORDS},
-                       [["bf16", [64, 6144]], ["bf16", [6144]], ["bf16", [64, 6144]]], arch, 256, tmp_path)
+@pytest.mark.parametrize(("arch", "tiles"), [("gfx942", dict(ng=192, threads=512, w_na=96, qpr=1)),
+                                             ("gfx950", dict(ng=384, threads=256, w_na=16, qpr=4))])
+def test_the_megakernel_compiles_with_sane_resources(tmp_path, arch, tiles):
+    layout = DrafterLayout(**tiles)
+    r = compile_kernel(WIDE, {"arch": arch, **tiles}, KERNEL_ARG_SPEC, arch, tiles["threads"], tmp_path)
     res = r.resources
-    assert res.name.startswith("drafter_norm_row")
+    assert res.name == f"drafter_wide_{arch}"
     assert 0 < res.vgpr <= 512 and res.sgpr > 0
-    assert res.lds_bytes == 4 * POOL_WORDS  # the declared pool, nothing else
+    assert res.lds_bytes == 4 * layout.pool_words  # the declared pool, nothing else
     assert res.vgpr_spill == 0 and res.sgpr_spill == 0 and res.scratch_bytes == 0
-    assert res.max_threads == 256
-    assert r.occupancy.waves_per_block == 4 and r.occupancy.blocks_per_cu >= 1
-    assert r.isa_lines > 100
+    assert res.max_threads == tiles["threads"]
+    assert r.occupancy.waves_per_block == tiles["threads"] // 64 and r.occupancy.blocks_per_cu >= 1
+    assert r.occupancy.resident_blocks >= layout.BLOCKS  # the persistent grid fits at once
+    isa = Path(r.isa_path).read_text()
+    # 8-bit MFMAs, packed 8-bit conversions, deadline clock, polling sleep, the health claim.
+    for instruction in ("v_mfma_f32_16x16x32_fp8_fp8", "v_cvt_pk_fp8_f32", "s_memrealtime", "s_sleep",
+                        "global_atomic_cmpswap"):
+        assert instruction in isa, instruction
     code = Path(r.code_object_path).read_bytes()
     assert code[:4] == b"\x7fELF" and len(code) == r.code_object_bytes
     readobj = shutil.which("llvm-readobj-22")
@@ -41,9 +48,9 @@ def test_norm_row_compiles_with_sane_resources(tmp_path, arch):
 
 
 def test_silent_errors_and_bad_builders_fail(tmp_path):
-    with pytest.raises(CompileFailed, match="hidden 6000 does not split"):
-        compile_kernel(NORM, {"hidden": 6000, "threads": 256, "pool_words": 64},
-                       [["bf16", [8, 6000]], ["bf16", [6000]], ["bf16", [8, 6000]]], "gfx942", 256, tmp_path)
+    with pytest.raises(CompileFailed, match="arch: 'gfx90a' is not one of"):
+        compile_kernel(WIDE, {"arch": "gfx90a", "ng": 192, "threads": 512, "w_na": 96, "qpr": 1}, KERNEL_ARG_SPEC,
+                       "gfx942", 512, tmp_path)
 
 
 def test_a_missing_linker_or_device_library_is_one_line_naming_the_package(tmp_path, monkeypatch):
@@ -77,3 +84,17 @@ amdhsa.kernels:
     assert o942.resident_blocks == 304
     o950 = occupancy(Resources("k", 64, 0, 20, 0, 0, 96 * 1024, 0, 256), "gfx950", 256)
     assert (o950.blocks_per_cu, o950.limited_by) == (1, "lds")
+
+
+@pytest.mark.slow
+def test_a_layout_whose_grid_cannot_be_resident_is_infeasible():
+    """MI355X has 256 CUs: the seed's 304 blocks of 512 threads (one per CU at ~180 VGPRs) cannot all
+    be resident, and a persistent grid that is not would deadlock; the static rank says so."""
+    from kerneltune.kernels.drafter_wide.plugin import PLUGIN, DrafterProblem
+
+    problem = DrafterProblem(arch="gfx950", requests=64, qpr=1)
+    out = PLUGIN.static_rank(problem, {"ng": 192, "threads": 512, "w_na": 96})
+    assert out["status"] == "constraint" and "not co-resident: BLOCKS 304 > 256 CUs" in out["error"], out
+    assert out["static"]["vgpr_spill"] == 0 and out["static"]["lds_bytes"] == 4 * out["static"]["pool_words"]
+    ok = PLUGIN.static_rank(problem, PLUGIN.heuristic(problem))
+    assert ok["status"] == "ok" and ok["static"]["resident_blocks"] >= ok["static"]["blocks"], ok

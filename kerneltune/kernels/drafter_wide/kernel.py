@@ -1,0 +1,513 @@
+"""The MiniMax drafter "wide" megakernel for one TP4 rank (FlyDSL, gfx942 / gfx950).
+
+One persistent launch of ``layout.BLOCKS`` blocks runs a whole draft step. Blocks take roles by
+id, as in the seed and as ``emulation.py`` runs them: G blocks ``[0, NG)`` own GEMV rows (QKV,
+o_proj, gate/up, down) for every token row; L blocks ``[ATT0, NORM0)`` own one attention chunk
+of a request, then merge tasks; N blocks ``[NORM0, BLOCKS)`` own one token row per rank (the
+residual, every RMSNorm and 8-bit quantisation) and the all-gathers. Blocks hand work on through
+tagged flag words in global memory and tagged words in the ranks' symmetric peer regions; every
+address comes from ``indexing.py``, the functions the emulation runs on integers. A wait that
+passes its deadline writes the health buffer and lets the launch end.
+
+Numerics, against ``reference.forward_tp4``: 8-bit weights and activations with float32 scales
+into ``mfma_f32_16x16x32_fp8_fp8`` (float32 accumulation); qkv, act and partial sums stored as
+bf16; the residual and every softmax in float32. The attention output is quantised per row and
+head quarter (one merge task's heads, ``indexing.a8_scale_at``), finer than the reference's
+per-row scale. Attention runs one wave per (row, head) over the chunk's keys (no MFMA yet).
+"""
+
+
+from typing import Any
+
+from . import indexing as ix
+from .layout import MAX_ROWS, WAVE, DrafterLayout
+
+F8_FORMAT = {"gfx942": ("e4m3fnuz", 240.0), "gfx950": ("e4m3fn", 448.0)}  # as the reference's F8_DTYPE
+# The launcher's parameters as the offline compile describes them: 25 addresses, then rank,
+# the block table's width and the launch's row count.
+KERNEL_ARG_SPEC = [["i64", None]] * 25 + [["i32", None]] * 3
+
+
+def build_wide_for(arch: str, ng: int, threads: int, w_na: int, qpr: int, layers: int = 1):
+    """``build_wide`` from JSON-friendly arguments (the offline compile's builder)."""
+    from .layout import ModelDims
+
+    return build_wide(DrafterLayout(ng=ng, threads=threads, w_na=w_na, qpr=qpr, model=ModelDims(layers=layers)), arch)
+
+
+def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 1_000_000_000):
+    """The ``@flyc.jit`` launcher of the wide drafter kernel for one TP4 rank.
+
+    ``yw``: the byte offset of the rank's symmetric regions in the peer buffer; ``wait_ticks``:
+    how long (``s_memrealtime`` ticks) a wait may take before it reports a miss."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from flydsl.expr import gpu, range_constexpr, rocdl
+    from flydsl.expr.typing import T
+
+    from . import device as dev
+
+    if arch not in F8_FORMAT:
+        raise ValueError(f"arch: {arch!r} is not one of {sorted(F8_FORMAT)}")
+    f8_max = F8_FORMAT[arch][1]
+    L, m = layout, layout.model
+    waves, threads = L.waves, L.threads
+    hidden, o_in, inter, hd, qh = m.hidden, m.o_in, m.intermediate, m.head_dim, m.q_heads
+    I32, I64, F32 = fx.Int32, fx.Int64, fx.Float32
+    sm_scale = hd ** -0.5
+    eps = 1e-6
+    if hd != 2 * WAVE:
+        raise ValueError(f"head_dim {hd}: the attention maps one head onto one wave of {WAVE} lanes x 2")
+    if L.ROW_PAIRS % threads:
+        raise ValueError(f"threads {threads} must divide a row's {L.ROW_PAIRS} bf16 pairs")
+    per_thread = L.ROW_PAIRS // threads
+    red_words = 2 * waves * 256
+    act_amax = red_words  # 16 words: the row amax of a token tile's act rows
+    scratch_words = L.pool_words - waves  # the block reductions' words, at the pool's end
+    if act_amax + 16 > scratch_words:
+        raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {red_words} + 16 + {waves}")
+    most_flags = max(L.NG, 4 * MAX_ROWS, L.W_NA)
+    heads_per_task = qh // 4
+
+    @fx.struct
+    class Smem:
+        pool: fx.Array[fx.Float32, L.pool_words, 16]
+
+    @flyc.kernel(name=f"drafter_wide_{arch}", known_block_size=[threads, 1, 1])
+    def drafter_wide(x_in: I64, h_out: I64, tab: I64, w_qkv: I64, s_qkv: I64, w_o: I64, s_o: I64, w_gu: I64,
+                     s_gu: I64, w_d: I64, s_d: I64, fin_ln: I64, cos_sin: I64, block_table: I64, positions: I64,
+                     slots: I64, seq_lens: I64, scratch: I64, sym: I64, pe0: I64, pe1: I64, pe2: I64, pe3: I64,
+                     step: I64, health: I64, rank: I32, bt_width: I32, n_rows: I32):
+        tid = I32(fx.thread_idx.x)
+        bid = I32(fx.block_idx.x)
+        lane = tid % WAVE
+        wave = tid // WAVE
+        g4 = lane // 16
+        l16 = lane % 16
+        pool = fx.recast_iter(F32, fx.SharedAllocator().allocate(Smem).peek().pool.ptr)
+        step_ = dev.ld(step, I32)
+        deadline = dev.realtime() + I64(wait_ticks)
+
+        # ------------------------------------------------------------ shared helpers
+        def flag(name: str, index: Any) -> Any:
+            return dev.at(scratch, ix.flag_word(L, name, index))
+
+        def sc(layer: Any, name: str) -> Any:
+            return dev.at(scratch, ix.scratch_at(L, layer, name))
+
+        def peer(r: Any) -> Any:
+            return (r == 0).select(pe0, (r == 1).select(pe1, (r == 2).select(pe2, pe3)))
+
+        def table(layer: Any, slot: int) -> Any:
+            return dev.ld(dev.at(tab, (layer * L.TABLE_SLOTS + slot) * 8), I64, 8)
+
+        def lds(i: Any) -> Any:
+            return fx.ptr_load(pool + i, result_type=fx.Vector.make_type(1, F32))[0]
+
+        def lds_put(i: Any, v: Any) -> None:
+            fx.ptr_store(fx.Vector.from_elements([v], dtype=F32), pool + i)
+
+        def wave_sum(v: Any) -> Any:
+            for k in range_constexpr(6):
+                v = v + v.shuffle_xor(I32(32 >> k), I32(WAVE))
+            return v
+
+        def wave_max(v: Any) -> Any:
+            for k in range_constexpr(6):
+                v = v.maximumf(v.shuffle_xor(I32(32 >> k), I32(WAVE)))
+            return v
+
+        def block_reduce(v: Any, is_max: bool) -> Any:
+            v = wave_max(v) if is_max else wave_sum(v)
+            gpu.barrier()
+            if lane == 0:
+                lds_put(scratch_words + wave, v)
+            gpu.barrier()
+            total = lds(scratch_words)
+            for w in range_constexpr(1, waves):
+                total = total.maximumf(lds(scratch_words + w)) if is_max else total + lds(scratch_words + w)
+            return total
+
+        def bf16_at(addr: Any) -> Any:
+            return dev.bf16_value(I32(dev.ld(addr, fx.Int16, 2)) & 0xFFFF)
+
+        def st_bf16(addr: Any, v: Any) -> None:
+            dev.st(addr, fx.Int16(dev.bf16_bits(v)), fx.Int16, 2)
+
+        def f8_pair(lo: Any, hi: Any) -> Any:
+            """Two float32 (already divided by their scale) -> their 8-bit codes in the low 16 bits of an
+            Int32, ``lo`` first: ``v_cvt_pk_fp8_f32`` gives e4m3fnuz on gfx942 and e4m3fn on gfx950."""
+            return I32(rocdl.cvt_pk_fp8_f32(T.i32, lo, hi, I32(0), False)) & 0xFFFF
+
+        def f8_word(v: Any) -> Any:
+            """Eight float32 -> one Int64 of 8-bit codes (an MFMA operand)."""
+            lo = rocdl.cvt_pk_fp8_f32(T.i32, v[0], v[1], I32(0), False)
+            lo = rocdl.cvt_pk_fp8_f32(T.i32, v[2], v[3], lo, True)
+            hi = rocdl.cvt_pk_fp8_f32(T.i32, v[4], v[5], I32(0), False)
+            hi = rocdl.cvt_pk_fp8_f32(T.i32, v[6], v[7], hi, True)
+            return (I64(hi) << 32) | I64(fx.Uint32(lo))
+
+        def splat(v: Any) -> Any:
+            return fx.Vector.from_elements([v], dtype=F32).broadcast_to(4)
+
+        # ------------------------------------------------------------ G: GEMV tiles
+        def gemv(w_base: Any, w_row: Any, k: int, b_chunks: list[Any], b_scales: list[Any], slot: int) -> None:
+            """This wave's share of one 16x16 tile (weight rows x token rows) into LDS ``slot``;
+            each chunk's product carries the lane's token-row scale of that chunk."""
+            acc = fx.Vector.filled(4, 0.0, F32)
+            for c in range_constexpr(L.chunks(k)):
+                a = dev.row_chunk(w_base, w_row, k, c, wave, g4, waves)
+                acc = acc + dev.mma_chunk(a, b_chunks[c]) * splat(b_scales[c])
+            dev.red_store(pool, slot, acc, wave, lane, waves)
+
+        def rows8(base: Any, scales: Any, t: Any, k: int) -> tuple[list[Any], list[Any]]:
+            row = ix.tile_row(t, l16, n_rows)
+            s = dev.ld(dev.at(scales, 4 * row), F32)
+            chunks = [dev.row_chunk(base, row, k, c, wave, g4, waves) for c in range_constexpr(L.chunks(k))]
+            return chunks, [s] * L.chunks(k)
+
+        def a8_rows(layer: Any, t: Any) -> tuple[list[Any], list[Any]]:
+            """Attention rows: one scale per head quarter; a wave's chunk lies inside one quarter."""
+            row = ix.tile_row(t, l16, n_rows)
+            chunks, scales = [], []
+            for c in range_constexpr(L.chunks(o_in)):
+                chunks.append(dev.row_chunk(sc(layer, "a8"), row, o_in, c, wave, g4, waves))
+                quarter = ((c * waves + wave) * 4 * dev.CHUNK_BYTES) // (o_in // 4)
+                scales.append(dev.ld(dev.at(scratch, ix.a8_scale_at(L, layer, row, quarter)), F32))
+            return chunks, scales
+
+        def act_rows(layer: Any, t: Any) -> tuple[list[Any], list[Any]]:
+            """The tile's bf16 act rows, quantised here with each row's amax (found first)."""
+            act = sc(layer, "act")
+            for i in range(wave, 16, waves):
+                row = ix.tile_row(t, i, n_rows)
+                a = F32(0.0)
+                for k in range_constexpr(inter // WAVE):
+                    a = a.maximumf(abs_f(bf16_at(dev.at(act, 2 * (row * inter + k * WAVE + lane)))))
+                a = wave_max(a)
+                if lane == 0:
+                    lds_put(act_amax + i, a)
+            gpu.barrier()
+            amax = lds(act_amax + l16).maximumf(F32(1e-12))
+            inv = F32(f8_max) / amax
+            row = ix.tile_row(t, l16, n_rows)
+            chunks = []
+            for c in range_constexpr(L.chunks(inter)):
+                k0 = (c * waves + wave) * (4 * dev.CHUNK_BYTES) + g4 * dev.CHUNK_BYTES
+                words = []
+                for i in range_constexpr(4):
+                    v = fx.generic_load(dev.ptr(dev.at(act, 2 * (row * inter + k0 + 8 * i)), fx.BFloat16, 16),
+                                        dtype=fx.BFloat16, count=8)
+                    words.append(f8_word(v.to(F32) * fx.Vector.from_elements([inv], dtype=F32).broadcast_to(8)))
+                chunks.append(words)
+            return chunks, [amax / F32(f8_max)] * L.chunks(inter)
+
+        def abs_f(v: Any) -> Any:
+            return v.maximumf(-v)
+
+        def tile_value(slot: int, r: Any, col: Any, w_scales: Any, w_row0: Any) -> Any:
+            return dev.red_sum(pool, slot, r, col, waves) * dev.ld(dev.at(w_scales, 4 * (w_row0 + r)), F32)
+
+        def push_pairs(t: Any, c0: Any, w_scales: Any, region: int, tag: Any) -> None:
+            """A reduced 16x16 tile's token rows as tagged bf16 pairs to each row's owner."""
+            tok, p = tid // 8, tid % 8
+            row = 16 * t + tok
+            if (tid < 128) & (row < n_rows):
+                lo = tile_value(0, 2 * p, tok, w_scales, c0)
+                hi = tile_value(0, 2 * p + 1, tok, w_scales, c0)
+                addr = dev.at(peer(ix.owner_rank(row)), yw + ix.rs_pair(L, region, rank, row, c0, p))
+                dev.st(addr, dev.tagged_word(dev.bf16_pair(lo, hi), tag), I64, 8, release=True)
+
+        def gemv_role(layer: Any, tag: Any) -> None:
+            nt = ix.tile_count(n_rows)
+            em, en = (tid // 16) % 16, tid % 16
+            qkv_w = w_qkv + I64(layer) * (L.QKV_N * hidden)
+            qkv_s = s_qkv + I64(layer) * (4 * L.QKV_N)
+            o_w, o_s = w_o + I64(layer) * (hidden * o_in), s_o + I64(layer) * (4 * hidden)
+            gu_w, gu_s = w_gu + I64(layer) * (2 * inter * hidden), s_gu + I64(layer) * (8 * inter)
+            d_w, d_s = w_d + I64(layer) * (hidden * inter), s_d + I64(layer) * (4 * hidden)
+
+            dev.wait_flags(flag("x8f", 0), n_rows, most_flags, tag, tid, threads, deadline, health, 1, bid)
+            for t in range(nt):
+                b, s = rows8(sc(layer, "x8"), sc(layer, "xs"), t, hidden)
+                gemv(qkv_w, bid * L.QKV_R + ix.smin(l16, L.QKV_R - 1), hidden, b, s, 0)
+                gpu.barrier()
+                row = 16 * t + en
+                if (tid < 256) & (em < L.QKV_R) & (row < n_rows):
+                    st_bf16(dev.at(sc(layer, "qkv"), 2 * ix.qkv_element(L, row, bid, em)),
+                            tile_value(0, em, en, qkv_s, bid * L.QKV_R))
+                gpu.barrier()
+            dev.publish(flag("qkvf", bid), tag, tid)
+
+            dev.wait_flags(flag("attf", 0), 4 * n_rows, most_flags, tag, tid, threads, deadline, health, 2, bid)
+            for tt in range_constexpr(L.O_R // 16):
+                c0 = bid * L.O_R + 16 * tt
+                for t in range(nt):
+                    b, s = a8_rows(layer, t)
+                    gemv(o_w, c0 + l16, o_in, b, s, 0)
+                    gpu.barrier()
+                    push_pairs(t, c0, o_s, L.Y_RSO, tag)
+                    gpu.barrier()
+
+            dev.wait_flags(flag("h8f", 0), n_rows, most_flags, tag, tid, threads, deadline, health, 3, bid)
+            g0 = bid * L.GU_R
+            for t in range(nt):
+                b, s = rows8(sc(layer, "h8"), sc(layer, "hs"), t, hidden)
+                gemv(gu_w, g0 + ix.smin(l16, L.GU_R - 1), hidden, b, s, 0)
+                gemv(gu_w, L.IR + g0 + ix.smin(l16, L.GU_R - 1), hidden, b, s, 1)
+                gpu.barrier()
+                row = 16 * t + en
+                if (tid < 256) & (em < L.GU_R) & (row < n_rows):
+                    g = dev.bf16_value(dev.bf16_bits(tile_value(0, em, en, gu_s, g0))).minimumf(F32(7.0))
+                    u = dev.bf16_value(dev.bf16_bits(tile_value(1, em, en, gu_s, L.IR + g0)))
+                    u = u.maximumf(F32(-7.0)).minimumf(F32(7.0))
+                    a = g / (F32(1.0) + fx.exp(g * F32(-1.702))) * (u + F32(1.0))
+                    st_bf16(dev.at(sc(layer, "act"), 2 * ix.act_element(L, row, bid, em)), a)
+                gpu.barrier()
+            dev.publish(flag("actf", bid), tag, tid)
+
+            dev.wait_flags(flag("actf", 0), L.NG, most_flags, tag, tid, threads, deadline, health, 4, bid)
+            for tt in range_constexpr(L.D_R // 16):
+                c0 = bid * L.D_R + 16 * tt
+                for t in range(nt):
+                    b, s = act_rows(layer, t)
+                    gemv(d_w, c0 + l16, inter, b, s, 0)
+                    gpu.barrier()
+                    push_pairs(t, c0, d_s, L.Y_RSD, tag)
+                    gpu.barrier()
+
+        # ------------------------------------------------------------ L: attention and merges
+        def head_vec(row: Any, col0: Any, norm_w: Any, layer: Any, rotate: bool, scale_with_norm: bool) -> tuple:
+            """Lane's dims (lane, lane + 64) of one head of a qkv row: RMSNormed and rotated, or raw."""
+            qkv = sc(layer, "qkv")
+            x0 = bf16_at(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, col0 + lane)))
+            x1 = bf16_at(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, col0 + lane + WAVE)))
+            if not scale_with_norm:
+                return x0, x1
+            rstd = fx.rsqrt(wave_sum(x0 * x0 + x1 * x1) / F32(float(hd)) + F32(eps))
+            x0 = x0 * rstd * bf16_at(dev.at(norm_w, 2 * lane))
+            x1 = x1 * rstd * bf16_at(dev.at(norm_w, 2 * (lane + WAVE)))
+            if not rotate:
+                return x0, x1
+            cos = dev.ld(dev.at(cos_sin, 4 * (row * hd + lane)), F32)
+            sin = dev.ld(dev.at(cos_sin, 4 * (row * hd + WAVE + lane)), F32)
+            return x0 * cos - x1 * sin, x0 * sin + x1 * cos
+
+        def attend(state: tuple, q: tuple, kv: tuple, key: Any, p: Any) -> tuple:
+            """One key into a row's online softmax (m, l, o at the lane's two dims)."""
+            m_run, l_run, o0, o1 = state
+            s = wave_sum(q[0] * kv[0] + q[1] * kv[1]) * F32(sm_scale)
+            seen = (key > p - L.WINDOW) & (key <= p)
+            m_new = seen.select(m_run.maximumf(s), m_run)
+            alpha = (m_new == m_run).select(F32(1.0), fx.exp(m_run - m_new))
+            w = seen.select(fx.exp(s - m_new), F32(0.0))
+            return m_new, l_run * alpha + w, o0 * alpha + w * kv[2], o1 * alpha + w * kv[3]
+
+        def attention_role(layer: Any, tag: Any) -> None:
+            pidx = bid - L.ATT0
+            n_req = n_rows // L.QPR
+            cpr = ix.chunks_per_request(L, n_rows)
+            cache = table(layer, L.T_CACHE)
+            nblk = I32(table(layer, L.T_NBLK))
+            qn, kn = table(layer, L.T_Q_NORM), table(layer, L.T_K_NORM)
+            if pidx < cpr * n_req:
+                r, c = pidx // cpr, pidx % cpr
+                p_first = dev.ld(dev.at(positions, 4 * (r * L.QPR)), I32)
+                p_last = dev.ld(dev.at(positions, 4 * (r * L.QPR + L.QPR - 1)), I32)
+                lo, hi, b0w, b1w = ix.window(L, p_first, p_last)
+                q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
+                b_a = b1w - q0
+                key_lo = ix.smax((b_a - cnt + 1) * L.BLOCK, lo)
+                key_hi = ix.smin((b_a + 1) * L.BLOCK - 1, hi)
+                dev.wait_flags(flag("qkvf", 0), L.NG, most_flags, tag, tid, threads, deadline, health, 5, bid)
+                for u in range(wave, L.QPR * qh, waves):
+                    i, h = u // qh, u % qh
+                    row = r * L.QPR + i
+                    p = dev.ld(dev.at(positions, 4 * row), I32)
+                    q0_, q1_ = head_vec(row, h * hd, qn, layer, True, True)
+                    state = (F32(float("-inf")), F32(0.0), F32(0.0), F32(0.0))
+                    for key in range(key_lo, ix.smin(key_hi, p_first - 1) + 1):  # cached keys
+                        blk = dev.ld(dev.at(block_table, 4 * (r * bt_width + key // L.BLOCK)), I32)
+                        k_at = dev.at(cache, 2 * ((blk * L.BLOCK + key % L.BLOCK) * hd))
+                        v_at = dev.at(cache, 2 * (((nblk + blk) * L.BLOCK + key % L.BLOCK) * hd))
+                        kv = (bf16_at(dev.at(k_at, 2 * lane)), bf16_at(dev.at(k_at, 2 * (lane + WAVE))),
+                              bf16_at(dev.at(v_at, 2 * lane)), bf16_at(dev.at(v_at, 2 * (lane + WAVE))))
+                        state = attend(state, (q0_, q1_), kv, key, p)
+                    for key in range(ix.smax(key_lo, p_first), key_hi + 1):  # this step's keys
+                        nrow = r * L.QPR + key - p_first
+                        kv = (*head_vec(nrow, qh * hd, kn, layer, True, True),
+                              *head_vec(nrow, (qh + 1) * hd, kn, layer, False, False))
+                        state = attend(state, (q0_, q1_), kv, key, p)
+                    m_run, l_run, o0, o1 = state
+                    at = dev.at(scratch, ix.partial_at(L, layer, pidx, i, h))
+                    if lane == 0:
+                        dev.st(at, m_run, F32)
+                        dev.st(dev.at(at, 4), l_run, F32)
+                    dev.st(dev.at(at, 8 + 4 * lane), o0, F32)
+                    dev.st(dev.at(at, 8 + 4 * (lane + WAVE)), o1, F32)
+                if c == 0:  # the chunk of the newest blocks writes the request's new keys
+                    for i in range(wave, L.QPR, waves):
+                        row = r * L.QPR + i
+                        slot = dev.ld(dev.at(slots, 4 * row), I32)
+                        k0, k1 = head_vec(row, qh * hd, kn, layer, True, True)
+                        v0, v1 = head_vec(row, (qh + 1) * hd, kn, layer, False, False)
+                        st_bf16(dev.at(cache, 2 * (slot * hd + lane)), k0)
+                        st_bf16(dev.at(cache, 2 * (slot * hd + lane + WAVE)), k1)
+                        st_bf16(dev.at(cache, 2 * ((nblk * L.BLOCK + slot) * hd + lane)), v0)
+                        st_bf16(dev.at(cache, 2 * ((nblk * L.BLOCK + slot) * hd + lane + WAVE)), v1)
+                dev.publish(flag("apf", pidx), tag, tid)
+            for task in range(pidx, 4 * n_rows, L.W_NA):
+                t, hq, r = ix.merge_task(L, task)
+                dev.wait_flags(flag("apf", r * cpr), cpr, most_flags, tag, tid, threads, deadline, health, 6, bid)
+                h = hq * heads_per_task + ix.smin(wave, heads_per_task - 1)
+                i = t - r * L.QPR
+                top = F32(float("-inf"))
+                for c in range(cpr):
+                    top = top.maximumf(dev.ld(dev.at(scratch, ix.partial_at(L, layer, r * cpr + c, i, h)), F32))
+                num0, num1, den = F32(0.0), F32(0.0), F32(0.0)
+                for c in range(cpr):
+                    at = dev.at(scratch, ix.partial_at(L, layer, r * cpr + c, i, h))
+                    mc = dev.ld(at, F32)
+                    f = (mc == F32(float("-inf"))).select(F32(0.0), fx.exp(mc - top))
+                    den = den + f * dev.ld(dev.at(at, 4), F32)
+                    num0 = num0 + f * dev.ld(dev.at(at, 8 + 4 * lane), F32)
+                    num1 = num1 + f * dev.ld(dev.at(at, 8 + 4 * (lane + WAVE)), F32)
+                mine = wave < heads_per_task
+                out0, out1 = num0 / den, num1 / den
+                amax = block_reduce(mine.select(abs_f(out0).maximumf(abs_f(out1)), F32(0.0)), True)
+                amax = amax.maximumf(F32(1e-12))
+                inv = F32(f8_max) / amax
+                if mine:
+                    a8 = dev.at(sc(layer, "a8"), t * o_in + h * hd)
+                    codes = f8_pair(out0 * inv, out1 * inv)
+                    dev.st(dev.at(a8, lane), fx.Int8(codes & 0xFF), fx.Int8, 1)
+                    dev.st(dev.at(a8, lane + WAVE), fx.Int8(codes.shrui(fx.Int32(8))), fx.Int8, 1)
+                if tid == 0:
+                    dev.st(dev.at(scratch, ix.a8_scale_at(L, layer, t, hq)), amax / F32(f8_max), F32)
+                dev.publish(flag("attf", task), tag, tid)
+
+        # ------------------------------------------------------------ N: row norms, all-gathers
+        j = bid - L.NORM0
+        t_own = ix.own_row(j, rank)
+        own = t_own < n_rows
+        t_read = ix.smin(t_own, n_rows - 1)
+
+        def pair_of(k: int) -> Any:
+            return tid + k * threads
+
+        def norm_pairs(res: list[Any], w_addr: Any) -> list[Any]:
+            ss = F32(0.0)
+            for lo, hi in res:
+                ss = ss + lo * lo + hi * hi
+            rstd = fx.rsqrt(block_reduce(ss, False) / F32(float(hidden)) + F32(eps))
+            out = []
+            for k in range_constexpr(per_thread):
+                p = pair_of(k)
+                lo, hi = res[k]
+                out.append((lo * rstd * bf16_at(dev.at(w_addr, 4 * p)), hi * rstd * bf16_at(dev.at(w_addr, 4 * p + 2))))
+            return out
+
+        def put_x8(vals: list[Any], region: int, tag: Any) -> None:
+            """The owned row, quantised with its amax, into this rank's all-gather region, then its tag."""
+            a = F32(0.0)
+            for lo, hi in vals:
+                a = a.maximumf(abs_f(lo)).maximumf(abs_f(hi))
+            amax = block_reduce(a, True).maximumf(F32(1e-12))
+            inv = F32(f8_max) / amax
+            row = dev.at(sym, yw + ix.ag_x8_row(L, region, t_own))
+            if own:
+                for k in range_constexpr(per_thread):
+                    lo, hi = vals[k]
+                    dev.st(dev.at(row, 2 * pair_of(k)), fx.Int16(f8_pair(lo * inv, hi * inv)), fx.Int16, 2)
+            dev.release_block()
+            if own & (tid == 0):
+                dev.st(dev.at(row, hidden), amax / F32(f8_max), F32)
+                dev.st(dev.at(row, hidden + 4), I32(tag), I32, 4, release=True)
+
+        def gather_x8(region: int, layer: Any, tag: Any, data: str, scale: str, fname: str, site: int) -> None:
+            for c in range(4):
+                t = ix.gathered_row(j, c)
+                if t < n_rows:
+                    src = dev.at(peer(ix.owner_rank(t)), yw + ix.ag_x8_row(L, region, t))
+                    dev.wait_tagged(dev.at(src, hidden + 4), tag, deadline, health, site, bid)
+                    dst = dev.at(sc(layer, data), t * hidden)
+                    for k in range_constexpr(-(-hidden // (8 * threads))):
+                        w8 = (tid + k * threads) * 8
+                        if w8 < hidden:
+                            dev.st(dev.at(dst, w8), dev.ld(dev.at(src, w8), I64, 8), I64, 8)
+                    if tid == 0:
+                        dev.st(dev.at(sc(layer, scale), 4 * t), dev.ld(dev.at(src, hidden), F32), F32)
+                    dev.publish(flag(fname, t), tag, tid)
+
+        def row_sum4(region: int, tag: Any, site: int) -> list[Any]:
+            """The owned row's partial sums from the 4 ranks (tagged pairs in this rank's region):
+            first every word this thread reads carries ``tag``, then the reads."""
+            def word(src: Any, p: Any) -> Any:
+                return dev.at(sym, yw + ix.rs_pair(L, region, src, t_read, 0, p))
+
+            if own:
+                for k in range(per_thread * 4):
+                    dev.wait_tagged(dev.at(word(k % 4, pair_of(k // 4)), 4), tag, deadline, health, site, bid)
+            out = []
+            for k in range_constexpr(per_thread):
+                lo, hi = F32(0.0), F32(0.0)
+                for src in range_constexpr(4):
+                    d = dev.ld(word(src, pair_of(k)), I32, 4, acquire=True)
+                    lo = lo + dev.bf16_value(d & 0xFFFF)
+                    hi = hi + dev.bf16_value(d.shrui(fx.Int32(16)))
+                out.append((lo, hi))
+            return out
+
+        def add(res: list[Any], more: list[Any]) -> list[Any]:
+            return [(a + c, b + d) for (a, b), (c, d) in zip(res, more, strict=True)]
+
+        def norm_role() -> None:
+            x_row = dev.at(x_in, 2 * t_read * hidden)
+            res = [(bf16_at(dev.at(x_row, 4 * pair_of(k))), bf16_at(dev.at(x_row, 4 * pair_of(k) + 2)))
+                   for k in range_constexpr(per_thread)]
+            for layer in range_constexpr(L.LAYERS):
+                tag = ix.tag(step_, layer)
+                if layer > 0:
+                    res = add(res, row_sum4(L.Y_RSD, tag - 1, 7))
+                put_x8(norm_pairs(res, table(layer, L.T_IN_LN)), L.Y_AGX, tag)
+                gather_x8(L.Y_AGX, layer, tag, "x8", "xs", "x8f", 10)
+                res = add(res, row_sum4(L.Y_RSO, tag, 8))
+                put_x8(norm_pairs(res, table(layer, L.T_POST_LN)), L.Y_AGH, tag)
+                gather_x8(L.Y_AGH, layer, tag, "h8", "hs", "h8f", 11)
+            ftag = ix.tag(step_, L.LAYERS)
+            res = add(res, row_sum4(L.Y_RSD, ftag - 1, 9))
+            out = norm_pairs(res, fin_ln)
+            if own:
+                for k in range_constexpr(per_thread):
+                    lo, hi = out[k]
+                    word = dev.at(sym, yw + ix.ag_bf_pair(L, L.Y_AGF, t_own, pair_of(k)))
+                    dev.st(word, dev.tagged_word(dev.bf16_pair(lo, hi), ftag), I64, 8, release=True)
+            for c in range(4):
+                t = ix.gathered_row(j, c)
+                if t < n_rows:
+                    for k in range(per_thread):
+                        p = pair_of(k)
+                        word = dev.at(peer(ix.owner_rank(t)), yw + ix.ag_bf_pair(L, L.Y_AGF, t, p))
+                        dev.wait_tagged(dev.at(word, 4), ftag, deadline, health, 12, bid)
+                        dev.st(dev.at(h_out, 2 * (t * hidden + 2 * p)), dev.ld(word, I32, 4, acquire=True), I32)
+
+        if bid < L.NG:
+            for layer in range_constexpr(L.LAYERS):
+                gemv_role(layer, ix.tag(step_, layer))
+        elif bid < L.NORM0:
+            for layer in range_constexpr(L.LAYERS):
+                attention_role(layer, ix.tag(step_, layer))
+        else:
+            norm_role()
+
+    @flyc.jit
+    def launch(x_in: I64, h_out: I64, tab: I64, w_qkv: I64, s_qkv: I64, w_o: I64, s_o: I64, w_gu: I64,
+               s_gu: I64, w_d: I64, s_d: I64, fin_ln: I64, cos_sin: I64, block_table: I64, positions: I64,
+               slots: I64, seq_lens: I64, scratch: I64, sym: I64, pe0: I64, pe1: I64, pe2: I64, pe3: I64,
+               step: I64, health: I64, rank: I32, bt_width: I32, n_rows: I32,
+               stream: fx.Stream = fx.Stream(None)):  # noqa: B008
+        drafter_wide(x_in, h_out, tab, w_qkv, s_qkv, w_o, s_o, w_gu, s_gu, w_d, s_d, fin_ln, cos_sin, block_table,
+                     positions, slots, seq_lens, scratch, sym, pe0, pe1, pe2, pe3, step, health, rank, bt_width,
+                     n_rows).launch(grid=(L.BLOCKS, 1, 1), block=(threads, 1, 1), stream=stream)
+
+    return launch
