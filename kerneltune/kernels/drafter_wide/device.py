@@ -22,8 +22,9 @@ from flydsl._mlir.dialects import llvm
 from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import T
 
+from . import indexing as ix
+
 WAVE = 64
-CHUNK_BYTES = 32  # one lane's bytes of a row per chunk: four MFMA K-steps of 8
 SYSTEM = "one-as"  # peers write these words: visible across the fabric
 HEALTH_SITE, HEALTH_BLOCK, HEALTH_TAG, HEALTH_MISSING = 0, 1, 2, 3
 
@@ -146,10 +147,10 @@ def tagged_word(data: Any, tag: Any) -> Any:
 
 
 # ----------------------------------------------------------------- GEMV tiles
-def row_chunk(base: Any, row: Any, k: int, chunk: int, wave: Any, g4: Any, waves: int) -> Any:
+def row_chunk(layout: Any, base: Any, row: Any, k: int, chunk: int, wave: Any, g4: Any) -> Any:
     """Lane group ``g4``'s 32 bytes of chunk ``chunk`` of wave ``wave`` of the 8-bit row ``row``
     (``k`` bytes long): four Int64 MFMA operands, read once (nontemporal)."""
-    off = fx.Int64(row) * k + fx.Int64((chunk * waves + wave) * (4 * CHUNK_BYTES) + g4 * CHUNK_BYTES)
+    off = fx.Int64(row) * k + fx.Int64(ix.k_offset(layout, chunk, wave, g4))
     return fx.generic_load(ptr(base + off, fx.Int64, 16), dtype=fx.Int64, count=4, nontemporal=True)
 
 
@@ -161,19 +162,17 @@ def mma_chunk(a: Any, b: Any) -> Any:
     return acc
 
 
-def red_store(red: Any, slot: int, acc: Any, wave: Any, lane: Any, waves: int) -> None:
-    """This wave's partial tile into LDS slot ``slot`` (``waves`` x 256 floats per slot)."""
+def red_store(layout: Any, red: Any, slot: int, acc: Any, wave: Any, lane: Any) -> None:
+    """This wave's partial tile into LDS slot ``slot``."""
     for i in range_constexpr(4):
-        fx.ptr_store(fx.Vector.from_elements([acc[i]], dtype=fx.Float32),
-                     red + ((slot * waves + wave) * 256 + i * WAVE + lane))
+        value = fx.Vector.from_elements([acc[i]], dtype=fx.Float32)
+        fx.ptr_store(value, red + ix.red_word(layout, slot, wave, i, lane))
 
 
-def red_sum(red: Any, slot: int, m: Any, n: Any, waves: int) -> Any:
+def red_sum(layout: Any, red: Any, slot: int, m: Any, n: Any) -> Any:
     """Element (row m, column n) of slot ``slot``'s tile, summed over the waves."""
-    lane = (m // 4) * 16 + n
     total = fx.Float32(0.0)
-    for w in range_constexpr(waves):
-        total = total + fx.ptr_load(red + ((slot * waves + w) * 256 + (m % 4) * WAVE + lane),
+    for w in range_constexpr(layout.waves):
+        total = total + fx.ptr_load(red + ix.red_element(layout, slot, w, m, n),
                                     result_type=fx.Vector.make_type(1, fx.Float32))[0]
     return total
-

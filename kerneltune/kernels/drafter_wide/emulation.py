@@ -9,8 +9,10 @@ with every outstanding wait instead of hanging.
 
 Memory is byte-addressed: a value stored at byte offset ``b`` sits in slot ``b`` whatever its
 width, and every slot starts as NaN, so a value read from a wrong or unwritten address poisons
-the output. Values stay float64 (no 8-bit or bf16 rounding): the emulation checks the launch's
-data movement and order, which must reproduce the float64 reference exactly.
+the output. The G blocks' LDS is a per-block array of float32 words (NaN at first): each GEMV
+tile's per-wave partial sums go through it at the kernel's ``red_word`` / ``red_element``.
+Values stay float64 (no 8-bit or bf16 rounding): the emulation checks the launch's data movement
+and order, which must reproduce the float64 reference exactly.
 """
 
 from __future__ import annotations
@@ -88,7 +90,8 @@ def _t(a: np.ndarray) -> Any:
 class Launch:
     """One step of the drafter on 4 emulated ranks. ``faults`` injects bugs at single sites, for
     the tests that prove the emulation catches them: ``{"tag:x8f": -1}`` publishes the x8 flags
-    with a wrong tag, ``{"offset:rs": 8}`` writes reduce-scatter pairs 8 bytes off."""
+    with a wrong tag, ``{"offset:rs": 8}`` writes reduce-scatter pairs 8 bytes off,
+    ``{"offset:lds": 1}`` reads the GEMV tiles' LDS partial sums one word off."""
 
     def __init__(self, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, step: int = 1,
                  faults: Mapping[str, int] | None = None,
@@ -149,16 +152,54 @@ class Launch:
             at = ix.rs_pair(self.L, region, st.rank, int(t), col0, pairs) + self.faults.get("offset:rs", 0)
             peer.sym[at], peer.sym[at + 2], peer.sym[at + 4] = y[t, 0::2], y[t, 1::2], tag
 
+    def _tile_partials(self, lds: np.ndarray, slot: int, w16: np.ndarray, x16: np.ndarray) -> None:
+        """Each wave's share of a 16x16 tile (weight rows x token rows), as the kernel splits K
+        (``k_offset``) and leaves it in LDS (``red_word``); the MFMA's own lane layout (value i of
+        lane l is row ``mfma_row(l, i)``, column l % 16) is the hardware's, taken as documented."""
+        L, k = self.L, w16.shape[1]
+        lanes = np.arange(64)
+        for wave in range(L.waves):
+            cols = np.concatenate([ix.k_offset(L, c, wave, g4) + np.arange(ix.K_CHUNK)
+                                   for c in range(L.chunks(k)) for g4 in range(4)])
+            part = w16[:, cols] @ x16[:, cols].T
+            for i in range(4):
+                lds[ix.red_word(L, slot, wave, i, lanes)] = part[ix.mfma_row(lanes, i), lanes % ix.TILE]
+
+    def _tile_sum(self, lds: np.ndarray, slot: int) -> np.ndarray:
+        m, n = np.meshgrid(np.arange(ix.TILE), np.arange(ix.TILE), indexing="ij")
+        shift = self.faults.get("offset:lds", 0)
+        return sum(lds[ix.red_element(self.L, slot, w, m, n) + shift] for w in range(self.L.waves))
+
+    def _gemv_rows(self, lds: np.ndarray, w: list[np.ndarray], x: np.ndarray) -> list[np.ndarray]:
+        """``x @ W.T`` for one or two weight blocks (gate and up share a pass: LDS slots 0 and 1), tile by
+        tile as the kernel runs them: token tiles of 16 (``tile_row``), weight tiles of 16 rows (a block
+        with fewer rows repeats its last one), partials through the LDS model."""
+        n = self.n
+        out = [np.full((n, len(wb)), np.nan) for wb in w]
+        for tt in range(-(-len(w[0]) // ix.TILE)):
+            for t in range(ix.tile_count(n)):
+                x16 = x[[ix.tile_row(t, lane, n) for lane in range(ix.TILE)]]
+                for slot, wb in enumerate(w):
+                    w16 = wb[np.minimum(ix.TILE * tt + np.arange(ix.TILE), len(wb) - 1)]
+                    self._tile_partials(lds, slot, w16, x16)
+                for slot, wb in enumerate(w):
+                    y = self._tile_sum(lds, slot)
+                    rows, cols = ix.TILE * t + np.arange(ix.TILE), ix.TILE * tt + np.arange(ix.TILE)
+                    keep_r, keep_c = rows < n, cols < len(wb)
+                    out[slot][np.ix_(rows[keep_r], cols[keep_c])] = y[np.ix_(keep_c, keep_r)].T
+        return out
+
     def _gemv(self, st: _Rank, b: int) -> Block:
         L, n = self.L, self.n
         rows = np.arange(n)
+        lds = np.full(L.pool_words, np.nan)
         for layer in range(self.layers):
             tag = ix.tag(self.step, layer)
             w = st.w[layer]
             yield self._flags_ready(st, "x8f", 0, n, tag, 1)
             x8 = self._rows8(st, layer, "x8", "xs")
             r0 = b * L.QKV_R
-            out = x8 @ w["qkv"][r0:r0 + L.QKV_R].T
+            [out] = self._gemv_rows(lds, [w["qkv"][r0:r0 + L.QKV_R]], x8)
             el = ix.qkv_element(L, rows[:, None], b, np.arange(L.QKV_R)[None, :])
             st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el] = out
             self._publish(st, "qkvf", b, tag)
@@ -166,12 +207,14 @@ class Launch:
             yield self._flags_ready(st, "attf", 0, 4 * n, tag, 2)
             a8 = self._a8_rows(st, layer)
             c0 = b * L.O_R
-            self._rs_push(st, L.Y_RSO, rows, c0, a8 @ w["o"][c0:c0 + L.O_R].T, tag)
+            [y] = self._gemv_rows(lds, [w["o"][c0:c0 + L.O_R]], a8)
+            self._rs_push(st, L.Y_RSO, rows, c0, y, tag)
 
             yield self._flags_ready(st, "h8f", 0, n, tag, 3)
             h8 = self._rows8(st, layer, "h8", "hs")
             g0 = b * L.GU_R
-            act = swiglu_clamped(_t(h8 @ w["gate"][g0:g0 + L.GU_R].T), _t(h8 @ w["up"][g0:g0 + L.GU_R].T)).numpy()
+            g, u = self._gemv_rows(lds, [w["gate"][g0:g0 + L.GU_R], w["up"][g0:g0 + L.GU_R]], h8)
+            act = swiglu_clamped(_t(g), _t(u)).numpy()
             el = ix.act_element(L, rows[:, None], b, np.arange(L.GU_R)[None, :])
             st.scratch[ix.scratch_at(L, layer, "act") + 2 * el] = act
             self._publish(st, "actf", b, tag)
@@ -179,7 +222,8 @@ class Launch:
             yield self._flags_ready(st, "actf", 0, L.NG, tag, 4)
             el = ix.act_element(L, rows[:, None], 0, np.arange(L.IR)[None, :])
             act_rows = st.scratch[ix.scratch_at(L, layer, "act") + 2 * el]
-            self._rs_push(st, L.Y_RSD, rows, c0, act_rows @ w["down"][c0:c0 + L.D_R].T, tag)
+            [y] = self._gemv_rows(lds, [w["down"][c0:c0 + L.D_R]], act_rows)
+            self._rs_push(st, L.Y_RSD, rows, c0, y, tag)
 
     def _rows8(self, st: _Rank, layer: int, data: str, scale: str, width: int | None = None) -> np.ndarray:
         """8-bit rows with their scales, read from this rank's scratch (dequantised)."""

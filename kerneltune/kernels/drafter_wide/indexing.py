@@ -12,6 +12,7 @@ from typing import Any
 from .layout import TP, DrafterLayout
 
 TILE = 16  # rows of one MFMA tile
+K_CHUNK = 32  # bytes of a row one lane holds per chunk: four MFMA K-steps of 8
 PAIR_BYTES = 8  # a reduce-scatter or bf16 all-gather word: two bf16 values, then a 4-byte tag
 
 
@@ -72,6 +73,32 @@ def tile_count(n_rows: Any) -> Any:
 def tile_row(t: Any, l16: Any, n_rows: Any) -> Any:
     """Lane ``l16``'s token row of tile ``t``; rows past ``n_rows`` repeat the last one."""
     return TILE * t + smin(l16, smax(n_rows - TILE * t, 1) - 1)
+
+
+def k_offset(layout: DrafterLayout, chunk: Any, wave: Any, g4: Any) -> Any:
+    """Byte offset in a K-long 8-bit row of lane group ``g4``'s 32 bytes of ``chunk`` of ``wave``:
+    over every (chunk, wave, g4) the offsets tile the row once."""
+    return (chunk * layout.waves + wave) * (4 * K_CHUNK) + g4 * K_CHUNK
+
+
+def k_quarter(layout: DrafterLayout, chunk: Any, wave: Any, k: int) -> Any:
+    """Which quarter of a K-long row a wave's chunk lies in (one scale per head quarter of o_proj's input)."""
+    return k_offset(layout, chunk, wave, 0) // (k // 4)
+
+
+def mfma_row(lane: Any, i: Any) -> Any:
+    """Row of a 16x16 MFMA output tile held in value ``i`` (0..3) of ``lane``; its column is lane % 16."""
+    return 4 * (lane // TILE) + i
+
+
+def red_word(layout: DrafterLayout, slot: Any, wave: Any, i: Any, lane: Any) -> Any:
+    """LDS word (float32) where ``wave`` leaves value ``i`` of ``lane`` of its partial tile in ``slot``."""
+    return (slot * layout.waves + wave) * (TILE * TILE) + i * 64 + lane
+
+
+def red_element(layout: DrafterLayout, slot: Any, wave: Any, m: Any, n: Any) -> Any:
+    """LDS word of element (row m, column n) of ``wave``'s partial tile: ``red_word`` inverted."""
+    return red_word(layout, slot, wave, m % 4, (m // 4) * TILE + n)
 
 
 def qkv_element(layout: DrafterLayout, row: Any, block: Any, r: Any) -> Any:

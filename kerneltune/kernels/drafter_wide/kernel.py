@@ -156,14 +156,14 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             each chunk's product carries the lane's token-row scale of that chunk."""
             acc = fx.Vector.filled(4, 0.0, F32)
             for c in range_constexpr(L.chunks(k)):
-                a = dev.row_chunk(w_base, w_row, k, c, wave, g4, waves)
+                a = dev.row_chunk(L, w_base, w_row, k, c, wave, g4)
                 acc = acc + dev.mma_chunk(a, b_chunks[c]) * splat(b_scales[c])
-            dev.red_store(pool, slot, acc, wave, lane, waves)
+            dev.red_store(L, pool, slot, acc, wave, lane)
 
         def rows8(base: Any, scales: Any, t: Any, k: int) -> tuple[list[Any], list[Any]]:
             row = ix.tile_row(t, l16, n_rows)
             s = dev.ld(dev.at(scales, 4 * row), F32)
-            chunks = [dev.row_chunk(base, row, k, c, wave, g4, waves) for c in range_constexpr(L.chunks(k))]
+            chunks = [dev.row_chunk(L, base, row, k, c, wave, g4) for c in range_constexpr(L.chunks(k))]
             return chunks, [s] * L.chunks(k)
 
         def a8_rows(layer: Any, t: Any) -> tuple[list[Any], list[Any]]:
@@ -171,8 +171,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             row = ix.tile_row(t, l16, n_rows)
             chunks, scales = [], []
             for c in range_constexpr(L.chunks(o_in)):
-                chunks.append(dev.row_chunk(sc(layer, "a8"), row, o_in, c, wave, g4, waves))
-                quarter = ((c * waves + wave) * 4 * dev.CHUNK_BYTES) // (o_in // 4)
+                chunks.append(dev.row_chunk(L, sc(layer, "a8"), row, o_in, c, wave, g4))
+                quarter = ix.k_quarter(L, c, wave, o_in)
                 scales.append(dev.ld(dev.at(scratch, ix.a8_scale_at(L, layer, row, quarter)), F32))
             return chunks, scales
 
@@ -193,7 +193,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             row = ix.tile_row(t, l16, n_rows)
             chunks = []
             for c in range_constexpr(L.chunks(inter)):
-                k0 = (c * waves + wave) * (4 * dev.CHUNK_BYTES) + g4 * dev.CHUNK_BYTES
+                k0 = ix.k_offset(L, c, wave, g4)
                 words = []
                 for i in range_constexpr(4):
                     v = fx.generic_load(dev.ptr(dev.at(act, 2 * (row * inter + k0 + 8 * i)), fx.BFloat16, 16),
@@ -206,7 +206,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             return v.maximumf(-v)
 
         def tile_value(slot: int, r: Any, col: Any, w_scales: Any, w_row0: Any) -> Any:
-            return dev.red_sum(pool, slot, r, col, waves) * dev.ld(dev.at(w_scales, 4 * (w_row0 + r)), F32)
+            return dev.red_sum(L, pool, slot, r, col) * dev.ld(dev.at(w_scales, 4 * (w_row0 + r)), F32)
 
         def push_pairs(t: Any, c0: Any, w_scales: Any, region: int, tag: Any) -> None:
             """A reduced 16x16 tile's token rows as tagged bf16 pairs to each row's owner."""

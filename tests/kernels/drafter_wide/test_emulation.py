@@ -1,6 +1,6 @@
 """The TP4 launch emulated block by block on the CPU against the float64 model: every layout of
 the default space, several shapes, two layers; a wrong flag tag and a wrong peer offset, each
-caught (a reported deadlock, never a hang)."""
+caught (a reported deadlock, never a hang), and a wrong LDS offset caught in h_out."""
 
 import pytest
 
@@ -84,3 +84,10 @@ def test_a_wrong_peer_offset_is_caught(weights):
     with pytest.raises(Deadlock) as e:
         emulate(DrafterLayout(qpr=2), Dims(layers=1), weights, 2, 2, [30, 100], faults={"offset:rs": 8})
     assert any("(N): site 8 " in w and "reduce-scatter" in w for w in e.value.waits)
+
+
+def test_a_wrong_lds_offset_is_caught(weights):
+    # The GEMV tiles' partial sums read one LDS word off: other lanes' values (and, past the last
+    # wave's tile, unwritten NaN words) end up in h_out.
+    result, ref = emulate(DrafterLayout(qpr=2), Dims(layers=1), weights, 2, 2, [30, 100], faults={"offset:lds": 1})
+    assert all(max_relative_error(h, ref) > 1e-3 for h in result.h_out)
