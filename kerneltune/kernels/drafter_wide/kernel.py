@@ -218,6 +218,18 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 addr = dev.at(peer(ix.owner_rank(row)), yw + ix.rs_pair(L, region, rank, row, c0, p))
                 dev.st(addr, dev.tagged_word(dev.bf16_pair(lo, hi), tag), I64, 8, release=True)
 
+        def to_owners(w_base: Any, w_scales: Any, k: int, rows: int, operands: Any, region: int, tag: Any) -> None:
+            """o_proj and down: this block's ``rows`` output columns of every token row, as partial
+            sums pushed to each token row's owner."""
+            for tt in range_constexpr(rows // 16):
+                c0 = bid * rows + 16 * tt
+                for t in range(ix.tile_count(n_rows)):
+                    b, s = operands(t)
+                    gemv(w_base, c0 + l16, k, b, s, 0)
+                    gpu.barrier()
+                    push_pairs(t, c0, w_scales, region, tag)
+                    gpu.barrier()
+
         def gemv_role(layer: Any, tag: Any) -> None:
             nt = ix.tile_count(n_rows)
             em, en = (tid // 16) % 16, tid % 16
@@ -240,14 +252,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             dev.publish(flag("qkvf", bid), tag, tid)
 
             dev.wait_flags(flag("attf", 0), 4 * n_rows, most_flags, tag, tid, threads, deadline, health, 2, bid)
-            for tt in range_constexpr(L.O_R // 16):
-                c0 = bid * L.O_R + 16 * tt
-                for t in range(nt):
-                    b, s = a8_rows(layer, t)
-                    gemv(o_w, c0 + l16, o_in, b, s, 0)
-                    gpu.barrier()
-                    push_pairs(t, c0, o_s, L.Y_RSO, tag)
-                    gpu.barrier()
+            to_owners(o_w, o_s, o_in, L.O_R, lambda t: a8_rows(layer, t), L.Y_RSO, tag)
 
             dev.wait_flags(flag("h8f", 0), n_rows, most_flags, tag, tid, threads, deadline, health, 3, bid)
             g0 = bid * L.GU_R
@@ -267,28 +272,20 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             dev.publish(flag("actf", bid), tag, tid)
 
             dev.wait_flags(flag("actf", 0), L.NG, most_flags, tag, tid, threads, deadline, health, 4, bid)
-            for tt in range_constexpr(L.D_R // 16):
-                c0 = bid * L.D_R + 16 * tt
-                for t in range(nt):
-                    b, s = act_rows(layer, t)
-                    gemv(d_w, c0 + l16, inter, b, s, 0)
-                    gpu.barrier()
-                    push_pairs(t, c0, d_s, L.Y_RSD, tag)
-                    gpu.barrier()
+            to_owners(d_w, d_s, inter, L.D_R, lambda t: act_rows(layer, t), L.Y_RSD, tag)
 
         # ------------------------------------------------------------ L: attention and merges
-        def head_vec(row: Any, col0: Any, norm_w: Any, layer: Any, rotate: bool, scale_with_norm: bool) -> tuple:
-            """Lane's dims (lane, lane + 64) of one head of a qkv row: RMSNormed and rotated, or raw."""
+        def head_vec(row: Any, col0: Any, layer: Any, norm_w: Any = None) -> tuple:
+            """Lane's dims (lane, lane + 64) of one head of a qkv row: raw (v), or RMSNormed with
+            ``norm_w`` and rotated at the row's position (q, k)."""
             qkv = sc(layer, "qkv")
             x0 = bf16_at(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, col0 + lane)))
             x1 = bf16_at(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, col0 + lane + WAVE)))
-            if not scale_with_norm:
+            if fx.const_expr(norm_w is None):
                 return x0, x1
             rstd = fx.rsqrt(wave_sum(x0 * x0 + x1 * x1) / F32(float(hd)) + F32(eps))
             x0 = x0 * rstd * bf16_at(dev.at(norm_w, 2 * lane))
             x1 = x1 * rstd * bf16_at(dev.at(norm_w, 2 * (lane + WAVE)))
-            if not rotate:
-                return x0, x1
             cos = dev.ld(dev.at(cos_sin, 4 * (row * hd + lane)), F32)
             sin = dev.ld(dev.at(cos_sin, 4 * (row * hd + WAVE + lane)), F32)
             return x0 * cos - x1 * sin, x0 * sin + x1 * cos
@@ -324,7 +321,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                     i, h = u // qh, u % qh
                     row = r * L.QPR + i
                     p = dev.ld(dev.at(positions, 4 * row), I32)
-                    q0_, q1_ = head_vec(row, h * hd, qn, layer, True, True)
+                    q0_, q1_ = head_vec(row, h * hd, layer, qn)
                     state = (F32(float("-inf")), F32(0.0), F32(0.0), F32(0.0))
                     for key in range(key_lo, ix.smin(key_hi, p_first - 1) + 1):  # cached keys
                         blk = dev.ld(dev.at(block_table, 4 * (r * bt_width + key // L.BLOCK)), I32)
@@ -335,8 +332,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                         state = attend(state, (q0_, q1_), kv, key, p)
                     for key in range(ix.smax(key_lo, p_first), key_hi + 1):  # this step's keys
                         nrow = r * L.QPR + key - p_first
-                        kv = (*head_vec(nrow, qh * hd, kn, layer, True, True),
-                              *head_vec(nrow, (qh + 1) * hd, kn, layer, False, False))
+                        kv = (*head_vec(nrow, qh * hd, layer, kn),
+                              *head_vec(nrow, (qh + 1) * hd, layer))
                         state = attend(state, (q0_, q1_), kv, key, p)
                     m_run, l_run, o0, o1 = state
                     at = dev.at(scratch, ix.partial_at(L, layer, pidx, i, h))
@@ -349,8 +346,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                     for i in range(wave, L.QPR, waves):
                         row = r * L.QPR + i
                         slot = dev.ld(dev.at(slots, 4 * row), I32)
-                        k0, k1 = head_vec(row, qh * hd, kn, layer, True, True)
-                        v0, v1 = head_vec(row, (qh + 1) * hd, kn, layer, False, False)
+                        k0, k1 = head_vec(row, qh * hd, layer, kn)
+                        v0, v1 = head_vec(row, (qh + 1) * hd, layer)
                         st_bf16(dev.at(cache, 2 * (slot * hd + lane)), k0)
                         st_bf16(dev.at(cache, 2 * (slot * hd + lane + WAVE)), k1)
                         st_bf16(dev.at(cache, 2 * ((nblk * L.BLOCK + slot) * hd + lane)), v0)
