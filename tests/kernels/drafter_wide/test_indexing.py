@@ -76,3 +76,27 @@ def test_the_same_functions_trace_in_a_flydsl_kernel(arch):
     assert report.resources.vgpr_spill == 0 and report.resources.scratch_bytes == 0
     # Every probed value reaches memory (stores of neighbouring values may merge into wider ones).
     assert isa.count("buffer_store") >= k // 4
+
+
+@pytest.mark.parametrize(("threads", "k"), [(256, 6144), (512, 6144), (512, 2048), (256, 3072)])
+def test_the_gemv_k_split_covers_each_byte_of_a_row_once(threads, k):
+    layout = DrafterLayout(threads=threads)
+    spans = [ix.k_offset(layout, c, w, g4) + b for c in range(layout.chunks(k)) for w in range(layout.waves)
+             for g4 in range(4) for b in range(ix.K_CHUNK)]
+    assert sorted(spans) == list(range(k))
+    # A wave's chunk never straddles a head quarter of o_proj's input (one scale per quarter).
+    for c, w in itertools.product(range(layout.chunks(k)), range(layout.waves)):
+        first, last = ix.k_offset(layout, c, w, 0), ix.k_offset(layout, c, w, 3) + ix.K_CHUNK - 1
+        assert first // (k // 4) == last // (k // 4) == ix.k_quarter(layout, c, w, k)
+
+
+@pytest.mark.parametrize("threads", [256, 512])
+def test_lds_partials_have_one_word_each_and_are_read_back_where_written(threads):
+    layout = DrafterLayout(threads=threads)
+    written = {}
+    for slot, w, i, lane in itertools.product(range(2), range(layout.waves), range(4), range(64)):
+        word = ix.red_word(layout, slot, w, i, lane)
+        written[word] = (slot, w, ix.mfma_row(lane, i), lane % ix.TILE)
+    assert len(written) == 2 * layout.waves * 256 and max(written) < layout.pool_words
+    for slot, w, m, n in itertools.product(range(2), range(layout.waves), range(16), range(16)):
+        assert written[ix.red_element(layout, slot, w, m, n)] == (slot, w, m, n)
