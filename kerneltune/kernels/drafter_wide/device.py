@@ -22,11 +22,10 @@ from flydsl._mlir.dialects import llvm
 from flydsl.expr import gpu, range_constexpr, rocdl
 from flydsl.expr.typing import T
 
+from . import health
 from . import indexing as ix
 
-WAVE = 64
 SYSTEM = "one-as"  # peers write these words: visible across the fabric
-HEALTH_SITE, HEALTH_BLOCK, HEALTH_TAG, HEALTH_MISSING = 0, 1, 2, 3
 
 
 # ----------------------------------------------------------------- memory
@@ -87,18 +86,19 @@ def _poll(addr: Any, tag: Any, deadline: Any, exact: bool) -> Any:
 
 
 @flyc.jit
-def report_miss(health: Any, site: int, block: Any, tag: Any, missing: Any) -> None:
+def report_miss(health_buf: Any, site: int, block: Any, tag: Any, missing: Any) -> None:
     """The first block to miss a deadline claims the health buffer and says what it waited for."""
-    _, won = fx.atomic_cas(ptr(health, fx.Int32, 4), fx.Int32(0), fx.Int32(site), syncscope=SYSTEM)
+    word = at(health_buf, 4 * health.SITE)
+    _, won = fx.atomic_cas(ptr(word, fx.Int32, 4), fx.Int32(0), fx.Int32(site), syncscope=SYSTEM)
     if won:
-        st(at(health, 4 * HEALTH_BLOCK), fx.Int32(block), fx.Int32)
-        st(at(health, 4 * HEALTH_TAG), fx.Int32(tag), fx.Int32)
-        st(at(health, 4 * HEALTH_MISSING), fx.Int32(missing), fx.Int32)
+        st(at(health_buf, 4 * health.BLOCK), fx.Int32(block), fx.Int32)
+        st(at(health_buf, 4 * health.TAG), fx.Int32(tag), fx.Int32)
+        st(at(health_buf, 4 * health.MISSING), fx.Int32(missing), fx.Int32)
 
 
 @flyc.jit
 def wait_flags(first_flag: Any, count: Any, most: int, tag: Any, tid: Any, threads: int, deadline: Any,
-               health: Any, site: int, block: Any) -> None:
+               health_buf: Any, site: int, block: Any) -> None:
     """The block polls ``count`` (at most ``most``) consecutive 8-byte flag words, each thread its
     share; a miss goes to the health buffer (site, block, tag, 1) and the block carries on, so the
     launch ends instead of hanging."""
@@ -107,17 +107,16 @@ def wait_flags(first_flag: Any, count: Any, most: int, tag: Any, tid: Any, threa
         if i < count:
             v = _poll(at(first_flag, i * 8), tag, deadline, exact=False)
             if v < tag:
-                report_miss(health, site, block, tag, 1)
+                report_miss(health_buf, site, block, tag, 1)
     gpu.barrier()
 
 
 @flyc.jit
-def wait_tagged(word: Any, tag: Any, deadline: Any, health: Any, site: int, block: Any) -> Any:
+def wait_tagged(word: Any, tag: Any, deadline: Any, health_buf: Any, site: int, block: Any) -> None:
     """Poll one tagged word (the tag half of an 8-byte data+tag store) until it carries ``tag``."""
     v = _poll(word, tag, deadline, exact=True)
     if v != tag:
-        report_miss(health, site, block, tag, 1)
-    return v
+        report_miss(health_buf, site, block, tag, 1)
 
 
 # ----------------------------------------------------------------- bf16 and 8-bit values

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 WORDS = 4
+SITE, BLOCK, TAG, MISSING = range(WORDS)  # word indices, as the kernel writes them
 
 # Site numbers as the kernel passes them to its waits.
 SITES = {
@@ -43,6 +44,6 @@ def check_health(per_rank: Sequence[Sequence[int]]) -> None:
     for rank, words in enumerate(per_rank):
         if len(words) != WORDS:
             raise ValueError(f"health: rank {rank} has {len(words)} words, expected {WORDS}")
-        site, block, tag, missing = (int(w) for w in words)
+        site, block, tag, missing = (int(words[i]) for i in (SITE, BLOCK, TAG, MISSING))
         if site:
             raise DeadlineMissed(rank, site, block, tag, missing)

@@ -22,7 +22,6 @@ from typing import Any
 from . import indexing as ix
 from .layout import MAX_ROWS, WAVE, DrafterLayout
 
-F8_FORMAT = {"gfx942": ("e4m3fnuz", 240.0), "gfx950": ("e4m3fn", 448.0)}  # as the reference's F8_DTYPE
 # The launcher's parameters as the offline compile describes them: 25 addresses, then rank,
 # the block table's width and the launch's row count.
 KERNEL_ARG_SPEC = [["i64", None]] * 25 + [["i32", None]] * 3
@@ -46,16 +45,17 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
     from flydsl.expr.typing import T
 
     from . import device as dev
+    from .reference import F8_MAX, Dims
 
-    if arch not in F8_FORMAT:
-        raise ValueError(f"arch: {arch!r} is not one of {sorted(F8_FORMAT)}")
-    f8_max = F8_FORMAT[arch][1]
+    if arch not in F8_MAX:
+        raise ValueError(f"arch: {arch!r} is not one of {sorted(F8_MAX)}")
+    f8_max = F8_MAX[arch]  # the reference's 8-bit format of the arch: what v_cvt_pk_fp8_f32 produces there
     L, m = layout, layout.model
     waves, threads = L.waves, L.threads
     hidden, o_in, inter, hd, qh = m.hidden, m.o_in, m.intermediate, m.head_dim, m.q_heads
     I32, I64, F32 = fx.Int32, fx.Int64, fx.Float32
     sm_scale = hd ** -0.5
-    eps = 1e-6
+    eps = Dims().eps
     if hd != 2 * WAVE:
         raise ValueError(f"head_dim {hd}: the attention maps one head onto one wave of {WAVE} lanes x 2")
     if L.ROW_PAIRS % threads:
