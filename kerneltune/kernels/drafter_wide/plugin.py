@@ -68,8 +68,9 @@ class DrafterWidePlugin:
         from kerneltune.tables.stamps import source_hash
 
         here = Path(__file__).parent
-        return source_hash(here / n for n in ("layout.py", "indexing.py", "device.py", "kernel.py",
-                                               "offline_compile.py"))
+        # Everything the compiled kernel is built from: its constants come from the reference too.
+        return source_hash(here / n for n in ("layout.py", "indexing.py", "health.py", "reference.py", "device.py",
+                                               "kernel.py", "offline_compile.py"))
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
         return "4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs with ROCm for timings"
