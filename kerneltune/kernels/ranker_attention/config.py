@@ -95,9 +95,6 @@ class KernelConfig:
     schedule_barrier: bool = True
     # False skips mask arithmetic on history KV blocks that lie wholly inside the history.
     mask_interior: bool = False
-    # Each warpgroup runs step j's softmax while its own P·V of step j-1 is on the tensor cores
-    # (FA3's intra-warpgroup overlap), at the cost of keeping that step's P live as well.
-    overlap_softmax: bool = False
     # Special-function approximations (ex2, lg2, rsqrt, tanh built from ex2 and rsqrt) instead of
     # libdevice's precise functions; both pass the same verification, the tuner keeps the faster.
     fast_math: bool = True
@@ -120,7 +117,7 @@ class KernelConfig:
             raise ValueError("fast_math: cap_method='tanh_approx' is the approximate tanh; it needs fast_math=True")
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
-                   "mask_interior", "overlap_softmax", "fast_math")
+                   "mask_interior", "fast_math")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}
@@ -150,14 +147,11 @@ def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
 
 
 def compute_registers(config: KernelConfig, head_dim: int) -> int:
-    """Per-thread registers of a compute warpgroup: accumulator, logits, P and overhead.
-
-    Overlapped, the previous step's P (the in-flight wgmma's operand) lives beside the
-    new one; staged through SMEM, only the new one, until it is stored."""
+    """Per-thread registers of a compute warpgroup: accumulator, logits, P and overhead."""
     acc = config.block_q * head_dim // 128
     logits = config.block_q * config.block_kv // 128
-    p_tiles = (2 if config.overlap_softmax else 1) if config.p_in_registers else int(config.overlap_softmax)
-    return acc + logits + p_tiles * (logits // 2) + _REGISTER_OVERHEAD
+    p = logits // 2 if config.p_in_registers else 0
+    return acc + logits + p + _REGISTER_OVERHEAD
 
 
 def infeasibility(config: KernelConfig, problem: Problem, smem_limit: int = HOPPER_SMEM_BYTES) -> str | None:

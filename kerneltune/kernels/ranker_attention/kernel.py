@@ -16,12 +16,6 @@ key) pair is counted twice even when both phases visit the same block:
 Rows in neither segment are zeroed (lse = -inf) in the epilogue, which lets
 the history loop ignore row validity. KV blocks outside these ranges are
 never loaded.
-
-With ``overlap_softmax`` each compute warpgroup pipelines its own steps (FA3's
-intra-warpgroup overlap): step ``j`` issues QK_j and then P_{j-1}·V_{j-1}, waits
-for QK_j only, and runs the softmax of step ``j`` while P_{j-1}·V_{j-1} is still
-on the tensor cores; the output is rescaled by step ``j``'s correction after that
-product lands (``O_j = alpha_j (O_{j-1} + P_{j-1} V_{j-1})``).
 """
 
 from __future__ import annotations
@@ -144,70 +138,27 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 q_ids, kv_ids = ids(step)
                 return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
 
-            def softmax(qk, step, mask_fn, m_i, l_i):
-                """Step ``step``'s probabilities (input dtype), running max and sum, and correction."""
+            def kv_step(step, carry, mask_fn):
+                acc, m_i, l_i = carry
+                slot = lax.rem(step, stages)
+
+                def compute_qk(acc_ref):
+                    plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                    schedule_point()
+                    return acc_ref[...]
+
+                qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, block_kv), jnp.float32))
+                plgpu.barrier_arrive(k_consumed.at[slot])
+
                 s = logits_to_log2(qk)
                 if mask_fn is not None:
                     s = jnp.where(mask_fn(step), s, -jnp.inf)
                 m_new = jnp.maximum(m_i, s.max(axis=1))
                 alpha = jnp.exp2(m_i - m_new)
                 p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
-                l_new = l_i * alpha + p.sum(axis=1)
-                return p.astype(q_ref.dtype), m_new, l_new, alpha
-
-            def rescale(acc, alpha):
-                return acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-
-            def wait_k(step):
-                @pl.when(step < total_steps)
-                def _():
-                    plgpu.barrier_wait(k_ready.at[lax.rem(step, stages)])
-
-            def compute_qk(slot):
-                def body(acc_ref):
-                    plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
-                    schedule_point()
-                    return acc_ref[...]
-
-                qk = pl.run_scoped(body, plgpu.ACC((block_q, block_kv), jnp.float32))
-                plgpu.barrier_arrive(k_consumed.at[slot])
-                return qk
-
-            def add_pv(acc, p, slot, then=lambda: None):
-                """``acc + p @ V[slot]``; ``then`` runs while the wgmma is in flight."""
-                if interpret:
-                    # Interpret mode has no run_state over accumulators: fresh one, then add.
-                    def fresh(acc_ref):
-                        plgpu.wgmma(acc_ref, p, v_smem.at[slot])
-                        then()
-                        return acc_ref[...]
-
-                    return acc + pl.run_scoped(fresh, plgpu.ACC((block_q, head_dim), jnp.float32))
-
-                def accumulate(acc_ref):
-                    plgpu.wgmma(acc_ref, p, v_smem.at[slot])
-                    then()
-
-                return pl.run_state(accumulate)(plgpu.ACC.init(acc))
-
-            def stage_p(p16):
-                """P for the next P·V wgmma: kept in registers (returned), or staged through this
-                warpgroup's SMEM (None returned: read it with ``p_operand``)."""
-                if p_in_registers:
-                    return p16
-                p_smem2.at[wg][...] = p16
-                plgpu.commit_smem()
-                return None
-
-            def p_operand(staged):
-                return staged if p_in_registers else p_smem2.at[wg]
-
-            def kv_step(step, carry, mask_fn):
-                acc, m_i, l_i = carry
-                slot = lax.rem(step, stages)
-                qk = compute_qk(slot)
-                p16, m_new, l_i, alpha = softmax(qk, step, mask_fn, m_i, l_i)
-                acc = rescale(acc, alpha)
+                acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                l_i = l_i * alpha + p.sum(axis=1)
+                p16 = p.astype(q_ref.dtype)
                 if p_in_registers:
                     acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
                 if config.schedule_barrier:
@@ -215,86 +166,60 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_wait(v_ready.at[slot])
                 if config.schedule_barrier:
                     plgpu.barrier_wait(schedule)
-                acc = add_pv(acc, p_operand(stage_p(p16)), slot, then=lambda: wait_k(step + 1))
+
+                def wait_next_k():
+                    nxt = step + 1
+
+                    @pl.when(nxt < total_steps)
+                    def _():
+                        plgpu.barrier_wait(k_ready.at[lax.rem(nxt, stages)])
+
+                if p_in_registers:
+                    def compute_pv(acc_ref):
+                        plgpu.wgmma(acc_ref, p16, v_smem.at[slot])
+                        wait_next_k()
+
+                    acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
+                else:
+                    p_smem = p_smem2.at[wg]
+                    p_smem[...] = p16
+                    plgpu.commit_smem()
+                    if interpret:
+                        # Interpret mode has no run_state over accumulators: fresh one, then add.
+                        def compute_pv_fresh(acc_ref):
+                            plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                            wait_next_k()
+                            return acc_ref[...]
+
+                        acc = acc + pl.run_scoped(
+                            compute_pv_fresh, plgpu.ACC((block_q, head_dim), jnp.float32)
+                        )
+                    else:
+                        def compute_pv(acc_ref):
+                            plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                            wait_next_k()
+
+                        acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
                 plgpu.barrier_arrive(v_consumed.at[slot])
                 return acc, m_new, l_i
 
-            def overlapped_step(step, carry, mask_fn):
-                """QK of ``step`` and P·V of ``step - 1`` in flight together; the softmax under P·V."""
-                acc, m_i, l_i, p_prev = carry
-                slot, prev = lax.rem(step, stages), lax.rem(step - 1, stages)
-                plgpu.barrier_wait(k_ready.at[slot])
-                plgpu.barrier_wait(v_ready.at[prev])
-                if interpret:
-                    qk = compute_qk(slot)
-                    p16, m_new, l_new, alpha = softmax(qk, step, mask_fn, m_i, l_i)
-                    acc = add_pv(acc, p_operand(p_prev), prev)
-                else:
-                    def pipelined(refs):
-                        acc_ref, s_ref, m_ref, l_ref, p_ref = refs
-                        plgpu.wgmma(s_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
-                        plgpu.wgmma(acc_ref, p_operand(p_prev), v_smem.at[prev])
-                        schedule_point()
-                        qk = plgpu.wgmma_accumulator_load(s_ref, wait_n=1)
-                        plgpu.barrier_arrive(k_consumed.at[slot])
-                        p_ref[...], m_ref[...], l_ref[...], _ = softmax(qk, step, mask_fn, m_ref[...], l_ref[...])
-
-                    s_init = plgpu.layout_cast(jnp.zeros((block_q, block_kv), jnp.float32), plgpu.Layout.WGMMA)
-                    p_init = plgpu.layout_cast(jnp.zeros((block_q, block_kv), q_ref.dtype), plgpu.Layout.WGMMA)
-                    acc, _, m_new, l_new, p16 = pl.run_state(pipelined)(
-                        (plgpu.ACC.init(acc), plgpu.ACC.init(s_init), m_i, l_i, p_init)
-                    )
-                    alpha = jnp.exp2(m_i - m_new)
-                plgpu.barrier_arrive(v_consumed.at[prev])
-                return rescale(acc, alpha), m_new, l_new, stage_p(p16)
-
-            def first_step():
-                """Step 0 of the overlapped pipeline: QK and softmax, its P·V left to step 1."""
-                slot = lax.rem(0, stages)
-                qk = compute_qk(slot)
-
-                def mask(step):
-                    # Step 0's phase is known at run time only: empty the other phase's range.
-                    in_history = step < hist_steps
-                    phase = SegmentBounds(*(jnp.where(in_history, x, 0) for x in (hl, hu)),
-                                          *(jnp.where(in_history, 0, x) for x in (cl, cu)))
-                    q_ids, kv_ids = ids(step)
-                    return phase.query_in_history(kv_ids) | ((q_ids == kv_ids) & phase.query_in_candidates(kv_ids))
-
-                p16, m_i, l_i, _ = softmax(qk, 0, mask, m_i0, l_i0)
-                return acc0, m_i, l_i, stage_p(p16)
-
-            def last_pv(carry):
-                acc, m_i, l_i, p_last = carry
-                slot = lax.rem(total_steps - 1, stages)
-                plgpu.barrier_wait(v_ready.at[slot])
-                acc = add_pv(acc, p_operand(p_last), slot)
-                plgpu.barrier_arrive(v_consumed.at[slot])
-                return acc, m_i, l_i
-
-            # Which steps need a mask: every history step (mask_interior) or only the partial
-            # first and last history blocks; every candidate step keeps the diagonal only.
+            carry = (acc, m_i, l_i)
             if config.mask_interior:
-                phases = [(0, hist_steps, history_mask)]
+                carry = lax.fori_loop(
+                    0, hist_steps, functools.partial(kv_step, mask_fn=history_mask), carry
+                )
             else:
                 lead = jnp.minimum(hist_steps, jnp.where(lax.rem(hl, block_kv) != 0, 1, 0))
                 tail = jnp.minimum(hist_steps - lead, jnp.where(lax.rem(hu, block_kv) != 0, 1, 0))
-                phases = [(0, lead, history_mask), (lead, hist_steps - tail, None),
-                          (hist_steps - tail, hist_steps, history_mask)]
-            phases.append((hist_steps, total_steps, diagonal_mask))
-
-            acc0, m_i0, l_i0 = acc, m_i, l_i
-            if config.overlap_softmax:
-                # A valid tile has at least one step (its rows overlap a non-empty segment).
-                carry = first_step()
-                for lo, hi, mask_fn in phases:
-                    step_fn = functools.partial(overlapped_step, mask_fn=mask_fn)
-                    carry = lax.fori_loop(jnp.maximum(lo, 1), hi, step_fn, carry)
-                carry = last_pv(carry)
-            else:
-                carry = (acc0, m_i0, l_i0)
-                for lo, hi, mask_fn in phases:
-                    carry = lax.fori_loop(lo, hi, functools.partial(kv_step, mask_fn=mask_fn), carry)
+                masked = functools.partial(kv_step, mask_fn=history_mask)
+                carry = lax.fori_loop(0, lead, masked, carry)
+                carry = lax.fori_loop(
+                    lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
+                )
+                carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
+            carry = lax.fori_loop(
+                hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
+            )
             acc, m_i, l_i = carry
             pl.when(wg == 0)(schedule_point)
 
@@ -315,27 +240,22 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             plgpu.set_max_registers(40, action="decrease")
             kv_head = lax.div(q_head, group)
 
-            def rows(step):
-                return (batch, pl.ds(kv_block(step) * block_kv, block_kv), kv_head)
-
             def load(step, slot):
-                plgpu.copy_gmem_to_smem(k_ref.at[rows(step)], k_smem.at[slot], k_ready.at[slot])
-                plgpu.copy_gmem_to_smem(v_ref.at[rows(step)], v_smem.at[slot], v_ready.at[slot])
+                rows = (batch, pl.ds(kv_block(step) * block_kv, block_kv), kv_head)
+                plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smem.at[slot], k_ready.at[slot])
+                plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smem.at[slot], v_ready.at[slot])
 
             for i in range(stages):
                 pl.when(i < total_steps)(functools.partial(load, i, i))
 
             refill_end = jnp.maximum(total_steps - stages, 0)
 
-            # K and V of a slot are refilled separately: the overlapped pipeline frees K_j a
-            # whole step before V_j.
             @pl.loop(0, refill_end)
             def _refill(step):
-                slot, nxt = lax.rem(step, stages), step + stages
+                slot = lax.rem(step, stages)
                 plgpu.barrier_wait(k_consumed.at[slot])
-                plgpu.copy_gmem_to_smem(k_ref.at[rows(nxt)], k_smem.at[slot], k_ready.at[slot])
                 plgpu.barrier_wait(v_consumed.at[slot])
-                plgpu.copy_gmem_to_smem(v_ref.at[rows(nxt)], v_smem.at[slot], v_ready.at[slot])
+                load(step + stages, slot)
 
             # Observe the last consumed phases too, so every barrier phase is awaited once.
             @pl.loop(refill_end, total_steps)

@@ -1,12 +1,6 @@
 import pytest
 
-from kerneltune.kernels.ranker_attention.config import (
-    KernelConfig,
-    Problem,
-    compute_registers,
-    infeasibility,
-    smem_bytes,
-)
+from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, infeasibility, smem_bytes
 
 
 def test_smem_model_matches_mosaic_lowering():
@@ -40,18 +34,6 @@ def test_infeasibility_names_the_rule():
     p = Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=128)
     assert "registers" in infeasibility(KernelConfig(block_q=128, block_kv=128), p)
     assert infeasibility(KernelConfig(block_q=64, block_kv=128), p) is None
-
-
-def test_overlap_keeps_the_previous_p_live():
-    # D=128, q64 kv128: accumulator 64 + logits 64 + one bf16 P 32 (+ overhead 40) per thread.
-    assert compute_registers(KernelConfig(block_q=64, block_kv=128), 128) == 200
-    assert compute_registers(KernelConfig(block_q=64, block_kv=128, overlap_softmax=True), 128) == 232
-    staged = KernelConfig(block_q=64, block_kv=128, p_in_registers=False)
-    assert compute_registers(staged, 128) == 168
-    assert compute_registers(KernelConfig(**{**staged.tile(), "overlap_softmax": True}), 128) == 200
-    p = Problem(batch=1, seq_len=768, q_heads=1, kv_heads=1, head_dim=64)
-    assert infeasibility(KernelConfig(block_q=64, block_kv=192), p) is None
-    assert "registers" in infeasibility(KernelConfig(block_q=64, block_kv=192, overlap_softmax=True), p)
 
 
 def test_bucket_rounds_sizes_up():
