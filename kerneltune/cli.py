@@ -187,6 +187,20 @@ def _verify_emulated(kernel: str, plugin: object) -> None:
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 
 
+def targets_table(verdicts: list[dict], title: str) -> Table:
+    """A bench's target verdicts: value against threshold, met / missed / n/a."""
+    table = Table(title=title)
+    for col in ("target", "shape", "cap", "value", "at least", "verdict"):
+        table.add_column(col)
+    colour = {"met": "green", "missed": "red"}
+    for v in verdicts:
+        value = "-" if v["value"] is None else f"{v['value']:.2f}"
+        verdict = v["verdict"]
+        table.add_row(v["target"], v["shape"], v["cap_method"], value, f"{v['at_least']:g}",
+                      f"[{colour[verdict]}]{verdict}[/]" if verdict in colour else verdict)
+    return table
+
+
 @app.command()
 def report(
     results: Annotated[Path, typer.Argument(help="A journal, or a folder searched for journals.")],
@@ -212,8 +226,16 @@ def report(
     if html:
         import json
 
+        from kerneltune.bench.spec import result_verdicts
+
+        bench_result = json.loads(bench.read_text()) if bench else None
+        targets = result_verdicts(bench_result) if bench_result else None
         render_html(frame, len(journal_files(results)), load_baseline(baseline) if baseline else None, html,
-                    json.loads(bench.read_text()) if bench else None)
+                    bench_result, targets)
+        if targets:
+            verdicts, source = targets
+            console.print(targets_table(verdicts, f"bench targets ({source})") if verdicts else f"bench: {source}",
+                          soft_wrap=True)
         console.print(f"HTML: {html}")
     summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)
     out = Table(title=f"{len(frame)} candidates")
@@ -255,8 +277,8 @@ def bench(
         raise typer.Exit(2)
     from kerneltune.bench.ranker_attention import run_bench
 
-    path, rows = run_bench(shapes or REPO / "search_spaces" / f"bench_{name}.toml",
-                           tuple(b.strip() for b in baselines.split(",") if b.strip()), out)
+    path, rows, verdicts = run_bench(shapes or REPO / "search_spaces" / f"bench_{name}.toml",
+                                     tuple(b.strip() for b in baselines.split(",") if b.strip()), out)
     table = Table(title=f"bench {kernel}: {path}")
     for col in ("shape", "cap", "impl", "ms", "spread", "useful TFLOP/s", "dense TFLOP/s", "rel err", "error"):
         table.add_column(col)
@@ -268,3 +290,5 @@ def bench(
                       f(r, "useful_tflops", ".0f"), f(r, "dense_tflops", ".0f"), f(r, "rel_error", ".1e"),
                       (r.get("error") or "")[:60])
     console.print(table)
+    if verdicts:
+        console.print(targets_table(verdicts, "targets (ratios in this run)"))

@@ -39,9 +39,10 @@ def test_bench_without_hopper_exits_2_naming_the_hardware():
     assert r.returncode == 2 and "Hopper" in r.stdout
 
 
-def test_bench_shapes_file_parses():
-    from kerneltune.bench.ranker_attention import load_shapes
+def test_bench_file_parses():
+    from kerneltune.bench.spec import load_spec
 
-    shapes, caps = load_shapes(REPO / "search_spaces/bench_ranker_attention.toml")
-    assert [s.name for s in shapes] == ["d128-b16-t2k-gqa", "d128-b4-t8k", "d64-b64-t1k"]
-    assert caps == {"tanh": 30.0, "none": 0.0}
+    spec = load_spec(REPO / "search_spaces/bench_ranker_attention.toml")
+    assert [s.name for s in spec.shapes] == ["d128-b16-t2k-gqa", "d128-b4-t8k", "d64-b64-t1k"]
+    assert spec.caps == {"tanh": 30.0, "none": 0.0, "tanh_approx": 30.0}
+    assert {t.metric for t in spec.targets} == {"speedup", "dense_fraction"} and len(spec.targets) == 6

@@ -9,14 +9,13 @@ error and the run goes on.
 from __future__ import annotations
 
 import json
-import tomllib
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kerneltune.bench.spec import BenchShape, load_spec
 from kerneltune.kernels.ranker_attention import baselines
 from kerneltune.kernels.ranker_attention.cap import CapMethod
 from kerneltune.kernels.ranker_attention.config import Problem
@@ -25,30 +24,6 @@ from kerneltune.tables.stamps import device_kind, now_stamp, system_stamps
 from kerneltune.tuning.measure import MeasureSettings, Timing, time_jax, time_torch
 
 BASELINES = ("flex", "cudnn_dense", "flash_dense", "composite", "jax_mgpu_dense")
-
-
-@dataclass(frozen=True)
-class BenchShape:
-    name: str
-    problem: dict[str, Any]
-    history: tuple[int, int]
-    candidates: int
-
-
-def load_shapes(path: Path) -> tuple[list[BenchShape], dict[str, float]]:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise ValueError(f"{path}: {e}") from None
-    shapes = []
-    for i, s in enumerate(data.get("shapes", [])):
-        try:
-            shapes.append(BenchShape(s["name"], dict(s["problem"]), tuple(s["bounds"]["history"]),
-                                     int(s["bounds"]["candidates"])))
-        except (KeyError, TypeError) as e:
-            raise ValueError(f"{path}: shapes[{i}]: missing or malformed field {e}") from None
-    caps = dict(data.get("caps", {"none": 0.0}))
-    return shapes, caps
 
 
 def _timed(runnable: baselines.Runnable, settings: MeasureSettings) -> Timing:
@@ -131,18 +106,20 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
 
 
 def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path,
-              settings: MeasureSettings | None = None) -> tuple[Path, list[dict[str, Any]]]:
+              settings: MeasureSettings | None = None) -> tuple[Path, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every shape and cap of the bench file; returns the result file, its rows and target verdicts."""
     unknown = set(which) - set(BASELINES)
     if unknown:
         raise ValueError(f"baselines: unknown {sorted(unknown)} (known: {', '.join(BASELINES)})")
     settings = settings or MeasureSettings(max_seconds=2.0)
-    shapes, caps = load_shapes(shapes_path)
+    spec = load_spec(shapes_path)
     stamps = system_stamps()
     out = out_dir / f"{now_stamp()[:10]}-{device_kind(str(stamps['gpu']))}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    for shape in shapes:
-        for name, c in caps.items():
+    verdicts: list[dict[str, Any]] = []
+    for shape in spec.shapes:
+        for name, c in spec.caps.items():
             method = CapMethod.parse(name)
             try:
                 rows += bench_shape(shape, method, c if method.needs_cap else None, which, settings)
@@ -150,7 +127,9 @@ def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path,
                 rows.append({"shape": shape.name, "cap_method": method.value, "cap": c, "impl": "reference",
                              "error": f"{type(e).__name__}: {e}"[:1000], "trace": traceback.format_exc()[-1500:]})
             # Rewritten after every shape, so a run cut short keeps what it measured.
+            verdicts = spec.verdicts(rows)
             partial = out.with_suffix(".tmp")
-            partial.write_text(json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows}, indent=1))
+            partial.write_text(json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows,
+                                           "targets": verdicts}, indent=1))
             partial.replace(out)
-    return out, rows
+    return out, rows, verdicts

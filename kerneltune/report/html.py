@@ -26,6 +26,12 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px
 <td>{{ r.ms }}</td><td>{{ r.spread }}</td><td>{{ r.useful }}</td><td>{{ r.dense }}</td><td>{{ r.rel }}</td>
 <td>{{ r.ratio }}</td><td class="fail">{{ r.error }}</td></tr>
 {% endfor %}</table>{% endif %}
+{% if targets %}<h3 id="bench-targets">Targets ({{ targets.source }})</h3>
+{% if targets.rows %}<table class="targets">
+<tr><th>target</th><th>shape</th><th>cap</th><th>value</th><th>at least</th><th>verdict</th></tr>
+{% for t in targets.rows %}<tr class="{{ t.css }}"><td>{{ t.target }}</td><td>{{ t.shape }}</td>
+<td>{{ t.cap_method }}</td><td>{{ t.value_text }}</td><td>{{ t.at_least }}</td><td>{{ t.verdict }}</td></tr>
+{% endfor %}</table>{% endif %}{% endif %}
 {% if baseline %}<h2 id="baseline">Against the baseline</h2>
 <table class="baseline"><tr><th>bucket</th><th>best µs</th><th>baseline µs</th><th>ratio</th><th>verdict</th></tr>
 {% for b in baseline %}<tr class="{{ b.verdict }}"><td>{{ b.bucket }}</td><td>{{ '%.1f'|format(b.best) }}</td>
@@ -116,8 +122,15 @@ def _bench_rows(bench: dict) -> dict:
     return {"device": bench.get("stamps", {}).get("gpu", "?"), "rows": rows}
 
 
+def _target_rows(verdicts: list[dict], source: str) -> dict:
+    rows = [{**v, "value_text": "-" if v["value"] is None else f"{v['value']:.2f}",
+             "css": {"met": "faster", "missed": "slower"}.get(v["verdict"], "")} for v in verdicts]
+    return {"source": source, "rows": rows}
+
+
 def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] | None, out: Path,
-                bench: dict | None = None) -> None:
+                bench: dict | None = None, bench_targets: tuple[list[dict], str] | None = None) -> None:
+    """The report; ``bench`` is a `kerneltune bench` result, ``bench_targets`` its verdicts and their source."""
     config_cols = [c for c in frame.columns if c.startswith("config_")]
     buckets = []
     timed = frame[frame["status"] == "ok"]
@@ -155,4 +168,5 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
     devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
     out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, buckets=buckets,
                                    failures=failures, baseline=compare,
-                                   bench=_bench_rows(bench) if bench else None))
+                                   bench=_bench_rows(bench) if bench else None,
+                                   targets=_target_rows(*bench_targets) if bench_targets else None))

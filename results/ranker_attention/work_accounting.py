@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kerneltune.bench.ranker_attention import load_shapes
+from kerneltune.bench.spec import load_spec
 from kerneltune.kernels.ranker_attention.config import Problem
 from kerneltune.kernels.ranker_attention.inputs import kept_pairs, ranker_bounds
 
@@ -45,7 +45,7 @@ def computed_pairs(bounds: np.ndarray, t: int, block_q: int, block_kv: int) -> t
 
 def main() -> None:
     path = Path(sys.argv[1] if len(sys.argv) > 1 else "search_spaces/bench_ranker_attention.toml")
-    shapes, _ = load_shapes(path)
+    shapes = load_spec(path).shapes
     print(f"{'shape':18} {'tile':9} {'CTAs':>6} {'waves':>6} {'tail':>5} {'computed/kept':>13} "
           f"{'kept/dense':>10} {'dense tail':>10}")
     for shape in shapes:

@@ -14,6 +14,14 @@ bounds = { history = [700, 700], candidates = 128 }
 [caps]
 tanh = 30.0
 none = 0.0
+
+[[targets]]
+name = "FlexAttention without a cap"
+metric = "speedup"
+over = "flex"
+caps = ["none"]
+head_dims = [128]
+at_least = 1.0
 """
 
 
@@ -21,7 +29,7 @@ none = 0.0
 def test_every_baseline_runs_and_agrees(tmp_path):
     shapes = tmp_path / "shapes.toml"
     shapes.write_text(SHAPES)
-    path, rows = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
+    path, rows, _ = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
     assert path.exists()
     assert not [r for r in rows if "error" in r], [r.get("error") for r in rows]
     for r in rows:
@@ -44,7 +52,8 @@ def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench, "bench_shape", fake)
     monkeypatch.setattr(bench, "system_stamps", lambda: {"gpu": "NVIDIA H200"})
-    path, rows = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
+    path, rows, verdicts = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
     assert [(r["cap_method"], r["impl"]) for r in rows] == [("tanh", "reference"), ("none", "kerneltune")]
+    assert [v["verdict"] for v in verdicts] == ["n/a"]  # flex never ran: no speedup to judge
     assert "MemoryError: reference: 16 GiB" in rows[0]["error"]
     assert path.read_text().count('"impl"') == 2

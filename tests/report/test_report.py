@@ -45,3 +45,22 @@ def test_html_bench_section(tmp_path):
     assert r.exit_code == 0, r.output
     page = out.read_text()
     assert 'class="bench"' in page and "<td>2.50</td>" in page and "ValueError: boom" in page
+    # This result records no targets and names no bench file: the report says so instead of judging.
+    assert 'class="targets"' not in page and "no targets" in page and "no targets" in r.output
+
+
+def test_html_bench_targets_are_shown_with_their_verdicts(tmp_path):
+    import json
+
+    bench = {"stamps": {"gpu": "NVIDIA H200"}, "rows": [], "targets": [
+        {"target": "FlexAttention with the tanh cap, D=128", "shape": "s", "cap_method": "tanh", "value": 2.1,
+         "at_least": 2.5, "verdict": "missed"},
+        {"target": "the composite", "shape": "s", "cap_method": "none", "value": 2.6, "at_least": 1.0,
+         "verdict": "met"}]}
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", str(JOURNAL), "--html", str(out), "--bench", str(tmp_path / "b.json")])
+    assert r.exit_code == 0, r.output
+    page = out.read_text()
+    assert 'class="targets"' in page and '<tr class="slower"><td>FlexAttention with the tanh cap, D=128' in page
+    assert "<td>2.10</td><td>2.5</td><td>missed</td>" in page and "recorded by the run" in page
