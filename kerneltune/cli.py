@@ -208,8 +208,8 @@ def report(
     html: Annotated[Path | None, typer.Option(help="Write a self-contained HTML report here.")] = None,
     baseline: Annotated[Path | None, typer.Option(help="A tuned table (or folder) to compare each bucket with.")]
     = None,
-    bench: Annotated[Path | None, typer.Option(help="A `kerneltune bench` result JSON to add as a section.")]
-    = None,
+    bench: Annotated[Path | None, typer.Option(help="A `kerneltune bench` result JSON: its target verdicts, and a "
+                                                    "section of the HTML report.")] = None,
 ) -> None:
     """CSV and HTML reports of sweeps for CI: rankings, heat maps, failures, baseline comparison."""
     from kerneltune.report.frame import journal_files, load_baseline, load_frame
@@ -223,19 +223,24 @@ def report(
     if csv:
         frame.to_csv(csv, index=False)
         console.print(f"CSV: {csv} ({len(frame)} rows)")
-    if html:
+    bench_result, targets = None, None
+    if bench:
         import json
 
         from kerneltune.bench.spec import result_verdicts
 
-        bench_result = json.loads(bench.read_text()) if bench else None
-        targets = result_verdicts(bench_result) if bench_result else None
+        try:
+            bench_result = json.loads(bench.read_text())
+            targets = result_verdicts(bench_result)
+        except (OSError, ValueError, KeyError) as e:
+            console.print(f"[red]error:[/red] {bench}: not a readable `kerneltune bench` result ({e})", soft_wrap=True)
+            raise typer.Exit(1) from None
+        verdicts, source = targets
+        console.print(targets_table(verdicts, f"bench targets ({source})") if verdicts else f"bench: {source}",
+                      soft_wrap=True)
+    if html:
         render_html(frame, len(journal_files(results)), load_baseline(baseline) if baseline else None, html,
                     bench_result, targets)
-        if targets:
-            verdicts, source = targets
-            console.print(targets_table(verdicts, f"bench targets ({source})") if verdicts else f"bench: {source}",
-                          soft_wrap=True)
         console.print(f"HTML: {html}")
     summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)
     out = Table(title=f"{len(frame)} candidates")

@@ -64,3 +64,9 @@ def test_html_bench_targets_are_shown_with_their_verdicts(tmp_path):
     page = out.read_text()
     assert 'class="targets"' in page and '<tr class="slower"><td>FlexAttention with the tanh cap, D=128' in page
     assert "<td>2.10</td><td>2.5</td><td>missed</td>" in page and "recorded by the run" in page
+
+
+def test_a_corrupt_bench_result_is_named(tmp_path):
+    (tmp_path / "b.json").write_text('{"rows": [')
+    r = CliRunner().invoke(app, ["report", str(JOURNAL), "--bench", str(tmp_path / "b.json")])
+    assert r.exit_code == 1 and "b.json" in r.output and "not a readable" in r.output
