@@ -11,12 +11,12 @@ from rich.console import Console
 from rich.table import Table
 
 from kerneltune import __version__
+from kerneltune.paths import RESULTS, SPACES
 
 app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape.",
                   no_args_is_help=True, add_completion=False)
 # Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
 console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 200)
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _version(value: bool) -> None:
@@ -34,7 +34,7 @@ def main(version: Annotated[bool, typer.Option("--version", callback=_version, i
 def _space_for(kernel: str, space: Path | None) -> Path:
     from kerneltune.kernels.base import canonical_name
 
-    return space or REPO / "search_spaces" / f"{canonical_name(kernel)}.toml"
+    return space or SPACES / f"{canonical_name(kernel)}.toml"
 
 
 @app.command()
@@ -46,7 +46,7 @@ def sweep(
     budget: Annotated[int | None, typer.Option(help="Candidates to measure per bucket (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")] = 0,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices, one timing worker each.")] = "0",
-    out: Annotated[Path, typer.Option(help="Where journals, tables and logs go.")] = REPO / "results",
+    out: Annotated[Path, typer.Option(help="Where journals, tables and logs go.")] = RESULTS,
     replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal, or a folder of "
                                                         "per-worker journals; no GPU needed.")] = None,
     storage: Annotated[str | None, typer.Option(help="Optuna RDB URL (e.g. postgresql://…) shared by workers: "
@@ -260,7 +260,7 @@ def bench(
     baselines: Annotated[str, typer.Option(help="Comma-separated: flex, cudnn_dense, flash_dense, composite, "
                                                 "jax_mgpu_dense.")] = "flex,cudnn_dense,flash_dense,composite,"
                                                                        "jax_mgpu_dense",
-    out: Annotated[Path, typer.Option(help="Folder of the results JSON.")] = REPO / "results" / "bench",
+    out: Annotated[Path, typer.Option(help="Folder of the results JSON.")] = RESULTS / "bench",
 ) -> None:
     """Time the tuned kernel next to the kernels a user could pick instead, on the same inputs."""
     import os
@@ -282,7 +282,7 @@ def bench(
         raise typer.Exit(2)
     from kerneltune.bench.ranker_attention import run_bench
 
-    path, rows, verdicts = run_bench(shapes or REPO / "search_spaces" / f"bench_{name}.toml",
+    path, rows, verdicts = run_bench(shapes or SPACES / f"bench_{name}.toml",
                                      tuple(b.strip() for b in baselines.split(",") if b.strip()), out)
     table = Table(title=f"bench {kernel}: {path}")
     for col in ("shape", "cap", "impl", "ms", "spread", "useful TFLOP/s", "dense TFLOP/s", "rel err", "error"):

@@ -1,5 +1,3 @@
-from pathlib import Path
+from kerneltune.paths import REPO, RESULTS, SPACES
 
-REPO = Path(__file__).resolve().parents[1]
-SPACES = REPO / "search_spaces"
-RESULTS = REPO / "results"
+__all__ = ["REPO", "RESULTS", "SPACES"]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.bench.targets import Target, evaluate, parse_targets
+from kerneltune.paths import SPACES
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,6 @@ def load_spec(path: Path) -> BenchSpec:
     caps = dict(data.get("caps", {"none": 0.0}))
     return BenchSpec(shapes, caps, parse_targets(data.get("targets", []), str(path)))
 
-
-SPACES = Path(__file__).resolve().parents[2] / "search_spaces"
 
 
 def result_verdicts(result: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:

@@ -11,6 +11,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from kerneltune.paths import RESULTS
+
 SCHEMA = 1
 
 
@@ -23,7 +25,7 @@ def default_tables_dir() -> Path:
     env = os.environ.get("KERNELTUNE_TABLES")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "results" / "tables"
+    return RESULTS / "tables"
 
 
 def table_path(root: Path, device_kind: str, kernel: str) -> Path:
