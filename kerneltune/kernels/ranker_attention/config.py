@@ -95,6 +95,9 @@ class KernelConfig:
     schedule_barrier: bool = True
     # False skips mask arithmetic on history KV blocks that lie wholly inside the history.
     mask_interior: bool = False
+    # One CTA per SM walking many tiles: the K/V ring runs on across tiles and the next tile's Q
+    # loads under the current one (a second Q/O buffer), instead of one CTA per tile.
+    persistent: bool = False
     # Special-function approximations (ex2, lg2, rsqrt, tanh built from ex2 and rsqrt) instead of
     # libdevice's precise functions; both pass the same verification, the tuner keeps the faster.
     fast_math: bool = True
@@ -117,7 +120,7 @@ class KernelConfig:
             raise ValueError("fast_math: cap_method='tanh_approx' is the approximate tanh; it needs fast_math=True")
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
-                   "mask_interior", "fast_math")
+                   "mask_interior", "persistent", "fast_math")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}
@@ -135,14 +138,15 @@ class KernelConfig:
 def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory the kernel allocates, as Mosaic GPU lays it out: every buffer
     rounded up to 1 KiB, 2 KiB reserved, 8 B per barrier (matches its lowering's count)."""
+    q_buffers = 2 if config.persistent else 1
     buffers = [
-        2 * config.block_q * head_dim * itemsize,  # Q, then O, per compute warpgroup
+        2 * q_buffers * config.block_q * head_dim * itemsize,  # Q, then O, per compute warpgroup
         config.num_stages * config.block_kv * head_dim * itemsize,  # K ring
         config.num_stages * config.block_kv * head_dim * itemsize,  # V ring
-        2 * config.block_q * 4,  # LSE
+        2 * q_buffers * config.block_q * 4,  # LSE
         0 if config.p_in_registers else 2 * config.block_q * config.block_kv * itemsize,
     ]
-    barriers = 8 * (4 * config.num_stages + 3)
+    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers)
     return sum(-(-b // 1024) * 1024 for b in buffers) + _MOSAIC_RESERVED_SMEM + barriers
 
 

@@ -39,6 +39,7 @@ LN2 = math.log(2.0)
 # Running max before any key is seen: finite, so a fully masked block gives
 # alpha = exp2(0) = 1 and p = exp2(-inf) = 0 instead of NaN.
 _M_INIT = -1e30
+_HOPPER_SMS = 132
 
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
@@ -53,6 +54,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     stages = config.num_stages
     group = problem.heads_per_kv_head
     p_in_registers = config.p_in_registers and not interpret
+    n_q_tiles = problem.seq_len // (2 * block_q)
 
     def logits_to_log2(qk):
         return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
@@ -60,234 +62,319 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule = scoped
-        qo_smem2, k_smem, v_smem, lse_smem2, p_smem2 = smem
+        qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2 = smem
         wg = lax.axis_index("wg")
-        batch = lax.axis_index("batch")
-        q_head = lax.axis_index("heads")
-        tile_base = lax.axis_index("q_seq") * (2 * block_q)
-        tile_end = tile_base + 2 * block_q
 
-        hl, hu, cl, cu = (bounds_ref[batch, i] for i in range(4))
-        bounds = SegmentBounds(hl, hu, cl, cu)
+        def plan(batch, q_seq):
+            """The KV steps of one tile: ``2 * block_q`` rows of one batch row and head."""
+            tile_base = q_seq * (2 * block_q)
+            tile_end = tile_base + 2 * block_q
+            hl, hu, cl, cu = (bounds_ref[batch, i] for i in range(4))
 
-        def overlaps(lo, hi):
-            return (lo < hi) & (tile_base < hi) & (tile_end > lo)
+            def overlaps(lo, hi):
+                return (lo < hi) & (tile_base < hi) & (tile_end > lo)
 
-        valid = overlaps(hl, hu) | overlaps(cl, cu)
-
-        hist_first = lax.div(hl, block_kv)
-        hist_steps = jnp.where(hl < hu, pl.cdiv(hu, block_kv) - hist_first, 0)
-        own_lo = jnp.maximum(cl, tile_base)
-        own_hi = jnp.minimum(cu, tile_end)
-        cand_first = lax.div(own_lo, block_kv)
-        cand_steps = jnp.where(own_lo < own_hi, pl.cdiv(own_hi, block_kv) - cand_first, 0)
-        total_steps = hist_steps + cand_steps
-
-        def kv_block(step):
-            return jnp.where(step < hist_steps, hist_first + step, cand_first + (step - hist_steps))
+            valid = overlaps(hl, hu) | overlaps(cl, cu)
+            hist_first = lax.div(hl, block_kv)
+            hist_steps = jnp.where(valid & (hl < hu), pl.cdiv(hu, block_kv) - hist_first, 0)
+            own_lo = jnp.maximum(cl, tile_base)
+            own_hi = jnp.minimum(cu, tile_end)
+            cand_first = lax.div(own_lo, block_kv)
+            cand_steps = jnp.where(valid & (own_lo < own_hi), pl.cdiv(own_hi, block_kv) - cand_first, 0)
+            return dict(bounds=SegmentBounds(hl, hu, cl, cu), tile_base=tile_base, valid=valid,
+                        hist_steps=hist_steps, total_steps=hist_steps + cand_steps,
+                        kv_block=lambda step: jnp.where(step < hist_steps, hist_first + step,
+                                                        cand_first + (step - hist_steps)))
 
         def schedule_point():
             if config.schedule_barrier:
                 plgpu.barrier_arrive(schedule)
                 plgpu.barrier_wait(schedule)
 
-        @pl.when((wg < 2) & ~valid)
-        def _zero_tile():
-            qo_smem = qo_smem2.at[wg]
-            q_base = tile_base + wg * block_q
-            zeros = jnp.zeros((block_q, head_dim), jnp.float32)
-            qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
-            no_keys = jnp.full((block_q,), -jnp.inf, jnp.float32)
-            lse_smem2.at[wg][...] = plgpu.layout_cast(no_keys, _row_layout())
-            plgpu.commit_smem()
-            plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
-            plgpu.copy_smem_to_gmem(lse_smem2.at[wg], lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
-            plgpu.wait_smem_to_gmem(0)
+        def load_q(batch, q_head, q_seq, buf):
+            q_base = q_seq * (2 * block_q) + wg * block_q
+            plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_base, block_q), q_head],
+                                    qo_smem_all.at[2 * buf + wg], q_ready.at[2 * buf + wg])
 
-        @pl.when((wg < 2) & valid)
-        def _compute():
-            plgpu.set_max_registers(232, action="increase")
-            qo_smem = qo_smem2.at[wg]
-            q_base = tile_base + wg * block_q
-            plgpu.copy_gmem_to_smem(
-                q_ref.at[batch, pl.ds(q_base, block_q), q_head], qo_smem, q_ready.at[wg]
-            )
-            plgpu.barrier_wait(q_ready.at[wg])
+        def compute_tile(batch, q_head, q_seq, buf, step_base):
+            """One warpgroup's rows of one tile; its Q is in ``qo_smem_all[2 * buf + wg]``. KV step
+            ``step`` of the tile is global step ``step_base + step`` of the CTA's K/V ring."""
+            tile = plan(batch, q_seq)
+            bounds, hist_steps, total_steps = tile["bounds"], tile["hist_steps"], tile["total_steps"]
+            kv_block = tile["kv_block"]
+            hl, hu = bounds.history_lower, bounds.history_upper
+            qo_smem = qo_smem_all.at[2 * buf + wg]
+            lse_smem = lse_smem_all.at[2 * buf + wg]
+            q_base = tile["tile_base"] + wg * block_q
 
-            m_i = plgpu.layout_cast(jnp.full((block_q,), _M_INIT, jnp.float32), _row_layout())
-            l_i = plgpu.layout_cast(jnp.zeros((block_q,), jnp.float32), _row_layout())
-            acc = plgpu.layout_cast(jnp.zeros((block_q, head_dim), jnp.float32), plgpu.Layout.WGMMA)
+            def ring(step):
+                return lax.rem(step_base + step, stages)
 
-            @pl.when(total_steps > 0)
-            def _():
-                plgpu.barrier_wait(k_ready.at[0])
+            @pl.when(~tile["valid"])
+            def _zero_tile():
+                zeros = jnp.zeros((block_q, head_dim), jnp.float32)
+                qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
+                no_keys = jnp.full((block_q,), -jnp.inf, jnp.float32)
+                lse_smem[...] = plgpu.layout_cast(no_keys, _row_layout())
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
+                plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
 
-            pl.when(wg == 1)(schedule_point)
+            @pl.when(tile["valid"])
+            def _compute():
+                m_i = plgpu.layout_cast(jnp.full((block_q,), _M_INIT, jnp.float32), _row_layout())
+                l_i = plgpu.layout_cast(jnp.zeros((block_q,), jnp.float32), _row_layout())
+                acc = plgpu.layout_cast(jnp.zeros((block_q, head_dim), jnp.float32), plgpu.Layout.WGMMA)
 
-            def ids(step):
-                shape = (block_q, block_kv)
-                rows = plgpu.broadcasted_iota(jnp.int32, shape, 0, layout=plgpu.Layout.WGMMA)
-                cols = plgpu.broadcasted_iota(jnp.int32, shape, 1, layout=plgpu.Layout.WGMMA)
-                return rows + q_base, cols + kv_block(step) * block_kv
+                @pl.when(total_steps > 0)
+                def _():
+                    plgpu.barrier_wait(k_ready.at[ring(0)])
 
-            def history_mask(step):
-                _, kv_ids = ids(step)
-                return bounds.query_in_history(kv_ids)
+                pl.when(wg == 1)(schedule_point)
 
-            def diagonal_mask(step):
-                q_ids, kv_ids = ids(step)
-                return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
+                def ids(step):
+                    shape = (block_q, block_kv)
+                    rows = plgpu.broadcasted_iota(jnp.int32, shape, 0, layout=plgpu.Layout.WGMMA)
+                    cols = plgpu.broadcasted_iota(jnp.int32, shape, 1, layout=plgpu.Layout.WGMMA)
+                    return rows + q_base, cols + kv_block(step) * block_kv
 
-            def kv_step(step, carry, mask_fn):
-                acc, m_i, l_i = carry
-                slot = lax.rem(step, stages)
+                def history_mask(step):
+                    _, kv_ids = ids(step)
+                    return bounds.query_in_history(kv_ids)
 
-                def compute_qk(acc_ref):
-                    plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
-                    schedule_point()
-                    return acc_ref[...]
+                def diagonal_mask(step):
+                    q_ids, kv_ids = ids(step)
+                    return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
 
-                qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, block_kv), jnp.float32))
-                plgpu.barrier_arrive(k_consumed.at[slot])
+                def kv_step(step, carry, mask_fn):
+                    acc, m_i, l_i = carry
+                    slot = ring(step)
 
-                s = logits_to_log2(qk)
-                if mask_fn is not None:
-                    s = jnp.where(mask_fn(step), s, -jnp.inf)
-                m_new = jnp.maximum(m_i, s.max(axis=1))
-                alpha = jnp.exp2(m_i - m_new)
-                p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
-                acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                l_i = l_i * alpha + p.sum(axis=1)
-                p16 = p.astype(q_ref.dtype)
-                if p_in_registers:
-                    acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
-                if config.schedule_barrier:
-                    plgpu.barrier_arrive(schedule)
-                plgpu.barrier_wait(v_ready.at[slot])
-                if config.schedule_barrier:
-                    plgpu.barrier_wait(schedule)
+                    def compute_qk(acc_ref):
+                        plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                        schedule_point()
+                        return acc_ref[...]
 
-                def wait_next_k():
-                    nxt = step + 1
+                    qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, block_kv), jnp.float32))
+                    plgpu.barrier_arrive(k_consumed.at[slot])
 
-                    @pl.when(nxt < total_steps)
-                    def _():
-                        plgpu.barrier_wait(k_ready.at[lax.rem(nxt, stages)])
+                    s = logits_to_log2(qk)
+                    if mask_fn is not None:
+                        s = jnp.where(mask_fn(step), s, -jnp.inf)
+                    m_new = jnp.maximum(m_i, s.max(axis=1))
+                    alpha = jnp.exp2(m_i - m_new)
+                    p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
+                    acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                    l_i = l_i * alpha + p.sum(axis=1)
+                    p16 = p.astype(q_ref.dtype)
+                    if p_in_registers:
+                        acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
+                    if config.schedule_barrier:
+                        plgpu.barrier_arrive(schedule)
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_wait(schedule)
 
-                if p_in_registers:
-                    def compute_pv(acc_ref):
-                        plgpu.wgmma(acc_ref, p16, v_smem.at[slot])
-                        wait_next_k()
+                    def wait_next_k():
+                        nxt = step + 1
 
-                    acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
-                else:
-                    p_smem = p_smem2.at[wg]
-                    p_smem[...] = p16
-                    plgpu.commit_smem()
-                    if interpret:
-                        # Interpret mode has no run_state over accumulators: fresh one, then add.
-                        def compute_pv_fresh(acc_ref):
-                            plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
-                            wait_next_k()
-                            return acc_ref[...]
+                        @pl.when(nxt < total_steps)
+                        def _():
+                            plgpu.barrier_wait(k_ready.at[ring(nxt)])
 
-                        acc = acc + pl.run_scoped(
-                            compute_pv_fresh, plgpu.ACC((block_q, head_dim), jnp.float32)
-                        )
-                    else:
+                    if p_in_registers:
                         def compute_pv(acc_ref):
-                            plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot])
                             wait_next_k()
 
                         acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
-                plgpu.barrier_arrive(v_consumed.at[slot])
-                return acc, m_new, l_i
+                    else:
+                        p_smem = p_smem2.at[wg]
+                        p_smem[...] = p16
+                        plgpu.commit_smem()
+                        if interpret:
+                            # Interpret mode has no run_state over accumulators: fresh one, then add.
+                            def compute_pv_fresh(acc_ref):
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                                wait_next_k()
+                                return acc_ref[...]
 
-            carry = (acc, m_i, l_i)
-            if config.mask_interior:
+                            acc = acc + pl.run_scoped(
+                                compute_pv_fresh, plgpu.ACC((block_q, head_dim), jnp.float32)
+                            )
+                        else:
+                            def compute_pv(acc_ref):
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                                wait_next_k()
+
+                            acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
+                    plgpu.barrier_arrive(v_consumed.at[slot])
+                    return acc, m_new, l_i
+
+                carry = (acc, m_i, l_i)
+                if config.mask_interior:
+                    carry = lax.fori_loop(
+                        0, hist_steps, functools.partial(kv_step, mask_fn=history_mask), carry
+                    )
+                else:
+                    lead = jnp.minimum(hist_steps, jnp.where(lax.rem(hl, block_kv) != 0, 1, 0))
+                    tail = jnp.minimum(hist_steps - lead, jnp.where(lax.rem(hu, block_kv) != 0, 1, 0))
+                    masked = functools.partial(kv_step, mask_fn=history_mask)
+                    carry = lax.fori_loop(0, lead, masked, carry)
+                    carry = lax.fori_loop(
+                        lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
+                    )
+                    carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
                 carry = lax.fori_loop(
-                    0, hist_steps, functools.partial(kv_step, mask_fn=history_mask), carry
+                    hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
                 )
-            else:
-                lead = jnp.minimum(hist_steps, jnp.where(lax.rem(hl, block_kv) != 0, 1, 0))
-                tail = jnp.minimum(hist_steps - lead, jnp.where(lax.rem(hu, block_kv) != 0, 1, 0))
-                masked = functools.partial(kv_step, mask_fn=history_mask)
-                carry = lax.fori_loop(0, lead, masked, carry)
-                carry = lax.fori_loop(
-                    lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
-                )
-                carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
-            carry = lax.fori_loop(
-                hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
-            )
-            acc, m_i, l_i = carry
-            pl.when(wg == 0)(schedule_point)
+                acc, m_i, l_i = carry
+                pl.when(wg == 0)(schedule_point)
 
-            rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
-            row_valid = bounds.query_in_history(rows) | bounds.query_in_candidates(rows)
-            inv_l = jnp.where(row_valid, 1.0 / l_i, 0.0)
-            acc = acc * lax.broadcast_in_dim(inv_l, acc.shape, [0])
-            qo_smem[...] = acc.astype(q_ref.dtype)
-            lse_smem = lse_smem2.at[wg]
-            lse_smem[...] = jnp.where(row_valid, (m_i + jnp.log2(l_i)) * LN2, -jnp.inf)
-            plgpu.commit_smem()
-            plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
-            plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
-            plgpu.wait_smem_to_gmem(0)
+                rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
+                row_valid = bounds.query_in_history(rows) | bounds.query_in_candidates(rows)
+                inv_l = jnp.where(row_valid, 1.0 / l_i, 0.0)
+                acc = acc * lax.broadcast_in_dim(inv_l, acc.shape, [0])
+                qo_smem[...] = acc.astype(q_ref.dtype)
+                lse_smem[...] = jnp.where(row_valid, (m_i + jnp.log2(l_i)) * LN2, -jnp.inf)
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
+                plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
 
-        @pl.when((wg == 2) & valid)
-        def _memory():
-            plgpu.set_max_registers(40, action="decrease")
+            return step_base + total_steps
+
+        def memory_tile(batch, q_head, q_seq, step_base):
+            """Stream one tile's K/V blocks into the ring: global step g waits for step g - stages
+            to be consumed, so the next tile's first blocks load under this tile's last steps."""
+            tile = plan(batch, q_seq)
             kv_head = lax.div(q_head, group)
 
-            def load(step, slot):
-                rows = (batch, pl.ds(kv_block(step) * block_kv, block_kv), kv_head)
+            @pl.loop(0, tile["total_steps"])
+            def _load(step):
+                g = step_base + step
+                slot = lax.rem(g, stages)
+                rows = (batch, pl.ds(tile["kv_block"](step) * block_kv, block_kv), kv_head)
+
+                @pl.when(g >= stages)
+                def _():
+                    plgpu.barrier_wait(k_consumed.at[slot])
+
                 plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smem.at[slot], k_ready.at[slot])
+
+                @pl.when(g >= stages)
+                def _():
+                    plgpu.barrier_wait(v_consumed.at[slot])
+
                 plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smem.at[slot], v_ready.at[slot])
 
-            for i in range(stages):
-                pl.when(i < total_steps)(functools.partial(load, i, i))
+            return step_base + tile["total_steps"]
 
-            refill_end = jnp.maximum(total_steps - stages, 0)
-
-            @pl.loop(0, refill_end)
-            def _refill(step):
-                slot = lax.rem(step, stages)
-                plgpu.barrier_wait(k_consumed.at[slot])
-                plgpu.barrier_wait(v_consumed.at[slot])
-                load(step + stages, slot)
-
+        def drain(steps):
             # Observe the last consumed phases too, so every barrier phase is awaited once.
-            @pl.loop(refill_end, total_steps)
-            def _drain(step):
-                slot = lax.rem(step, stages)
+            @pl.loop(jnp.maximum(steps - stages, 0), steps)
+            def _drain(g):
+                slot = lax.rem(g, stages)
                 plgpu.barrier_wait(k_consumed.at[slot])
                 plgpu.barrier_wait(v_consumed.at[slot])
+
+        if not config.persistent:
+            batch, q_head, q_seq = (lax.axis_index(n) for n in ("batch", "heads", "q_seq"))
+
+            @pl.when(wg < 2)
+            def _compute():
+                # Raised where it dominates all the compute code: ptxas sizes what follows from it
+                # (inside a branch, call 6 measured the whole kernel 9-17% slower).
+                plgpu.set_max_registers(232, action="increase")
+
+                @pl.when(plan(batch, q_seq)["valid"])
+                def _():
+                    load_q(batch, q_head, q_seq, 0)
+                    plgpu.barrier_wait(q_ready.at[wg])
+
+                compute_tile(batch, q_head, q_seq, 0, 0)
+                plgpu.wait_smem_to_gmem(0)
+
+            @pl.when(wg == 2)
+            def _memory():
+                plgpu.set_max_registers(40, action="decrease")
+                drain(memory_tile(batch, q_head, q_seq, 0))
+            return
+
+        # Persistent: each CTA walks tiles cta, cta + CTAs, ... (query tiles of one head adjacent, the
+        # heads of one KV head adjacent); Q of the next tile loads into the other buffer meanwhile.
+        grid = (problem.batch, problem.q_heads, n_q_tiles)
+        ctas = lax.axis_size("cta")
+        cta = lax.axis_index("cta")
+        n_tiles = problem.batch * problem.q_heads * n_q_tiles
+
+        def coords(tile):
+            return lax.div(tile, problem.q_heads * n_q_tiles), lax.rem(lax.div(tile, n_q_tiles), problem.q_heads), \
+                lax.rem(tile, n_q_tiles)
+
+        @pl.when(wg < 2)
+        def _compute():
+            plgpu.set_max_registers(232, action="increase")
+            load_q(*coords(cta), 0)
+
+            @plgpu.nd_loop(grid, collective_axes="cta", init_carry=jnp.int32(0))
+            def _tiles(info, carry):
+                batch, q_head, q_seq = info.index
+                buf = lax.rem(info.local_index, 2)
+                nxt = cta + (info.local_index + 1) * ctas
+
+                @pl.when(nxt < n_tiles)
+                def _():
+                    # The other buffer's O and LSE of the previous tile must have left SMEM.
+                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                    load_q(*coords(nxt), 1 - buf)
+
+                plgpu.barrier_wait(q_ready.at[2 * buf + wg])
+                return compute_tile(batch, q_head, q_seq, buf, carry)
+
+            plgpu.wait_smem_to_gmem(0)
+
+        @pl.when(wg == 2)
+        def _memory():
+            plgpu.set_max_registers(40, action="decrease")
+
+            @plgpu.nd_loop(grid, collective_axes="cta", init_carry=jnp.int32(0))
+            def steps(info, carry):
+                batch, q_head, q_seq = info.index
+                return memory_tile(batch, q_head, q_seq, carry)
+
+            drain(steps)
 
     return kernel
 
 
+def _sm_count() -> int:
+    """SMs of the device the kernel will run on; H100/H200's 132 when lowering without one (tests)."""
+    return getattr(jax.devices()[0], "core_count", None) or _HOPPER_SMS
+
+
 def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = False,
-                  poisoned: bool = False) -> Forward:
+                  poisoned: bool = False, num_ctas: int | None = None) -> Forward:
     """Jitted ``(q, k, v, bounds) -> (out, lse)`` for one problem shape.
 
     With ``poisoned`` the function takes two more arguments, the initial
     contents of ``out`` and ``lse``, and the kernel writes into those buffers
     in place (through refs): a verifier fills them with NaN so that an element
-    the kernel never writes cannot pass.
+    the kernel never writes cannot pass. A persistent kernel launches ``num_ctas``
+    CTAs (default: the device's SM count; 3 in interpret mode, to walk several tiles).
     """
     block_q, block_kv, stages = config.block_q, config.block_kv, config.num_stages
     dtype = jnp.dtype(problem.dtype)
     body = _kernel_body(config, problem, interpret)
     p_staged = not (config.p_in_registers and not interpret)
+    q_buffers = 2 if config.persistent else 1
 
     def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
         smem = [
-            plgpu.SMEM((2, block_q, problem.head_dim), dtype, transforms=tiled),
+            plgpu.SMEM((2 * q_buffers, block_q, problem.head_dim), dtype, transforms=tiled),
             plgpu.SMEM((stages, block_kv, problem.head_dim), dtype, transforms=tiled),
             plgpu.SMEM((stages, block_kv, problem.head_dim), dtype, transforms=tiled),
-            plgpu.SMEM((2, block_q), jnp.float32),
+            plgpu.SMEM((2 * q_buffers, block_q), jnp.float32),
             plgpu.SMEM((2, block_q, block_kv), dtype, transforms=tiled) if p_staged else None,
         ]
         pl.run_scoped(
@@ -296,7 +383,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             (
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages),
-                plgpu.Barrier(num_barriers=2),
+                plgpu.Barrier(num_barriers=2 * q_buffers),
             ),
             (plgpu.Barrier(num_arrivals=2, num_barriers=stages),) * 2,
             plgpu.Barrier(num_arrivals=2),
@@ -308,11 +395,17 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         jax.ShapeDtypeStruct((b, t, hq, problem.head_dim), dtype),
         jax.ShapeDtypeStruct((b, hq, t), jnp.float32),
     )
+    if config.persistent:
+        n_tiles = b * hq * (t // (2 * block_q))
+        ctas = num_ctas or (3 if interpret else _sm_count())
+        grid, grid_names = (min(n_tiles, ctas),), ("cta",)
+    else:
+        grid, grid_names = (hq, t // (2 * block_q), b), ("heads", "q_seq", "batch")
     call = plgpu.kernel(
         entry,
         out_type=() if poisoned else out_types,
-        grid=(hq, t // (2 * block_q), b),
-        grid_names=("heads", "q_seq", "batch"),
+        grid=grid,
+        grid_names=grid_names,
         num_threads=3,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=config.fast_math),

@@ -31,6 +31,7 @@ def test_every_cap_method_on_every_adversarial_case(method):
 @pytest.mark.parametrize("tiles", [
     dict(block_q=64, block_kv=128, num_stages=3, mask_interior=False, schedule_barrier=True),
     dict(block_q=64, block_kv=64, num_stages=2, mask_interior=True, schedule_barrier=False),
+    dict(block_q=64, block_kv=128, num_stages=2, persistent=True),
 ])
 def test_gqa_f16_tiles_and_mask_variants(tiles):
     rng = np.random.default_rng(2)
