@@ -37,6 +37,10 @@ def test_infeasibility_names_the_rule():
     p = Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=128)
     assert "registers" in infeasibility(KernelConfig(block_q=128, block_kv=128), p)
     assert infeasibility(KernelConfig(block_q=64, block_kv=128), p) is None
+    # The persistent grid's second Q/O buffer does not fit at D=256 (run F: the API refused it on the H200).
+    p = Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=256)
+    assert infeasibility(KernelConfig(block_q=64, block_kv=64), p) is None
+    assert "shared memory" in infeasibility(KernelConfig(block_q=64, block_kv=64, persistent=True), p)
 
 
 def test_bucket_rounds_sizes_up():

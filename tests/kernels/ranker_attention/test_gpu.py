@@ -12,8 +12,9 @@ from kerneltune.kernels.ranker_attention.verify import compare
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("persistent", [False, True])
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
+# Not persistent at D=256: its second Q/O buffer does not fit SMEM (test_config checks the refusal).
+@pytest.mark.parametrize(("head_dim", "persistent"), [(64, False), (128, False), (256, False), (64, True),
+                                                      (128, True)])
 @pytest.mark.parametrize("cap_method", ["none", "tanh", "tanh_approx", "softsign", "clamp"])
 def test_register_p_kernel_matches_reference(head_dim, cap_method, persistent):
     rng = np.random.default_rng(head_dim)
