@@ -1,8 +1,10 @@
 """Run-time lookup of a tuned config: exact bucket, else the nearest valid one, else none.
 
-An entry is valid only when its stamps match the running system; every miss
-(no table, foreign stamps, no bucket) is logged once, so a launch never uses a
-config tuned elsewhere without saying so.
+An entry is valid only when its stamps match the running system and, when the
+caller says what it can launch, its config is one the kernel accepts for this
+problem (a nearest entry tuned for another cap may carry a field this problem
+refuses). Every miss (no table, foreign stamps, no bucket, refused config) is
+logged once, so a launch never uses a config tuned elsewhere without saying so.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,12 @@ def bucket_key(bucket: dict[str, Any]) -> str:
     return ",".join(f"{k}={bucket[k]}" for k in bucket)
 
 
+def _categorical_mismatches(a: dict[str, Any], b: dict[str, Any]) -> int:
+    """Differing non-numeric fields: between equally distant buckets, the one that shares the
+    categories (a cap method, say) is the better proxy."""
+    return sum(1 for k in a if a[k] != b.get(k) and not isinstance(a[k], int | float))
+
+
 def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...]) -> float:
     """inf if a hard field differs; else 1 per differing soft field plus |log2 ratio| per number."""
     if a.keys() != b.keys():
@@ -50,9 +59,15 @@ def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...])
     return d
 
 
+# Why a config cannot be launched for the problem at hand, or None.
+Refusal = Callable[[dict[str, Any]], str | None]
+
+
 def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[str, Any],
-                 kernel_hash: str, hard: tuple[str, ...]) -> tuple[dict[str, Any] | None, list[str]]:
-    """The entry to use for ``bucket`` and the misses met on the way (for logging)."""
+                 kernel_hash: str, hard: tuple[str, ...],
+                 refuses: Refusal | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The entry to use for ``bucket`` and the misses met on the way (for logging): the nearest
+    entry with matching stamps whose config ``refuses`` (if given) accepts."""
     want = {**running, "kernel_hash": kernel_hash}
     misses: list[str] = []
     valid = []
@@ -63,16 +78,23 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
                 misses.append(f"entry {key} not used: " + "; ".join(bad))
             continue
         valid.append(entry)
-    if not valid:
-        return None, misses
-    best = min(valid, key=lambda e: bucket_distance(bucket, e["bucket"], hard))
-    dist = bucket_distance(bucket, best["bucket"], hard)
-    if math.isinf(dist):
-        misses.append(f"no valid entry shares {', '.join(hard)} with {bucket_key(bucket)}")
-        return None, misses
-    if dist > 0:
-        misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {bucket_key(best['bucket'])}")
-    return best, misses
+    ranked = sorted(valid, key=lambda e: (bucket_distance(bucket, e["bucket"], hard),
+                                          _categorical_mismatches(bucket, e["bucket"])))
+    for entry in ranked:
+        dist = bucket_distance(bucket, entry["bucket"], hard)
+        if math.isinf(dist):
+            break
+        why = refuses(entry["config"]) if refuses is not None else None
+        if why is not None:
+            misses.append(f"entry {bucket_key(entry['bucket'])} not used for {bucket_key(bucket)}: {why}")
+            continue
+        if dist > 0:
+            misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {bucket_key(entry['bucket'])}")
+        return entry, misses
+    if valid:
+        misses.append(f"no valid entry shares {', '.join(hard)} with {bucket_key(bucket)}"
+                      + (" and has a config this problem accepts" if refuses is not None else ""))
+    return None, misses
 
 
 def _read_cached(path: Path) -> dict[str, Any] | None:
@@ -90,7 +112,7 @@ def _read_at(path: Path, mtime_ns: int) -> dict[str, Any] | None:
 
 
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
-                 root: Path | None = None) -> dict[str, Any] | None:
+                 root: Path | None = None, refuses: Refusal | None = None) -> dict[str, Any] | None:
     """The tuned config fields for ``bucket`` on this system, or None (heuristic)."""
     running = system_stamps()
     if running["gpu"] == "cpu":
@@ -105,7 +127,7 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     if table is None:
         log_miss(f"{kernel}: no tuned table at {path}; using the heuristic")
         return None
-    entry, misses = select_entry(table, bucket, running, kernel_hash, hard)
+    entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses)
     for m in misses:
         log_miss(f"{kernel}: {m} ({path})")
     if entry is None:

@@ -81,3 +81,28 @@ def test_two_processes_writing_one_table_lose_nothing(tmp_path):
     for p in procs:
         p.join()
     assert len(read_table(path)["entries"]) == 50
+
+
+def test_refused_config_falls_through_to_the_next_nearest_entry():
+    near = entry(bucket={**BUCKET, "seq_len": 8192}, config={"block_q": 1, "fast_math": False})
+    next_ = entry(bucket={**BUCKET, "seq_len": 1024}, config={"block_q": 2, "fast_math": True})
+    table = {"entries": {bucket_key(e["bucket"]): e for e in (near, next_)}}
+
+    def refuses(config):
+        return None if config["fast_math"] else "fast_math: this cap needs it"
+
+    chosen, misses = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses)
+    assert chosen["config"]["block_q"] == 2
+    assert "seq_len=8192" in misses[0] and "fast_math: this cap needs it" in misses[0] and "nearest" in misses[1]
+    chosen, misses = select_entry({"entries": {"x": near}}, BUCKET, RUNNING, "h1", HARD, refuses)
+    assert chosen is None and "accepts" in misses[-1]
+
+
+def test_equally_near_entries_prefer_the_same_categories():
+    # A tanh bucket at T=8k: clamp at 8k and tanh at 4k are both one step away; the cap decides.
+    want = {**BUCKET, "seq_len": 8192}
+    clamp = entry(bucket={**BUCKET, "seq_len": 8192, "cap_method": "clamp"}, config={"block_q": 1})
+    tanh = entry(bucket=BUCKET, config={"block_q": 2})
+    for order in ((clamp, tanh), (tanh, clamp)):
+        table = {"entries": {bucket_key(e["bucket"]): e for e in order}}
+        assert select_entry(table, want, RUNNING, "h1", HARD)[0]["config"] == {"block_q": 2}

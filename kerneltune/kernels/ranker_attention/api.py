@@ -66,21 +66,24 @@ def _compiled(problem: Problem, config: KernelConfig, interpret: bool) -> Forwar
     return build_forward(problem, config, interpret=interpret)
 
 
+def _refusal(problem: Problem, tiles: dict[str, Any]) -> str | None:
+    """Why a tuned entry's tiles cannot run this problem (a field its cap forbids, a size that does
+    not fit), or None."""
+    try:
+        return infeasibility(KernelConfig.for_problem(problem, **tiles), problem)
+    except (TypeError, ValueError) as e:
+        return str(e)
+
+
 def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig:
     """The caller's tiles if given, else the tuned table's entry, else the heuristic;
     always with the problem's cap and scale."""
     if config is None:
-        from kerneltune.tables.lookup import log_miss, tuned_config
+        from kerneltune.tables.lookup import tuned_config
 
         tiles = tuned_config(KERNEL_NAME, problem.bucket(), kernel_source_hash(),
-                             Problem.HARD_BUCKET_FIELDS)
-        if tiles is not None:
-            tuned = KernelConfig.for_problem(problem, **tiles)
-            why = infeasibility(tuned, problem)
-            if why is None:
-                return tuned
-            log_miss(f"{KERNEL_NAME}: tuned config {tiles} does not fit this problem ({why})")
-        return KernelConfig.for_problem(problem, **heuristic_config(problem))
+                             Problem.HARD_BUCKET_FIELDS, refuses=functools.partial(_refusal, problem))
+        return KernelConfig.for_problem(problem, **(tiles or heuristic_config(problem)))
     chosen = KernelConfig.for_problem(problem, **config.tile())
     why = infeasibility(chosen, problem)
     if why is not None:

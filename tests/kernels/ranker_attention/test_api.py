@@ -51,3 +51,35 @@ def test_launch_api_in_interpret_mode_returns_out_and_natural_lse():
     np.testing.assert_allclose(np.asarray(out.astype(jnp.float32)), ro, atol=3e-2)
     fin = np.isfinite(rl)
     np.testing.assert_allclose(np.asarray(lse)[fin], rl[fin], atol=1e-3)
+
+
+def test_tuned_entry_the_problem_refuses_is_passed_over(tmp_path, monkeypatch, caplog):
+    """run F: a tanh_approx call at T=8k found the clamp entry nearest, tuned with fast_math=False,
+    which tanh_approx refuses; the launch must take the next entry, say so, and not raise."""
+    from kerneltune.kernels.ranker_attention import api
+    from kerneltune.kernels.ranker_attention.config import Problem
+    from kerneltune.tables import lookup
+    from kerneltune.tables.lookup import bucket_key
+    from kerneltune.tables.store import table_path, update_table
+
+    running = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2",
+               "jaxlib": "0.11.2"}
+    monkeypatch.setattr(lookup, "system_stamps", lambda: running)
+    monkeypatch.setattr(lookup, "default_tables_dir", lambda: tmp_path)
+    lookup._logged.clear()
+    problem = Problem(batch=4, seq_len=8192, q_heads=16, kv_heads=16, head_dim=128, cap_method="tanh_approx",
+                      cap=30.0)
+    tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=True, schedule_barrier=True,
+                 mask_interior=False, persistent=False)
+    stamps = {**running, "kernel_hash": api.kernel_source_hash()}
+    entries = [
+        {"bucket": {**problem.bucket(), "cap_method": "clamp"}, "config": {**tiles, "fast_math": False}},
+        {"bucket": {**problem.bucket(), "cap_method": "tanh", "seq_len": 4096},
+         "config": {**tiles, "fast_math": True, "persistent": True}},
+    ]
+    update_table(table_path(tmp_path, "nvidia-h200", "ranker_attention"), "ranker_attention", "nvidia-h200",
+                 lambda t: t["entries"].update({bucket_key(e["bucket"]): {**e, "stamps": stamps} for e in entries}))
+    with caplog.at_level("WARNING", logger="kerneltune.tables"):
+        chosen = api.choose_config(problem, None)
+    assert chosen.persistent and chosen.fast_math
+    assert "cap_method=clamp" in caplog.text and "fast_math" in caplog.text
