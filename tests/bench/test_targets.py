@@ -29,16 +29,28 @@ HEAD_DIMS = {"a": 128, "b": 64}
 def test_speedups_and_dense_fractions_are_judged_per_shape_and_cap():
     targets = [Target("flex tanh D128", "speedup", ("tanh",), (128,), 2.5, over="flex"),
                Target("flex tanh D64", "speedup", ("tanh",), (64,), 4.0, over="flex"),
-               Target("dense D128", "dense_fraction", ("tanh", "none"), (128,), 0.7)]
+               Target("dense D128", "dense_fraction", ("tanh", "none"), (128,), 0.7),
+               Target("dense D64", "dense_fraction", ("tanh",), (64,), 0.7)]
     v = {(x["target"], x["shape"], x["cap_method"]): (x["value"], x["verdict"])
          for x in evaluate(targets, ROWS, HEAD_DIMS)}
     assert v[("flex tanh D128", "a", "tanh")] == (pytest.approx(2.4), "missed")
     assert v[("flex tanh D64", "b", "tanh")] == (pytest.approx(4.5), "met")
     # Against the faster dense rate (cuDNN's 640), not the slower one.
     assert v[("dense D128", "a", "tanh")] == (pytest.approx(450 / 640), "met")
-    # The dense baseline failed on that row: nothing to judge against, which is not a pass.
-    assert v[("dense D128", "a", "none")] == (None, "n/a")
-    assert len(v) == 4
+    # cuDNN failed on the no-cap row, but the dense problem is the shape's, timed on the tanh row.
+    assert v[("dense D128", "a", "none")] == (pytest.approx(600 / 640), "met")
+    # No dense baseline ran on the shape at all: nothing to judge against, which is not a pass.
+    assert v[("dense D64", "b", "tanh")] == (None, "n/a")
+    assert len(v) == 5
+
+
+def test_the_dense_bound_is_the_fastest_timing_of_the_shapes_dense_problem():
+    # Run F's bench: cuDNN's dense T=8k took 3.27 ms on one cap's row and 3.62 on another's.
+    rows = [row("a", "tanh", "kerneltune", 1.0, useful_tflops=400.0),
+            row("a", "tanh", "cudnn_dense", 3.62, dense_tflops=500.0),
+            row("a", "none", "cudnn_dense", 3.27, dense_tflops=553.0)]
+    [v] = evaluate([Target("dense", "dense_fraction", ("tanh",), (128,), 0.9)], rows, HEAD_DIMS)
+    assert v["value"] == pytest.approx(400 / 553) and v["verdict"] == "missed"
 
 
 def test_a_failed_kerneltune_row_is_not_judged_met():
