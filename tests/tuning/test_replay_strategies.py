@@ -7,9 +7,11 @@ import pytest
 from kerneltune.tuning.runners import ReplayRunner
 from kerneltune.tuning.sweep import SweepOptions, run_sweep
 
-from ..paths import RESULTS, SPACES
+from ..paths import RESULTS
 
 JOURNAL = RESULTS / "ranker_attention/2026-11-30-h200x2-sweep-c"
+# The space run C's landscape is replayed on (the default space before the persistent grid).
+SPACE = JOURNAL / "replay-space.toml"
 BUCKETS = ("d128-tanh-long", "d128-none-long", "d128-gqa-tanh-short", "d64-tanh-many-rows")
 RECORDS = list(ReplayRunner(JOURNAL).recorded.values())
 
@@ -20,7 +22,7 @@ def exhaustive_best(bucket):
 
 @pytest.mark.parametrize("strategy", ["tpe", "random", "cmaes", "gp"])
 def test_strategies_replay(tmp_path, strategy):
-    results = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACES / "ranker_attention.toml",
+    results = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACE,
                                      out=tmp_path, buckets=BUCKETS, strategy=strategy, budget=3, seed=0,
                                      replay=JOURNAL))
     for r in results:
@@ -31,7 +33,7 @@ def test_strategies_replay(tmp_path, strategy):
 def test_tpe_quarter_budget_within_3_percent(tmp_path, seed):
     feasible = {b: sum(1 for r in RECORDS if r["bucket"] == b and r["status"] != "constraint") for b in BUCKETS}
     for bucket in BUCKETS:
-        [r] = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACES / "ranker_attention.toml",
+        [r] = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACE,
                                      out=tmp_path / bucket, buckets=(bucket,), strategy="tpe",
                                      budget=feasible[bucket] // 4, seed=seed, replay=JOURNAL))
         assert r.entry["median_us"] <= 1.03 * exhaustive_best(bucket), (bucket, r.entry["config"])

@@ -20,7 +20,8 @@ from kerneltune.tuning.sweep import SweepOptions, run_sweep
 from ..paths import REPO, RESULTS, SPACES
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
-JOURNAL = RESULTS / "ranker_attention/2026-11-30-h200x2-sweep-c"
+# The sweep of the default space as it is now (run F: a journal per worker).
+JOURNAL = RESULTS / "ranker_attention/2026-11-30-h200x2-run-f/sweep/journals"
 BUCKET = "d128-tanh-long"
 
 pytestmark = pytest.mark.skipif(

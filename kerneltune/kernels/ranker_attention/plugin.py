@@ -128,13 +128,15 @@ class RankerAttentionPlugin:
 
     def check_small(self, problem: Problem, tiles: Mapping[str, Any]) -> CheckResult:
         """Correctness of a tuned entry on the CPU: the same kernel in interpret mode at a small
-        shape (same head_dim, GQA group, dtype and cap; every adversarial bounds case)."""
+        shape (same head_dim, GQA group, dtype and cap; every adversarial bounds case). Interpret mode
+        stages P through SMEM itself; whether the config fits is judged as the GPU would run it (with
+        P staged, a persistent D=128 tile is 104 B over the limit that interpret mode does not have)."""
         from .verify import check_interpret
 
         bounds = adversarial_bounds(256, np.random.default_rng(0))
         small = dataclasses.replace(problem, batch=len(bounds), seq_len=256, q_heads=problem.heads_per_kv_head,
                                     kv_heads=1)
-        config = KernelConfig.for_problem(small, **{**tiles, "p_in_registers": False})
+        config = KernelConfig.for_problem(small, **tiles)
         why = infeasibility(config, small)
         if why is not None:
             return CheckResult(f"the small check shape does not fit this config: {why}")
