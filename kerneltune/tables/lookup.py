@@ -41,6 +41,12 @@ def _categorical_mismatches(a: dict[str, Any], b: dict[str, Any]) -> int:
     return sum(1 for k in a if a[k] != b.get(k) and not isinstance(a[k], int | float))
 
 
+def _key_like(entry_bucket: dict[str, Any], wanted: dict[str, Any]) -> str:
+    """An entry's bucket key with its fields in the order of the wanted bucket's (tables store them
+    sorted), so that the two read side by side in a message."""
+    return bucket_key({k: entry_bucket[k] for k in wanted if k in entry_bucket} | entry_bucket)
+
+
 def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...]) -> float:
     """inf if a hard field differs; else 1 per differing soft field plus |log2 ratio| per number."""
     if a.keys() != b.keys():
@@ -86,10 +92,10 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
             break
         why = refuses(entry["config"]) if refuses is not None else None
         if why is not None:
-            misses.append(f"entry {bucket_key(entry['bucket'])} not used for {bucket_key(bucket)}: {why}")
+            misses.append(f"entry {_key_like(entry['bucket'], bucket)} not used for {bucket_key(bucket)}: {why}")
             continue
         if dist > 0:
-            misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {bucket_key(entry['bucket'])}")
+            misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {_key_like(entry['bucket'], bucket)}")
         return entry, misses
     if valid:
         misses.append(f"no valid entry shares {', '.join(hard)} with {bucket_key(bucket)}"
