@@ -28,7 +28,10 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.mosaic.gpu import utils as mgpu_utils
 from jax.experimental.pallas import mosaic_gpu as plgpu
+from jaxlib.mlir import ir
+from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
 from .cap import cap_forward
@@ -60,9 +63,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
                            tanh_from_exp2=config.fast_math)
 
-    def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, scoped):
-        smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule = scoped
-        qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2 = smem
+    def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
+        smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
+        qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2, ids_smem = smem
         wg = lax.axis_index("wg")
 
         def plan(batch, q_seq):
@@ -300,27 +303,35 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 drain(memory_tile(batch, q_head, q_seq, 0))
             return
 
-        # Persistent: each CTA walks tiles cta, cta + CTAs, ... (query tiles of one head adjacent, the
-        # heads of one KV head adjacent); Q of the next tile loads into the other buffer meanwhile.
-        grid = (problem.batch, problem.q_heads, n_q_tiles)
+        # Persistent: each CTA starts on tile ``cta``. When its memory warpgroup starts streaming a
+        # tile it claims the next from a global counter (tiles in (batch, head, query tile) order, the
+        # heads of one KV head adjacent) and hands it to the compute warpgroups through SMEM, which
+        # load its Q into the other buffer meanwhile. CTAs that drew short or padding tiles take more:
+        # a fixed stride of CTAs aliases with the tiles per head (run G: 1.26x the mean on the busiest
+        # CTA for equal rows with padding tiles).
         ctas = lax.axis_size("cta")
         cta = lax.axis_index("cta")
         n_tiles = problem.batch * problem.q_heads * n_q_tiles
+        tile_ready, tile_taken = handoff
 
         def coords(tile):
             return lax.div(tile, problem.q_heads * n_q_tiles), lax.rem(lax.div(tile, n_q_tiles), problem.q_heads), \
                 lax.rem(tile, n_q_tiles)
+
+        def more(carry):
+            return carry[0] < n_tiles
 
         @pl.when(wg < 2)
         def _compute():
             plgpu.set_max_registers(232, action="increase")
             load_q(*coords(cta), 0)
 
-            @plgpu.nd_loop(grid, collective_axes="cta", init_carry=jnp.int32(0))
-            def _tiles(info, carry):
-                batch, q_head, q_seq = info.index
-                buf = lax.rem(info.local_index, 2)
-                nxt = cta + (info.local_index + 1) * ctas
+            def tile_step(carry):
+                tile, j, step_base = carry
+                buf = lax.rem(j, 2)
+                plgpu.barrier_wait(tile_ready.at[buf])
+                nxt = ids_smem[buf]
+                plgpu.barrier_arrive(tile_taken.at[buf])
 
                 @pl.when(nxt < n_tiles)
                 def _():
@@ -329,22 +340,58 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     load_q(*coords(nxt), 1 - buf)
 
                 plgpu.barrier_wait(q_ready.at[2 * buf + wg])
-                return compute_tile(batch, q_head, q_seq, buf, carry)
+                return nxt, j + 1, compute_tile(*coords(tile), buf, step_base)
 
+            lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0)))
             plgpu.wait_smem_to_gmem(0)
 
         @pl.when(wg == 2)
         def _memory():
             plgpu.set_max_registers(40, action="decrease")
 
-            @plgpu.nd_loop(grid, collective_axes="cta", init_carry=jnp.int32(0))
-            def steps(info, carry):
-                batch, q_head, q_seq = info.index
-                return memory_tile(batch, q_head, q_seq, carry)
+            def stream_step(carry):
+                tile, j, step_base = carry
+                slot = lax.rem(j, 2)
+                nxt = ctas + _claim(counter_ref, ids_smem) if not interpret else cta + (j + 1) * ctas
 
+                @pl.when(j >= 2)
+                def _():
+                    plgpu.barrier_wait(tile_taken.at[slot])
+
+                ids_smem[slot] = nxt
+                plgpu.barrier_arrive(tile_ready.at[slot])
+                return nxt, j + 1, memory_tile(*coords(tile), step_base)
+
+            _, handed, steps = lax.while_loop(more, stream_step, (cta, jnp.int32(0), jnp.int32(0)))
             drain(steps)
 
+            @pl.loop(jnp.maximum(handed - 2, 0), handed)
+            def _taken(j):
+                plgpu.barrier_wait(tile_taken.at[lax.rem(j, 2)])
+
     return kernel
+
+
+_CLAIM_SLOT = 2  # ids_smem: [0], [1] the tile handed to the compute warpgroups, [2] the last claim
+
+
+def _claim(counter_ref, ids_smem) -> jax.Array:
+    """Atomically take the next ticket of the CTAs' shared tile counter (one thread of the memory
+    warpgroup; the warpgroup reads it back from SMEM)."""
+
+    @plgpu.inline_mgpu(arg_types=(plgpu.RefType(), plgpu.RefType()))
+    def take(ctx, counter, ids):
+        del ctx
+        i32 = ir.IntegerType.get_signless(32)
+        mgpu_utils.warpgroup_barrier()  # every thread has read the previous claim
+        with mgpu_utils.single_thread(scope=mgpu_utils.ThreadSubset.WARPGROUP):
+            ticket = mgpu_utils.inline_ptx("atom.relaxed.gpu.add.u32 $0, [$1], $2;", mgpu_utils.memref_ptr(counter),
+                                           mgpu_utils.c(1, i32), result_types=i32, has_side_effects=True)
+            memref_dialect.store(ticket, ids, [mgpu_utils.c(_CLAIM_SLOT, ir.IndexType.get())])
+        mgpu_utils.warpgroup_barrier()
+
+    take(counter_ref, ids_smem)
+    return ids_smem[_CLAIM_SLOT]
 
 
 def _sm_count() -> int:
@@ -368,7 +415,10 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     p_staged = not (config.p_in_registers and not interpret)
     q_buffers = 2 if config.persistent else 1
 
-    def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref):
+    # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back).
+    handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2))
+
+    def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
         smem = [
             plgpu.SMEM((2 * q_buffers, block_q, problem.head_dim), dtype, transforms=tiled),
@@ -376,9 +426,10 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             plgpu.SMEM((stages, block_kv, problem.head_dim), dtype, transforms=tiled),
             plgpu.SMEM((2 * q_buffers, block_q), jnp.float32),
             plgpu.SMEM((2, block_q, block_kv), dtype, transforms=tiled) if p_staged else None,
+            plgpu.SMEM((_CLAIM_SLOT + 1,), jnp.int32) if config.persistent else None,
         ]
         pl.run_scoped(
-            lambda *scoped: body(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, scoped),
+            lambda *scoped: body(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped),
             smem,
             (
                 plgpu.Barrier(num_barriers=stages),
@@ -387,6 +438,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             ),
             (plgpu.Barrier(num_arrivals=2, num_barriers=stages),) * 2,
             plgpu.Barrier(num_arrivals=2),
+            handoff if config.persistent else None,
             collective_axes="wg",
         )
 
@@ -401,8 +453,17 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         grid, grid_names = (min(n_tiles, ctas),), ("cta",)
     else:
         grid, grid_names = (hq, t // (2 * block_q), b), ("heads", "q_seq", "batch")
+    counted = config.persistent  # the kernel takes the tile counter as its last input
+
+    def plain_entry(*refs):
+        """Inputs come before outputs: move the counter to ``entry``'s last place."""
+        if not counted:
+            return entry(*refs)
+        q_ref, k_ref, v_ref, bounds_ref, counter_ref, out_ref, lse_ref = refs
+        return entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref)
+
     call = plgpu.kernel(
-        entry,
+        entry if poisoned else plain_entry,
         out_type=() if poisoned else out_types,
         grid=grid,
         grid_names=grid_names,
@@ -411,12 +472,16 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         compiler_params=plgpu.CompilerParams(approx_math=config.fast_math),
         interpret=plgpu.InterpretGPUParams() if interpret else None,
     )
+
+    def counter() -> tuple:
+        return (jax.new_ref(jnp.zeros((1,), jnp.int32)),) if counted else ()
+
     if not poisoned:
-        return jax.jit(call)
+        return jax.jit(lambda q, k, v, bounds: call(q, k, v, bounds, *counter()))
 
     def into_buffers(q, k, v, bounds, out_init, lse_init):
         out_ref, lse_ref = jax.new_ref(out_init), jax.new_ref(lse_init)
-        call(q, k, v, bounds, out_ref, lse_ref)
+        call(q, k, v, bounds, out_ref, lse_ref, *counter())
         return out_ref[...], lse_ref[...]
 
     return jax.jit(into_buffers)
