@@ -1,9 +1,15 @@
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kerneltune.kernels.ranker_attention import KernelConfig, ranker_attention
+from kerneltune.kernels.ranker_attention import KernelConfig, api, ranker_attention
+from kerneltune.kernels.ranker_attention.config import Problem
 from kerneltune.kernels.ranker_attention.reference import reference_f64
+from kerneltune.tables import lookup
+from kerneltune.tables.lookup import bucket_key
+from kerneltune.tables.store import table_path, update_table
 
 B, T, HQ, HKV, D = 2, 128, 2, 1, 64
 
@@ -53,33 +59,48 @@ def test_launch_api_in_interpret_mode_returns_out_and_natural_lse():
     np.testing.assert_allclose(np.asarray(lse)[fin], rl[fin], atol=1e-3)
 
 
+RUNNING = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2", "jaxlib": "0.11.2"}
+TILES = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=True, schedule_barrier=True,
+             mask_interior=False, persistent=False)
+
+
+def install_table(tmp_path, monkeypatch, entries):
+    """A tuned table for the running (faked) H200 with these entries, stamped with this kernel."""
+    monkeypatch.setattr(lookup, "system_stamps", lambda: RUNNING)
+    monkeypatch.setattr(lookup, "default_tables_dir", lambda: tmp_path)
+    monkeypatch.setattr(api, "_sm_count", lambda: 132)
+    lookup._logged.clear()
+    stamps = {**RUNNING, "kernel_hash": api.kernel_source_hash()}
+    update_table(table_path(tmp_path, "nvidia-h200", "ranker_attention"), "ranker_attention", "nvidia-h200",
+                 lambda t: t["entries"].update({bucket_key(e["bucket"]): {**e, "stamps": stamps} for e in entries}))
+
+
 def test_tuned_entry_the_problem_refuses_is_passed_over(tmp_path, monkeypatch, caplog):
     """run F: a tanh_approx call at T=8k found the clamp entry nearest, tuned with fast_math=False,
     which tanh_approx refuses; the launch must take the next entry, say so, and not raise."""
-    from kerneltune.kernels.ranker_attention import api
-    from kerneltune.kernels.ranker_attention.config import Problem
-    from kerneltune.tables import lookup
-    from kerneltune.tables.lookup import bucket_key
-    from kerneltune.tables.store import table_path, update_table
-
-    running = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2",
-               "jaxlib": "0.11.2"}
-    monkeypatch.setattr(lookup, "system_stamps", lambda: running)
-    monkeypatch.setattr(lookup, "default_tables_dir", lambda: tmp_path)
-    lookup._logged.clear()
     problem = Problem(batch=4, seq_len=8192, q_heads=16, kv_heads=16, head_dim=128, cap_method="tanh_approx",
                       cap=30.0)
-    tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=True, schedule_barrier=True,
-                 mask_interior=False, persistent=False)
-    stamps = {**running, "kernel_hash": api.kernel_source_hash()}
-    entries = [
-        {"bucket": {**problem.bucket(), "cap_method": "clamp"}, "config": {**tiles, "fast_math": False}},
+    install_table(tmp_path, monkeypatch, [
+        {"bucket": {**problem.bucket(), "cap_method": "clamp"}, "config": {**TILES, "fast_math": False}},
         {"bucket": {**problem.bucket(), "cap_method": "tanh", "seq_len": 4096},
-         "config": {**tiles, "fast_math": True, "persistent": True}},
-    ]
-    update_table(table_path(tmp_path, "nvidia-h200", "ranker_attention"), "ranker_attention", "nvidia-h200",
-                 lambda t: t["entries"].update({bucket_key(e["bucket"]): {**e, "stamps": stamps} for e in entries}))
+         "config": {**TILES, "fast_math": True, "persistent": True}},
+    ])
     with caplog.at_level("WARNING", logger="kerneltune.tables"):
         chosen = api.choose_config(problem, None)
     assert chosen.persistent and chosen.fast_math
     assert "cap_method=clamp" in caplog.text and "fast_math" in caplog.text
+
+
+def test_persistent_entry_runs_one_cta_per_tile_on_a_small_problem(tmp_path, monkeypatch, caplog):
+    """run G: persistent launches ran 1.25-1.59x slower than one CTA per tile at <= 4 query tiles per SM."""
+    big = Problem(batch=8, seq_len=4096, q_heads=8, kv_heads=8, head_dim=128, cap_method="tanh", cap=30.0)
+    install_table(tmp_path, monkeypatch, [{"bucket": big.bucket(),
+                                           "config": {**TILES, "persistent": True, "fast_math": True}}])
+    assert api.choose_config(big, None).persistent  # 8 * 8 * 32 = 2048 tiles
+    small = Problem(batch=3, seq_len=4096, q_heads=2, kv_heads=2, head_dim=128, cap_method="tanh", cap=30.0)
+    at_limit = dataclasses.replace(small, batch=4, q_heads=4, kv_heads=4)
+    with caplog.at_level("WARNING", logger="kerneltune.tables"):
+        assert not api.choose_config(small, None).persistent  # 192 tiles
+        assert not api.choose_config(at_limit, None).persistent  # 512 tiles: 3.9 per SM
+    assert "192 query tiles on 132 SMs" in caplog.text
+    assert api.choose_config(dataclasses.replace(at_limit, batch=5), None).persistent  # 640 tiles
