@@ -19,7 +19,7 @@ import numpy as np
 import tile_order_model as model
 
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
-from kerneltune.kernels.ranker_attention.inputs import make_device_tensors, ranker_bounds
+from kerneltune.kernels.ranker_attention.inputs import make_device_tensors
 from kerneltune.kernels.ranker_attention.kernel import build_forward
 from kerneltune.kernels.ranker_attention.reference import reference_f32
 from kerneltune.kernels.ranker_attention.verify import compare
@@ -31,21 +31,11 @@ ONE_CTA_FIXED = 1.5
 
 def ranked_shapes():
     """(model ratio, seq_len, heads, bounds) of the model's random shapes, worst first."""
-    rng = np.random.default_rng(1)
     shapes = []
-    for _ in range(300):  # the same draws as tile_order_model.main()
-        t = int(rng.choice([1024, 1536, 2048, 3072, 4096, 8192]))
-        h, b = int(rng.choice([2, 4, 8, 16])), int(rng.integers(1, 65))
-        cand = int(rng.choice([16, 32, 128, 256, 512]))
-        lo = int(rng.integers(t // 4, t - cand))
-        hi = int(rng.integers(lo, t - cand + 1))
-        bounds = ranker_bounds(b, t, lo if rng.random() < 0.5 else (lo, hi), cand, rng)
-        claimed = model.costs(bounds, t, h)
-        if len(claimed) < model.CTAS:
-            continue
+    for t, h, bounds in model.random_shapes():
         one_cta = [model.PAD if s is None else s + ONE_CTA_FIXED
                    for row in bounds for _ in range(h) for s in model.tile_steps(row, t)]
-        shapes.append((model.claim_at_start(claimed) / model.greedy(one_cta), t, h, bounds))
+        shapes.append((model.claim_at_start(model.costs(bounds, t, h)) / model.greedy(one_cta), t, h, bounds))
     shapes.sort(key=lambda s: -s[0])
     return shapes[:6] + shapes[len(shapes) // 2 - 1:len(shapes) // 2 + 2]
 

@@ -68,6 +68,21 @@ def ratios(c):
     return stride(c) / mean, greedy(c) / mean, claim_at_start(c) / mean
 
 
+def random_shapes():
+    """(seq_len, q heads, bounds) of 294 random ranker shapes (seed 1) of at least one tile per CTA:
+    many have padding tiles."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        t = int(rng.choice([1024, 1536, 2048, 3072, 4096, 8192]))
+        h, b = int(rng.choice([2, 4, 8, 16])), int(rng.integers(1, 65))
+        cand = int(rng.choice([16, 32, 128, 256, 512]))
+        lo = int(rng.integers(t // 4, t - cand))
+        hi = int(rng.integers(lo, t - cand + 1))
+        bounds = ranker_bounds(b, t, lo if rng.random() < 0.5 else (lo, hi), cand, rng)
+        if len(costs(bounds, t, h)) >= CTAS:
+            yield t, h, bounds
+
+
 def main() -> None:
     def rows(b, t, h, cand):
         return ranker_bounds(b, t, h, cand, np.random.default_rng(0))
@@ -92,18 +107,7 @@ def main() -> None:
     for name, (bounds, t, h) in shapes.items():
         s, g, c = ratios(costs(bounds, t, h))
         print(f"{name:28} {s:7.3f} {g:7.3f} {c:7.3f} {c / s:14.3f}")
-    rng = np.random.default_rng(1)
-    found = []
-    for _ in range(300):  # random ranker shapes: many have padding tiles
-        t = int(rng.choice([1024, 1536, 2048, 3072, 4096, 8192]))
-        h, b = int(rng.choice([2, 4, 8, 16])), int(rng.integers(1, 65))
-        cand = int(rng.choice([16, 32, 128, 256, 512]))
-        lo = int(rng.integers(t // 4, t - cand))
-        hi = int(rng.integers(lo, t - cand + 1))
-        bounds = ranker_bounds(b, t, lo if rng.random() < 0.5 else (lo, hi), cand, rng)
-        c = costs(bounds, t, h)
-        if len(c) >= CTAS:
-            found.append(ratios(c))
+    found = [ratios(costs(bounds, t, h)) for t, h, bounds in random_shapes()]
     r = np.array(found)
     for i, name in enumerate(("stride", "greedy", "claim at start")):
         print(f"{len(r)} random shapes, {name:15} busiest/mean: geomean {np.exp(np.log(r[:, i]).mean()):.3f}, "
