@@ -4,7 +4,9 @@ Each bucket's study is a queue: its feasible configs are enqueued once (under a
 lock), and every worker pops WAITING trials, which the RDB storage hands out
 exactly once. A worker records a heartbeat while it measures; a worker that
 dies leaves a trial whose heartbeat goes stale, which ``fail_stale_trials``
-marks failed and ``RetryHeartbeatStaleTrialCallback`` enqueues again, once. A record is
+marks failed and ``RetryHeartbeatStaleTrialCallback`` enqueues again, once; a worker that
+dies between taking a trial and its first heartbeat leaves one Optuna never calls stale, which
+``fail_orphans`` treats the same way. A record is
 journaled only after its trial is told, so a killed worker leaves no record of
 the trial it was measuring, and no candidate is measured twice.
 """
@@ -87,6 +89,36 @@ def prepare_queue(storage: Any, name: str, space: Space, feasible: list[dict[str
     return study
 
 
+def fail_orphans(study: Any, storage: Any) -> None:
+    """Fail the RUNNING trials that never recorded a heartbeat and started longer ago than the grace
+    period (their worker died between taking them and its first heartbeat), and queue each again
+    through the storage's stale-trial callback, as ``fail_stale_trials`` does for stale heartbeats."""
+    import datetime
+
+    import optuna
+    from sqlalchemy import bindparam, text
+
+    old = datetime.datetime.now() - datetime.timedelta(seconds=storage.grace_period)
+    running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
+               if t.datetime_start is not None and t.datetime_start < old]
+    if not running:
+        return
+    query = text("SELECT trial_id FROM trial_heartbeats WHERE trial_id IN :ids").bindparams(
+        bindparam("ids", expanding=True))
+    with storage.engine.connect() as conn:
+        beating = {row[0] for row in conn.execute(query, {"ids": [t._trial_id for t in running]})}
+    retry = storage.get_heartbeat_stale_trial_callback()
+    for trial in running:
+        if trial._trial_id in beating:
+            continue
+        try:
+            failed = storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another worker failed it first
+        if failed and retry is not None:
+            retry(study, storage.get_trial(trial._trial_id))
+
+
 class _Heartbeat:
     """Records the heartbeats of the trials a worker holds every interval while it measures."""
 
@@ -126,6 +158,7 @@ def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, buc
         """The next queued trial, or None when none is waiting now."""
         while True:
             optuna.storages.fail_stale_trials(study)
+            fail_orphans(study, storage)
             if waiting not in {t.state for t in study.get_trials(deepcopy=False)}:
                 return None
             trial = study.ask(dists)
