@@ -84,10 +84,10 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
                 misses.append(f"entry {key} not used: " + "; ".join(bad))
             continue
         valid.append(entry)
-    ranked = sorted(valid, key=lambda e: (bucket_distance(bucket, e["bucket"], hard),
-                                          _categorical_mismatches(bucket, e["bucket"])))
-    for entry in ranked:
-        dist = bucket_distance(bucket, entry["bucket"], hard)
+    ranked = sorted(((bucket_distance(bucket, e["bucket"], hard), _categorical_mismatches(bucket, e["bucket"]), i)
+                     for i, e in enumerate(valid)))
+    for dist, _, i in ranked:
+        entry = valid[i]
         if math.isinf(dist):
             break
         why = refuses(entry["config"]) if refuses is not None else None

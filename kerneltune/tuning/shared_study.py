@@ -89,10 +89,11 @@ def prepare_queue(storage: Any, name: str, space: Space, feasible: list[dict[str
     return study
 
 
-def fail_orphans(study: Any, storage: Any) -> None:
+def fail_orphans(study: Any, storage: Any) -> int:
     """Fail the RUNNING trials that never recorded a heartbeat and started longer ago than the grace
     period (their worker died between taking them and its first heartbeat), and queue each again
-    through the storage's stale-trial callback, as ``fail_stale_trials`` does for stale heartbeats."""
+    through the storage's stale-trial callback, as ``fail_stale_trials`` does for stale heartbeats.
+    Returns how many it failed."""
     import datetime
 
     import optuna
@@ -102,21 +103,25 @@ def fail_orphans(study: Any, storage: Any) -> None:
     running = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))
                if t.datetime_start is not None and t.datetime_start < old]
     if not running:
-        return
+        return 0
     query = text("SELECT trial_id FROM trial_heartbeats WHERE trial_id IN :ids").bindparams(
         bindparam("ids", expanding=True))
     with storage.engine.connect() as conn:
         beating = {row[0] for row in conn.execute(query, {"ids": [t._trial_id for t in running]})}
     retry = storage.get_heartbeat_stale_trial_callback()
+    failed = 0
     for trial in running:
         if trial._trial_id in beating:
             continue
         try:
-            failed = storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL)
+            if not storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL):
+                continue
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # another worker failed it first
-        if failed and retry is not None:
+        failed += 1
+        if retry is not None:
             retry(study, storage.get_trial(trial._trial_id))
+    return failed
 
 
 class _Heartbeat:
@@ -158,7 +163,6 @@ def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, buc
         """The next queued trial, or None when none is waiting now."""
         while True:
             optuna.storages.fail_stale_trials(study)
-            fail_orphans(study, storage)
             if waiting not in {t.state for t in study.get_trials(deepcopy=False)}:
                 return None
             trial = study.ask(dists)
@@ -173,6 +177,8 @@ def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, buc
     while True:
         current = ahead or claim()
         if current is None:
+            if fail_orphans(study, storage):  # only an idle worker needs them back: the queue is empty
+                continue
             if running not in {t.state for t in study.get_trials(deepcopy=False)}:
                 return measured
             time.sleep(heartbeat / 2)  # another worker's trial may still go stale and come back
