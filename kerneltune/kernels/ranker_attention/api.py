@@ -14,14 +14,10 @@ from .bounds import check_bounds
 from .cap import CapMethod
 from .config import SUPPORTED_HEAD_DIMS, KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
-from .kernel import Forward, _sm_count, build_forward
+from .kernel import Forward, build_forward
 
 KERNEL_NAME = "ranker_attention"
 _SOURCES = ("kernel.py", "cap.py", "bounds.py", "config.py")
-# Run G (claim_vs_one_cta.py): with at most this many query tiles per SM, persistent entries tuned on
-# larger buckets ran 1.25-1.59x slower than one CTA per tile (too few tiles for claiming to balance
-# padding tiles against full ones); above it, from 0.83x to 1.25x.
-PERSISTENT_MIN_TILES_PER_SM = 4
 
 
 @functools.cache
@@ -79,22 +75,6 @@ def _refusal(problem: Problem, tiles: dict[str, Any]) -> str | None:
         return str(e)
 
 
-def _grid_for(problem: Problem, tiles: dict[str, Any]) -> dict[str, Any]:
-    """A tuned persistent entry on a problem with too few tiles to share out runs one CTA per tile
-    (said once in the log)."""
-    if not tiles.get("persistent"):
-        return tiles
-    n_tiles = problem.batch * problem.q_heads * (problem.seq_len // (2 * int(tiles["block_q"])))
-    sms = _sm_count()
-    if n_tiles > PERSISTENT_MIN_TILES_PER_SM * sms:
-        return tiles
-    from kerneltune.tables.lookup import log_miss
-
-    log_miss(f"{KERNEL_NAME}: {n_tiles} query tiles on {sms} SMs (at most {PERSISTENT_MIN_TILES_PER_SM} per SM): "
-             f"the tuned persistent config runs with one CTA per tile")
-    return {**tiles, "persistent": False}
-
-
 def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig:
     """The caller's tiles if given, else the tuned table's entry, else the heuristic;
     always with the problem's cap and scale."""
@@ -103,7 +83,7 @@ def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig
 
         tiles = tuned_config(KERNEL_NAME, problem.bucket(), kernel_source_hash(),
                              Problem.HARD_BUCKET_FIELDS, refuses=functools.partial(_refusal, problem))
-        return KernelConfig.for_problem(problem, **_grid_for(problem, tiles or heuristic_config(problem)))
+        return KernelConfig.for_problem(problem, **(tiles or heuristic_config(problem)))
     chosen = KernelConfig.for_problem(problem, **config.tile())
     why = infeasibility(chosen, problem)
     if why is not None:

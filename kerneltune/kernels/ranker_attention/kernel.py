@@ -94,10 +94,12 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_arrive(schedule)
                 plgpu.barrier_wait(schedule)
 
-        def load_q(batch, q_head, q_seq, buf):
-            q_base = q_seq * (2 * block_q) + wg * block_q
+        def load_q(batch, q_head, q_seq, buf, half=None):
+            """Q rows of warpgroup ``half`` (default: the calling one) of a tile into buffer ``buf``."""
+            half = wg if half is None else half
+            q_base = q_seq * (2 * block_q) + half * block_q
             plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_base, block_q), q_head],
-                                    qo_smem_all.at[2 * buf + wg], q_ready.at[2 * buf + wg])
+                                    qo_smem_all.at[2 * buf + half], q_ready.at[2 * buf + half])
 
         def compute_tile(batch, q_head, q_seq, buf, step_base):
             """One warpgroup's rows of one tile; its Q is in ``qo_smem_all[2 * buf + wg]``. KV step
@@ -303,16 +305,17 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 drain(memory_tile(batch, q_head, q_seq, 0))
             return
 
-        # Persistent: each CTA starts on tile ``cta``. When its memory warpgroup starts streaming a
-        # tile it claims the next from a global counter (tiles in (batch, head, query tile) order, the
-        # heads of one KV head adjacent) and hands it to the compute warpgroups through SMEM, which
-        # load its Q into the other buffer meanwhile. CTAs that drew short or padding tiles take more:
-        # a fixed stride of CTAs aliases with the tiles per head (run G: 1.26x the mean on the busiest
-        # CTA for equal rows with padding tiles).
+        # Persistent: each CTA starts on tile ``cta``. When its memory warpgroup has issued the last
+        # K/V load of a tile (a few KV steps before the compute warpgroups finish it) it claims the next
+        # from a global counter (tiles in (batch, head, query tile) order, the heads of one KV head
+        # adjacent), loads that tile's Q into the other buffer once the compute warpgroups have released
+        # it, and hands the tile over through SMEM. CTAs that drew short or padding tiles take more: a
+        # fixed stride of CTAs aliases with the tiles per head (run G: 1.26x the mean on the busiest CTA
+        # for equal rows with padding tiles), and claiming at a tile's end is greedy placement.
         ctas = lax.axis_size("cta")
         cta = lax.axis_index("cta")
         n_tiles = problem.batch * problem.q_heads * n_q_tiles
-        tile_ready, tile_taken = handoff
+        tile_ready, tile_taken, q_free = handoff
 
         def coords(tile):
             return lax.div(tile, problem.q_heads * n_q_tiles), lax.rem(lax.div(tile, n_q_tiles), problem.q_heads), \
@@ -324,23 +327,23 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         @pl.when(wg < 2)
         def _compute():
             plgpu.set_max_registers(232, action="increase")
-            load_q(*coords(cta), 0)
 
             def tile_step(carry):
                 tile, j, step_base = carry
                 buf = lax.rem(j, 2)
+                plgpu.barrier_wait(q_ready.at[2 * buf + wg])
+
+                @pl.when(j >= 1)
+                def _():
+                    # The previous tile's O and LSE have left the other buffer: it may take the next Q.
+                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                    plgpu.barrier_arrive(q_free.at[1 - buf])
+
+                step_base = compute_tile(*coords(tile), buf, step_base)
                 plgpu.barrier_wait(tile_ready.at[buf])
                 nxt = ids_smem[buf]
                 plgpu.barrier_arrive(tile_taken.at[buf])
-
-                @pl.when(nxt < n_tiles)
-                def _():
-                    # The other buffer's O and LSE of the previous tile must have left SMEM.
-                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-                    load_q(*coords(nxt), 1 - buf)
-
-                plgpu.barrier_wait(q_ready.at[2 * buf + wg])
-                return nxt, j + 1, compute_tile(*coords(tile), buf, step_base)
+                return nxt, j + 1, step_base
 
             lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0)))
             plgpu.wait_smem_to_gmem(0)
@@ -348,19 +351,32 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         @pl.when(wg == 2)
         def _memory():
             plgpu.set_max_registers(40, action="decrease")
+            for half in range(2):
+                load_q(*coords(cta), 0, half)
 
             def stream_step(carry):
                 tile, j, step_base = carry
-                slot = lax.rem(j, 2)
-                nxt = ctas + _claim(counter_ref, ids_smem) if not interpret else cta + (j + 1) * ctas
+                buf = lax.rem(j, 2)
+                step_base = memory_tile(*coords(tile), step_base)
+                # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
+                nxt = cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem)
+
+                @pl.when(nxt < n_tiles)
+                def _():
+                    @pl.when(j >= 1)
+                    def _():
+                        plgpu.barrier_wait(q_free.at[1 - buf])
+
+                    for half in range(2):
+                        load_q(*coords(nxt), 1 - buf, half)
 
                 @pl.when(j >= 2)
                 def _():
-                    plgpu.barrier_wait(tile_taken.at[slot])
+                    plgpu.barrier_wait(tile_taken.at[buf])
 
-                ids_smem[slot] = nxt
-                plgpu.barrier_arrive(tile_ready.at[slot])
-                return nxt, j + 1, memory_tile(*coords(tile), step_base)
+                ids_smem[buf] = nxt
+                plgpu.barrier_arrive(tile_ready.at[buf])
+                return nxt, j + 1, step_base
 
             _, handed, steps = lax.while_loop(more, stream_step, (cta, jnp.int32(0), jnp.int32(0)))
             drain(steps)
@@ -368,6 +384,12 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             @pl.loop(jnp.maximum(handed - 2, 0), handed)
             def _taken(j):
                 plgpu.barrier_wait(tile_taken.at[lax.rem(j, 2)])
+
+            # The compute warpgroups released a Q buffer at the start of every tile but the first; the
+            # loop above awaited all but the last of those (it loads no Q after the last tile).
+            @pl.when(handed >= 2)
+            def _():
+                plgpu.barrier_wait(q_free.at[lax.rem(handed, 2)])
 
     return kernel
 
@@ -415,8 +437,10 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     p_staged = not (config.p_in_registers and not interpret)
     q_buffers = 2 if config.persistent else 1
 
-    # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back).
-    handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2))
+    # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back), and
+    # "Q buffer free" (compute -> memory warpgroup, which loads the next tile's Q).
+    handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
+               plgpu.Barrier(num_arrivals=2, num_barriers=2))
 
     def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
@@ -453,11 +477,10 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         grid, grid_names = (min(n_tiles, ctas),), ("cta",)
     else:
         grid, grid_names = (hq, t // (2 * block_q), b), ("heads", "q_seq", "batch")
-    counted = config.persistent  # the kernel takes the tile counter as its last input
 
     def plain_entry(*refs):
-        """Inputs come before outputs: move the counter to ``entry``'s last place."""
-        if not counted:
+        """Inputs come before outputs: move the persistent grid's tile counter to ``entry``'s last place."""
+        if not config.persistent:
             return entry(*refs)
         q_ref, k_ref, v_ref, bounds_ref, counter_ref, out_ref, lse_ref = refs
         return entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref)
@@ -474,7 +497,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     )
 
     def counter() -> tuple:
-        return (jax.new_ref(jnp.zeros((1,), jnp.int32)),) if counted else ()
+        return (jax.new_ref(jnp.zeros((1,), jnp.int32)),) if config.persistent else ()
 
     if not poisoned:
         return jax.jit(lambda q, k, v, bounds: call(q, k, v, bounds, *counter()))

@@ -1,5 +1,3 @@
-import dataclasses
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -68,7 +66,6 @@ def install_table(tmp_path, monkeypatch, entries):
     """A tuned table for the running (faked) H200 with these entries, stamped with this kernel."""
     monkeypatch.setattr(lookup, "system_stamps", lambda: RUNNING)
     monkeypatch.setattr(lookup, "default_tables_dir", lambda: tmp_path)
-    monkeypatch.setattr(api, "_sm_count", lambda: 132)
     lookup._logged.clear()
     stamps = {**RUNNING, "kernel_hash": api.kernel_source_hash()}
     update_table(table_path(tmp_path, "nvidia-h200", "ranker_attention"), "ranker_attention", "nvidia-h200",
@@ -90,17 +87,3 @@ def test_tuned_entry_the_problem_refuses_is_passed_over(tmp_path, monkeypatch, c
     assert chosen.persistent and chosen.fast_math
     assert "cap_method=clamp" in caplog.text and "fast_math" in caplog.text
 
-
-def test_persistent_entry_runs_one_cta_per_tile_on_a_small_problem(tmp_path, monkeypatch, caplog):
-    """run G: persistent launches ran 1.25-1.59x slower than one CTA per tile at <= 4 query tiles per SM."""
-    big = Problem(batch=8, seq_len=4096, q_heads=8, kv_heads=8, head_dim=128, cap_method="tanh", cap=30.0)
-    install_table(tmp_path, monkeypatch, [{"bucket": big.bucket(),
-                                           "config": {**TILES, "persistent": True, "fast_math": True}}])
-    assert api.choose_config(big, None).persistent  # 8 * 8 * 32 = 2048 tiles
-    small = Problem(batch=3, seq_len=4096, q_heads=2, kv_heads=2, head_dim=128, cap_method="tanh", cap=30.0)
-    at_limit = dataclasses.replace(small, batch=4, q_heads=4, kv_heads=4)
-    with caplog.at_level("WARNING", logger="kerneltune.tables"):
-        assert not api.choose_config(small, None).persistent  # 192 tiles
-        assert not api.choose_config(at_limit, None).persistent  # 512 tiles: 3.9 per SM
-    assert "192 query tiles on 132 SMs" in caplog.text
-    assert api.choose_config(dataclasses.replace(at_limit, batch=5), None).persistent  # 640 tiles
