@@ -34,6 +34,9 @@ class TunableKernel(Protocol):
     tunables: frozenset[str]
     problem_fields: frozenset[str]
     hard_bucket_fields: tuple[str, ...]
+    # The value a tunable had before it became one (how kernels built then behave): a journal recorded
+    # before a tunable existed still answers, in a replay, for configs at that value.
+    tile_defaults: Mapping[str, Any]
 
     def problem(self, fields: Mapping[str, Any]) -> Any: ...
     def problem_dict(self, problem: Any) -> dict[str, Any]: ...

@@ -108,18 +108,26 @@ class ReplayRunner:
     """Answers from a recorded journal: strategies compared and the tool shown without a GPU.
 
     ``journal_path`` is one journal, or a folder whose journals (one per worker of a shared
-    study) are merged as the shared study's table is (``merged_journals``).
+    study) are merged as the shared study's table is (``merged_journals``). A record that lacks a
+    tunable of ``tile_defaults`` was measured before that tunable existed, at its default value.
     """
 
-    def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0):
+    def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0,
+                 tile_defaults: Mapping[str, Any] | None = None):
         self.seconds_per_candidate = seconds_per_candidate
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
-        self.recorded = merged_journals(journal_path)
+        self.defaults = dict(tile_defaults or {})
+        self.recorded = {}
+        for (bucket, key), rec in sorted(merged_journals(journal_path).items(), key=lambda kv: kv[1].get("time", "")):
+            self.recorded.setdefault((bucket, self._key(rec["tiles"]) if "tiles" in rec else key), rec)
         if not self.recorded:
             raise ValueError(f"replay: {journal_path} holds no records")
         self.path = journal_path
         self.parallel_measures = 1
+
+    def _key(self, tiles: Mapping[str, Any]) -> str:
+        return config_key({**self.defaults, **tiles})
 
     def stamps(self) -> dict[str, Any]:
         first = next(iter(self.recorded.values()))
@@ -132,7 +140,7 @@ class ReplayRunner:
 
     def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
         done: cf.Future[dict[str, Any]] = cf.Future()
-        rec = self.recorded.get((req["bucket"], config_key(req["tiles"])))
+        rec = self.recorded.get((req["bucket"], self._key(req["tiles"])))
         if rec is None:
             done.set_result({"status": "unsupported", "error": f"not in the replayed journal {self.path}"})
         else:

@@ -127,7 +127,7 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
     journal = Journal(opts.journal_path)
     if not opts.resume and journal.path.exists():
         journal.path.rename(journal.path.with_suffix(f".{int(time.time())}.jsonl"))
-    runner = (runner_factory or _default_runner)(opts)
+    runner = runner_factory(opts) if runner_factory else _default_runner(opts, kernel)
     try:
         stamps = runner.stamps()
         static = False
@@ -151,9 +151,9 @@ class HardwareMissing(RuntimeError):
     """The sweep cannot time here; the message names the hardware it needs."""
 
 
-def _default_runner(opts: SweepOptions) -> Any:
+def _default_runner(opts: SweepOptions, kernel: TunableKernel) -> Any:
     if opts.replay is not None:
-        return ReplayRunner(opts.replay, opts.replay_seconds)
+        return ReplayRunner(opts.replay, opts.replay_seconds, kernel.tile_defaults)
     return LiveRunner(opts.gpus, opts.compile_threads, opts.out / "logs", opts.out / "jax-cache",
                       opts.compile_timeout, opts.run_timeout)
 

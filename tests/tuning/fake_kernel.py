@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ class FakeProblem:
 class FakeKernel:
     name = "fake"
     tunables = frozenset({"mode", "work"})
+    tile_defaults = MappingProxyType({"work": 1})  # as if ``work`` were once fixed at 1
     problem_fields = frozenset({"n"})
     hard_bucket_fields = ("n",)
 

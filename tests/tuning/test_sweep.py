@@ -87,3 +87,19 @@ def test_replay_answers_without_workers(tmp_path):
     replay = options(tmp_path, ["good", "slow"], replay=live.journal_path, out=tmp_path / "replay")
     [result] = run_sweep(replay)
     assert result.entry["config"] == {"mode": "good", "work": 1}
+
+
+def test_replay_of_a_journal_older_than_a_tunable_answers_at_its_default(tmp_path):
+    """A journal recorded before ``work`` was a tunable (the fake kernel's default: 1) answers the
+    configs at work=1 and no others."""
+    live = options(tmp_path, ["good", "slow"])
+    run_sweep(live)
+    old = tmp_path / "old.jsonl"
+    with old.open("w") as f:
+        for rec in Journal(live.journal_path).records():
+            if rec["tiles"]["work"] == 1:
+                tiles = {"mode": rec["tiles"]["mode"]}
+                f.write(json.dumps({**rec, "tiles": tiles, "key": json.dumps(tiles, sort_keys=True)}) + "\n")
+    [result] = run_sweep(options(tmp_path, ["good", "slow"], replay=old, out=tmp_path / "replay"))
+    assert result.entry["config"] == {"mode": "good", "work": 1}
+    assert result.failures["unsupported"] == 2  # work 2 in both modes (work 3 exceeds n: a constraint)

@@ -9,6 +9,7 @@ import dataclasses
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .layout import DrafterLayout, LayoutError
@@ -35,6 +36,7 @@ class DrafterProblem:
 class DrafterWidePlugin:
     name = "drafter_wide"
     tunables = frozenset({"ng", "threads", "w_na"})
+    tile_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
     problem_fields = frozenset(f.name for f in dataclasses.fields(DrafterProblem))
     hard_bucket_fields = ("arch",)
 

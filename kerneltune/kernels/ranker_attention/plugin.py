@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ class RankerInputs:
 class RankerAttentionPlugin:
     name = "ranker_attention"
     tunables = frozenset(KernelConfig.TILE_FIELDS)
+    tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
+                                      if f.name in KernelConfig.TILE_FIELDS})
     problem_fields = frozenset(f.name for f in dataclasses.fields(Problem))
     hard_bucket_fields = Problem.HARD_BUCKET_FIELDS
 
