@@ -15,27 +15,35 @@ TILES = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrie
 WITHIN = 1.06
 
 
-def main() -> None:
-    journals, default, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+def contenders(journals: Path) -> list[dict]:
+    """The ok records of a sweep's journals that are persistent or within WITHIN of their bucket's best."""
     best: dict[str, dict[str, dict]] = {}
     for path in sorted(journals.glob("*.jsonl")):
         for line in path.read_text().splitlines():
             r = json.loads(line)
             if r.get("status") == "ok":
                 best.setdefault(r["bucket"], {}).setdefault(r["key"], r)
-    allowed = []
+    kept = []
     for records in best.values():
         fastest = min(r["timing"]["median_us"] for r in records.values())
-        for r in records.values():
-            if r["tiles"]["persistent"] or r["timing"]["median_us"] <= WITHIN * fastest:
-                allowed.append(tuple(r["problem"][f] for f in FIELDS)
-                               + tuple(r["tiles"][t] for t in TILES))
-    names = ", ".join(FIELDS + TILES)
+        kept += [r for r in records.values()
+                 if r["tiles"]["persistent"] or r["timing"]["median_us"] <= WITHIN * fastest]
+    return kept
+
+
+def allowed_constraint(names: tuple[str, ...], allowed: list[tuple], why: str) -> str:
+    """A [[constraints]] entry that admits exactly the ``allowed`` tuples of ``names``."""
     listed = ",\n  ".join(repr(a) for a in sorted(allowed))
-    constraint = (f'\n[[constraints]]\nexpr = """({names}) in [\n  {listed}\n]"""\n'
-                  f'why = "run G re-measures run F\'s contenders: every persistent config and every config within '
-                  f'{round((WITHIN - 1) * 100)}% of the bucket\'s best"\n')
-    out.write_text(default.read_text() + constraint)
+    return f'\n[[constraints]]\nexpr = """({", ".join(names)}) in [\n  {listed}\n]"""\nwhy = "{why}"\n'
+
+
+def main() -> None:
+    journals, default, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    allowed = [tuple(r["problem"][f] for f in FIELDS) + tuple(r["tiles"][t] for t in TILES)
+               for r in contenders(journals)]
+    why = (f"run G re-measures run F's contenders: every persistent config and every config within "
+           f"{round((WITHIN - 1) * 100)}% of the bucket's best")
+    out.write_text(default.read_text() + allowed_constraint(FIELDS + TILES, allowed, why))
     print(f"{len(allowed)} configs")
 
 
