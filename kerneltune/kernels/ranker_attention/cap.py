@@ -118,6 +118,12 @@ def cap_forward(
 _LOG2E = math.log2(math.e)
 
 
+def cap_bound(method: CapMethod, params: CapParams) -> float | None:
+    """The largest ``|cap(x)|`` over all x (the cap itself for every bounding method), or None
+    where logits are unbounded."""
+    return None if method is CapMethod.NONE else _cap(params)
+
+
 def _rsqrt(x: Any, xp: ModuleType) -> Any:
     if xp.__name__ == "numpy":
         return 1.0 / xp.sqrt(x)

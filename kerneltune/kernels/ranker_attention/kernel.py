@@ -35,7 +35,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
 from .cap import cap_forward
-from .config import KernelConfig, Problem
+from .config import KernelConfig, Problem, static_max_refusal
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -127,7 +127,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
             @pl.when(tile["valid"])
             def _compute():
-                m_i = plgpu.layout_cast(jnp.full((block_q,), _M_INIT, jnp.float32), _row_layout())
+                m_i = plgpu.layout_cast(jnp.full((block_q,), 0.0 if config.static_max else _M_INIT, jnp.float32),
+                                        _row_layout())
                 l_i = plgpu.layout_cast(jnp.zeros((block_q,), jnp.float32), _row_layout())
                 acc = plgpu.layout_cast(jnp.zeros((block_q, head_dim), jnp.float32), plgpu.Layout.WGMMA)
 
@@ -166,11 +167,16 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     s = logits_to_log2(qk)
                     if mask_fn is not None:
                         s = jnp.where(mask_fn(step), s, -jnp.inf)
-                    m_new = jnp.maximum(m_i, s.max(axis=1))
-                    alpha = jnp.exp2(m_i - m_new)
-                    p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
-                    acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                    l_i = l_i * alpha + p.sum(axis=1)
+                    if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
+                        m_new = m_i
+                        p = jnp.exp2(s)
+                        l_i = l_i + p.sum(axis=1)
+                    else:
+                        m_new = jnp.maximum(m_i, s.max(axis=1))
+                        alpha = jnp.exp2(m_i - m_new)
+                        p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
+                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                        l_i = l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
@@ -431,6 +437,9 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     the kernel never writes cannot pass. A persistent kernel launches ``num_ctas``
     CTAs (default: the device's SM count; 3 in interpret mode, to walk several tiles).
     """
+    refusal = static_max_refusal(config)  # the one refusal whose kernel would compile and run wrong
+    if refusal is not None:
+        raise ValueError(refusal)
     block_q, block_kv, stages = config.block_q, config.block_kv, config.num_stages
     dtype = jnp.dtype(problem.dtype)
     body = _kernel_body(config, problem, interpret)

@@ -1,6 +1,9 @@
+import re
+
 import pytest
 
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, infeasibility, smem_bytes
+from kerneltune.kernels.ranker_attention.kernel import build_forward
 
 
 def test_smem_model_matches_mosaic_lowering():
@@ -48,3 +51,18 @@ def test_bucket_rounds_sizes_up():
     p = Problem(batch=6, seq_len=3000, q_heads=8, kv_heads=2, head_dim=128, cap_method="tanh", cap=30.0)
     assert p.bucket() == {"head_dim": 128, "dtype": "bfloat16", "cap_method": "tanh", "group": 4,
                           "seq_len": 4096, "batch_heads": 64}
+
+
+def test_static_max_needs_a_small_bounding_cap():
+    def problem(method, cap):
+        return Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=128, cap_method=method, cap=cap)
+
+    for method, cap in (("tanh", 30.0), ("clamp", 44.0)):
+        assert infeasibility(KernelConfig.for_problem(problem(method, cap), static_max=True), problem(method, cap)) \
+            is None
+    for method, cap in (("none", None), ("clamp", 50.0), ("softsign", 44.5)):
+        config = KernelConfig.for_problem(problem(method, cap), static_max=True)
+        why = infeasibility(config, problem(method, cap))
+        assert re.match(r"static_max: needs a bounding cap of at most 44\.36", why)
+        with pytest.raises(ValueError, match="static_max"):  # it would compile and overflow: never built
+            build_forward(problem(method, cap), config)

@@ -17,6 +17,17 @@ from kerneltune.kernels.ranker_attention.verify import compare
                                                       (128, True)])
 @pytest.mark.parametrize("cap_method", ["none", "tanh", "tanh_approx", "softsign", "clamp"])
 def test_register_p_kernel_matches_reference(head_dim, cap_method, persistent):
+    check_against_reference(head_dim, cap_method, persistent=persistent)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("head_dim", "persistent"), [(64, True), (128, True), (128, False)])
+@pytest.mark.parametrize("cap_method", ["tanh", "tanh_approx", "softsign", "clamp"])
+def test_softmax_without_running_max_matches_reference(head_dim, cap_method, persistent):
+    check_against_reference(head_dim, cap_method, persistent=persistent, static_max=True)
+
+
+def check_against_reference(head_dim, cap_method, **fields):
     rng = np.random.default_rng(head_dim)
     b, t, hq, hkv = 10, 512, 4, 2
     cap = None if cap_method == "none" else 20.0
@@ -25,7 +36,7 @@ def test_register_p_kernel_matches_reference(head_dim, cap_method, persistent):
     k = jax.random.normal(keys[1], (b, t, hkv, head_dim), jnp.bfloat16)
     v = jax.random.normal(keys[2], (b, t, hkv, head_dim), jnp.bfloat16)
     config = KernelConfig(block_q=64, block_kv=64 if head_dim == 256 else 128, num_stages=2, p_in_registers=True,
-                          persistent=persistent)
+                          **fields)
     for bounds in (random_bounds(b, t, rng), adversarial_bounds(t, rng)):
         out, lse = ranker_attention(q, k, v, jnp.asarray(bounds), cap_method=cap_method, cap=cap, config=config,
                                     return_lse=True)

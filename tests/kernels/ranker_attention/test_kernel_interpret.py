@@ -23,7 +23,8 @@ def test_every_cap_method_on_every_adversarial_case(method):
     bounds = adversarial_bounds(T, np.random.default_rng(1))
     problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, cap_method=method,
                       cap=CAPS[method])
-    c = run_and_compare(problem, dict(block_q=64, block_kv=64, num_stages=2, p_in_registers=False), bounds, 3)
+    tiles = dict(block_q=64, block_kv=64, num_stages=2, p_in_registers=False, static_max=method.needs_cap)
+    c = run_and_compare(problem, tiles, bounds, 3)
     assert c.ok, c.errors
 
 
@@ -51,3 +52,35 @@ def test_adversarial_cases_are_what_they_say():
     assert b["empty_candidates"][2] == b["empty_candidates"][3]
     assert b["straddle_edge"][0] % 64 != 0 and b["straddle_edge"][1] // 64 != b["straddle_edge"][0] // 64
     assert b["all_padding"] == [0, 0, 0, 0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("cap", "static_max"), [(44.0, True), (60.0, False)])
+def test_saturated_logits_with_and_without_the_running_max(cap, static_max):
+    """Every logit of row 0 sits at -cap (p = 2^-63.5 each without a running max), row 1's at both
+    ends: both must match the oracle, without the running max (44, near the limit) and with it (60)."""
+    import jax.numpy as jnp
+
+    from kerneltune.kernels.ranker_attention.kernel import build_forward
+    from kerneltune.kernels.ranker_attention.reference import reference_f64
+    from kerneltune.kernels.ranker_attention.verify import compare
+
+    problem = Problem(batch=2, seq_len=T, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=cap,
+                      sm_scale=8.0)
+    rng = np.random.default_rng(5)
+    q = np.abs(rng.standard_normal((2, T, 2, 64), dtype=np.float32))
+    k = rng.standard_normal((2, T, 1, 64), dtype=np.float32)
+    k[0] = -np.abs(k[0])
+    v = rng.standard_normal((2, T, 1, 64), dtype=np.float32)
+    bounds = np.array([[0, 150, 150, 200], [10, 100, 120, 256]], np.int32)
+    qj, kj, vj = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
+    config = KernelConfig.for_problem(problem, block_q=64, block_kv=64, num_stages=2, p_in_registers=False,
+                                      static_max=static_max)
+    out, lse = build_forward(problem, config, interpret=True, poisoned=True)(
+        qj, kj, vj, jnp.asarray(bounds), jnp.full(qj.shape, jnp.nan, qj.dtype),
+        jnp.full((2, 2, T), jnp.nan, jnp.float32))
+    f = [np.asarray(x.astype(jnp.float32)) for x in (qj, kj, vj)]
+    ro, rl = reference_f64(*f, bounds, sm_scale=8.0, cap_method="tanh", cap=cap)
+    assert np.all(rl[0, :, :150] < -cap + 6)  # row 0's history rows: every logit saturated low
+    c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl, bounds, "bfloat16", "tanh")
+    assert c.ok, c.errors

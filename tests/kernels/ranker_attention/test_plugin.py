@@ -22,3 +22,19 @@ def test_check_passes_the_right_kernel_and_fails_a_wrong_one():
     wrong = {"poisoned": build_forward(other, KernelConfig.for_problem(other, **TILES), interpret=True,
                                        poisoned=True)}
     assert PLUGIN.check(wrong, problem, inputs).error is not None
+
+
+def test_static_max_on_a_cap_it_cannot_take_is_pruned():
+    """The sweep prunes static_max on clamp 50 like any other infeasible config."""
+    problem = Problem(batch=4, seq_len=8192, q_heads=16, kv_heads=16, head_dim=128, cap_method="clamp", cap=50.0)
+    tiles = dict(block_q=64, block_kv=128, num_stages=2, persistent=True, static_max=True)
+    assert "static_max" in PLUGIN.infeasibility(problem, tiles)
+    assert PLUGIN.infeasibility(problem, {**tiles, "static_max": False}) is None
+
+
+@pytest.mark.parametrize(("head_dim", "method", "cap", "static"), [
+    (128, "tanh", 30.0, True), (128, "tanh_approx", 30.0, True), (128, "clamp", 50.0, False),
+    (128, "none", None, False), (64, "tanh", 30.0, False)])
+def test_heuristic_skips_the_running_max_where_run_h_measured_a_gain(head_dim, method, cap, static):
+    problem = Problem(batch=2, seq_len=1024, q_heads=2, kv_heads=2, head_dim=head_dim, cap_method=method, cap=cap)
+    assert PLUGIN.heuristic(problem)["static_max"] is static
