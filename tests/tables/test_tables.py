@@ -98,6 +98,25 @@ def test_refused_config_falls_through_to_the_next_nearest_entry():
     assert chosen is None and "accepts" in misses[-1]
 
 
+def test_refused_config_that_fits_is_used_fitted_and_said():
+    near = entry(bucket={**BUCKET, "seq_len": 8192}, config={"block_q": 1, "static_max": True})
+    next_ = entry(bucket={**BUCKET, "seq_len": 1024}, config={"block_q": 2, "static_max": False})
+    table = {"entries": {bucket_key(e["bucket"]): e for e in (near, next_)}}
+
+    def refuses(config):
+        return "static_max: needs a bounding cap" if config["static_max"] else None
+
+    def fit(config):
+        return {**config, "static_max": False}
+
+    chosen, misses = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses, fit)
+    assert chosen["config"] == {"block_q": 1, "static_max": False} and chosen["bucket"] == near["bucket"]
+    assert "used for" in misses[0] and "with static_max=False: static_max: needs" in misses[0]
+    assert near["config"]["static_max"], "the table's own entry must stay as tuned"
+    chosen, _ = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses, lambda c: None)
+    assert chosen["config"]["block_q"] == 2, "no fit: the next entry, as before"
+
+
 def test_equally_near_entries_prefer_the_same_categories():
     # A tanh bucket at T=8k: clamp at 8k and tanh at 4k are both one step away; the cap decides.
     want = {**BUCKET, "seq_len": 8192}

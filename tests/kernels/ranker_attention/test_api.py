@@ -87,3 +87,19 @@ def test_tuned_entry_the_problem_refuses_is_passed_over(tmp_path, monkeypatch, c
     assert chosen.persistent and chosen.fast_math
     assert "cap_method=clamp" in caplog.text and "fast_math" in caplog.text
 
+
+
+def test_static_max_entry_serves_a_problem_without_a_cap_with_static_max_off(tmp_path, monkeypatch, caplog):
+    """run I: the bench's D=64 no-cap shape found only tanh entries, all tuned with static_max, and fell
+    to the heuristic (0.71x the dense rate against 0.84x in run H); their tiles serve, static_max off."""
+    problem = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="none")
+    tuned = {**TILES, "num_stages": 3, "block_kv": 64, "persistent": True, "static_max": True}
+    install_table(tmp_path, monkeypatch, [{"bucket": {**problem.bucket(), "cap_method": "tanh"}, "config": tuned}])
+    with caplog.at_level("WARNING", logger="kerneltune.tables"):
+        chosen = api.choose_config(problem, None)
+    assert chosen.tile() == {**tuned, "static_max": False, "fast_math": True}
+    assert "with static_max=False: static_max: needs a bounding cap" in caplog.text
+    above = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="tanh", cap=60.0)
+    assert not api.choose_config(above, None).static_max, "a tanh cap above 44.36 is refused too"
+    within = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="tanh", cap=30.0)
+    assert api.choose_config(within, None).static_max
