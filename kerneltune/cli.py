@@ -127,6 +127,7 @@ def verify(
     table: Annotated[Path | None, typer.Option(help="Tuned table (default: the shipped one for this GPU).")] = None,
     emulate: Annotated[bool, typer.Option(help="Check the kernel's launch in its CPU emulation instead "
                                                "(kernels that have one: drafter-wide).")] = False,
+    bucket: Annotated[list[str] | None, typer.Option(help="Check only this bucket's entry (repeatable).")] = None,
 ) -> None:
     """Re-check a tuned table here: stamps, correctness on fresh inputs, time against the record."""
     import tempfile
@@ -154,7 +155,7 @@ def verify(
         console.print(f"{r.bucket}: {r.correctness}, {r.verdict}", soft_wrap=True)
 
     with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
-        report = verify_table(name, table, Path(work), on_entry=progress)
+        report = verify_table(name, table, Path(work), on_entry=progress, buckets=tuple(bucket or ()))
     out = Table(title=f"verify {name}: {table}")
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
         out.add_column(col, overflow="fold")

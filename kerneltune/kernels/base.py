@@ -37,6 +37,10 @@ class TunableKernel(Protocol):
     # The value a tunable had before it became one (how kernels built then behave): a journal recorded
     # before a tunable existed still answers, in a replay, for configs at that value.
     tile_defaults: Mapping[str, Any]
+    # Tunables that some problems of one bucket refuse, because what decides them is not in the bucket
+    # key (a cap's value, say): a table entry keeps the best measured config for each other setting of
+    # them, so a launch that refuses the winner still gets a measured config of that bucket.
+    gated_tiles: tuple[str, ...]
 
     def problem(self, fields: Mapping[str, Any]) -> Any: ...
     def problem_dict(self, problem: Any) -> dict[str, Any]: ...

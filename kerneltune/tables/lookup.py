@@ -3,9 +3,8 @@
 An entry is valid only when its stamps match the running system and, when the
 caller says what it can launch, its config is one the kernel accepts for this
 problem (a nearest entry tuned for another cap may carry a field this problem
-refuses). A kernel may also say how to fit a refused config to the problem (a
-field the problem forbids turned off); the entry's other tiles then still serve.
-Every miss (no table, foreign stamps, no bucket, refused or fitted config) is
+refuses); the entry's fallbacks, measured in the same sweep, serve then before
+any other entry. Every miss (no table, foreign stamps, no bucket, refused config) is
 logged once, so a launch never uses a config tuned elsewhere without saying so.
 """
 
@@ -69,21 +68,29 @@ def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...])
 
 # Why a config cannot be launched for the problem at hand, or None.
 Refusal = Callable[[dict[str, Any]], str | None]
-# A variant of a refused config that the problem may accept, or None when the kernel knows none.
-Fit = Callable[[dict[str, Any]], dict[str, Any] | None]
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
     return " ".join(f"{k}={new[k]}" for k in new if old.get(k) != new[k])
 
 
+def _accepted(entry: dict[str, Any], refuses: Refusal | None) -> tuple[dict[str, Any] | None, str | None]:
+    """The entry's winner, else its fastest fallback, that ``refuses`` accepts (None if neither), and
+    why the winner was refused."""
+    why = refuses(entry["config"]) if refuses is not None else None
+    if why is None:
+        return entry, None
+    for fb in entry.get("fallbacks", ()):
+        if refuses(fb["config"]) is None:
+            return {**entry, "config": fb["config"], "median_us": fb["median_us"], "spread": fb["spread"]}, why
+    return None, why
+
+
 def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[str, Any],
                  kernel_hash: str, hard: tuple[str, ...],
-                 refuses: Refusal | None = None,
-                 fit: Fit | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+                 refuses: Refusal | None = None) -> tuple[dict[str, Any] | None, list[str]]:
     """The entry to use for ``bucket`` and the misses met on the way (for logging): the nearest
-    entry with matching stamps whose config ``refuses`` (if given) accepts, as is or as ``fit``
-    adapts it."""
+    entry with matching stamps whose config, or one of its fallbacks, ``refuses`` (if given) accepts."""
     want = {**running, "kernel_hash": kernel_hash}
     misses: list[str] = []
     valid = []
@@ -97,18 +104,17 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
     ranked = sorted(((bucket_distance(bucket, e["bucket"], hard), _categorical_mismatches(bucket, e["bucket"]), i)
                      for i, e in enumerate(valid)))
     for dist, _, i in ranked:
-        entry = valid[i]
         if math.isinf(dist):
             break
-        why = refuses(entry["config"]) if refuses is not None else None
-        fitted = fit(entry["config"]) if why is not None and fit is not None else None
-        if fitted is not None and refuses(fitted) is None:
-            misses.append(f"entry {_key_like(entry['bucket'], bucket)} used for {bucket_key(bucket)} with "
-                          f"{_changes(entry['config'], fitted)}: {why}")
-            entry = {**entry, "config": fitted}
-        elif why is not None:
-            misses.append(f"entry {_key_like(entry['bucket'], bucket)} not used for {bucket_key(bucket)}: {why}")
+        entry, why = _accepted(valid[i], refuses)
+        name = _key_like(valid[i]["bucket"], bucket)
+        if entry is None:
+            misses.append(f"entry {name} not used for {bucket_key(bucket)}: {why}")
             continue
+        if why is not None:
+            misses.append(f"entry {name}'s winner not used for {bucket_key(bucket)}: {why}; using its fastest "
+                          f"measured config with {_changes(valid[i]['config'], entry['config'])} "
+                          f"({entry['median_us']:.1f} µs against the winner's {valid[i]['median_us']:.1f} µs)")
         if dist > 0:
             misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {_key_like(entry['bucket'], bucket)}")
         return entry, misses
@@ -133,8 +139,7 @@ def _read_at(path: Path, mtime_ns: int) -> dict[str, Any] | None:
 
 
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
-                 root: Path | None = None, refuses: Refusal | None = None,
-                 fit: Fit | None = None) -> dict[str, Any] | None:
+                 root: Path | None = None, refuses: Refusal | None = None) -> dict[str, Any] | None:
     """The tuned config fields for ``bucket`` on this system, or None (heuristic)."""
     running = system_stamps()
     if running["gpu"] == "cpu":
@@ -149,7 +154,7 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     if table is None:
         log_miss(f"{kernel}: no tuned table at {path}; using the heuristic")
         return None
-    entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, fit)
+    entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses)
     for m in misses:
         log_miss(f"{kernel}: {m} ({path})")
     if entry is None:

@@ -146,7 +146,9 @@ class ReplayRunner:
         else:
             keep = ("status", "error", "timing", "tflops", "flops", "rel_error", "compile_s", "pct_ceiling", "time")
             time.sleep(self.seconds_per_candidate)
-            done.set_result({k: rec[k] for k in keep if k in rec})
+            # The record's own stamps: a folder of per-worker journals holds several GPUs' ceilings.
+            stamps = {**rec.get("stamps", {}), "replayed_from": str(self.path)}
+            done.set_result({**{k: rec[k] for k in keep if k in rec}, "stamps": stamps})
         return done
 
     def close(self) -> None:

@@ -3,7 +3,9 @@
 The winner is the fastest verified candidate measured with the current kernel
 source; ties on the median break by the canonical config text, so the same
 measurements always give the same table. Runner-ups are the candidates whose
-median lies within the winner's noise.
+median lies within the winner's noise. Fallbacks are, for each other setting of
+the kernel's gated tiles, the fastest candidate with it: what a launch whose
+problem refuses the winner runs instead, measured rather than guessed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
         {"config": r["tiles"], "median_us": r["timing"]["median_us"], "spread": r["timing"]["spread"]}
         for r in ok[1:] if r["timing"]["median_us"] <= limit
     ][:MAX_RUNNER_UPS]
+    fallbacks: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in ok:
+        gates = tuple(r["tiles"].get(g) for g in kernel.gated_tiles)
+        if gates != tuple(win["tiles"].get(g) for g in kernel.gated_tiles) and gates not in fallbacks:
+            fallbacks[gates] = {"config": r["tiles"], "median_us": r["timing"]["median_us"],
+                                "spread": r["timing"]["spread"]}
     stamps = {k: win["stamps"].get(k) for k in MATCHED_STAMPS if k != "kernel_hash"}
     stamps.update(kernel_hash=win["kernel_hash"], date=win.get("time", now_stamp()))
     problem = kernel.problem(win["problem"])
@@ -50,6 +58,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
         "tflops": win.get("tflops"),
         "pct_ceiling": pct_of_ceiling(win),
         "runner_ups": runner_ups,
+        "fallbacks": list(fallbacks.values()),
         "candidates_ok": len(ok),
         "stamps": stamps,
     }

@@ -1,5 +1,8 @@
 """Re-check a tuned table on this machine: stamps, correctness on fresh inputs, and time.
 
+Each entry's fallbacks are checked like its winner: a launch whose problem refuses the
+winner runs them.
+
 Exit codes: 0 everything holds; 1 a correctness failure, a slowdown beyond the
 recorded noise, a stale kernel source or an unreadable table; 2 this machine
 cannot run the check at all (the message names the hardware).
@@ -46,7 +49,9 @@ class VerifyReport:
 
 
 def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: MeasureSettings | None = None,
-                 on_entry: Callable[[EntryReport], None] | None = None) -> VerifyReport:
+                 on_entry: Callable[[EntryReport], None] | None = None,
+                 buckets: tuple[str, ...] = ()) -> VerifyReport:
+    """Check every entry of the table (only those named in ``buckets``, if any) and its fallbacks."""
     kernel = load_kernel(kernel_name)
     settings = settings or MeasureSettings(max_seconds=1.0)
     try:
@@ -55,6 +60,9 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         return VerifyReport(table_path, [], EXIT_FAIL, [str(e)])
     if table is None:
         return VerifyReport(table_path, [], EXIT_FAIL, [f"{table_path}: no such table"])
+    entries = [e for e in table["entries"].values() if not buckets or e.get("bucket_name") in buckets]
+    if missing := sorted(set(buckets) - {e.get("bucket_name") for e in entries}):
+        return VerifyReport(table_path, [], EXIT_FAIL, [f"{table_path}: no entry for bucket {', '.join(missing)}"])
     _seed_ceilings(table, work_dir / "logs")
     runner = LiveRunner(("0",), 0, work_dir / "logs", work_dir / "jax-cache", 600.0, 300.0)
     try:
@@ -67,10 +75,14 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                                          f"at small shapes (interpret mode)"]
         want = {**running, "kernel_hash": kernel.source_hash()}
         reports = []
-        for e in table["entries"].values():
-            reports.append(_verify_entry(kernel_name, kernel, runner, e, want, need is None, settings))
-            if on_entry is not None:
-                on_entry(reports[-1])
+        for e in entries:
+            fallbacks = [{**e, **fb, "bucket_name": f"{e.get('bucket_name', '?')} (fallback)"}
+                         for fb in e.get("fallbacks", ())]
+            for i, checked in enumerate([e, *fallbacks]):
+                reports.append(_verify_entry(kernel_name, kernel, runner, checked, want, need is None, settings,
+                                             against_heuristic=i == 0))
+                if on_entry is not None:
+                    on_entry(reports[-1])
     finally:
         runner.close()
     code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_OK
@@ -89,7 +101,7 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:
 
 
 def _verify_entry(kernel_name: str, kernel: Any, runner: LiveRunner, entry: dict[str, Any], want: dict[str, Any],
-                  on_gpu: bool, settings: MeasureSettings) -> EntryReport:
+                  on_gpu: bool, settings: MeasureSettings, against_heuristic: bool = True) -> EntryReport:
     rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
     rep.stamps = mismatches(entry.get("stamps", {}), want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
@@ -114,10 +126,10 @@ def _verify_entry(kernel_name: str, kernel: Any, runner: LiveRunner, entry: dict
         return rep
     rep.correctness = "ok"
     rep.now_us = reply["timing"]["median_us"]
-    heur = kernel.heuristic(kernel.problem(problem_fields))
+    heur = kernel.heuristic(kernel.problem(problem_fields)) if against_heuristic else None
     if heur == entry["config"]:
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
-    else:
+    elif heur is not None:
         h = runner.measure({**base, "tiles": heur, "seed": 13}).result()
         rep.heuristic_us = h["timing"]["median_us"] if h.get("status") == "ok" else None
     if rep.recorded_us:

@@ -98,23 +98,23 @@ def test_refused_config_falls_through_to_the_next_nearest_entry():
     assert chosen is None and "accepts" in misses[-1]
 
 
-def test_refused_config_that_fits_is_used_fitted_and_said():
-    near = entry(bucket={**BUCKET, "seq_len": 8192}, config={"block_q": 1, "static_max": True})
+def test_refused_winner_gives_way_to_its_fastest_accepted_fallback_and_says_so():
+    near = {**entry(bucket={**BUCKET, "seq_len": 8192}, config={"block_q": 1, "static_max": True}),
+            "fallbacks": [{"config": {"block_q": 3, "static_max": False}, "median_us": 1.1, "spread": 0.01}]}
     next_ = entry(bucket={**BUCKET, "seq_len": 1024}, config={"block_q": 2, "static_max": False})
     table = {"entries": {bucket_key(e["bucket"]): e for e in (near, next_)}}
 
     def refuses(config):
         return "static_max: needs a bounding cap" if config["static_max"] else None
 
-    def fit(config):
-        return {**config, "static_max": False}
-
-    chosen, misses = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses, fit)
-    assert chosen["config"] == {"block_q": 1, "static_max": False} and chosen["bucket"] == near["bucket"]
-    assert "used for" in misses[0] and "with static_max=False: static_max: needs" in misses[0]
+    chosen, misses = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses)
+    assert chosen["config"] == {"block_q": 3, "static_max": False} and chosen["bucket"] == near["bucket"]
+    assert "winner not used" in misses[0] and "static_max: needs" in misses[0]
+    assert "with block_q=3 static_max=False (1.1 µs against the winner's 1.0 µs)" in misses[0]
     assert near["config"]["static_max"], "the table's own entry must stay as tuned"
-    chosen, _ = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses, lambda c: None)
-    assert chosen["config"]["block_q"] == 2, "no fit: the next entry, as before"
+    del near["fallbacks"]
+    chosen, _ = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses)
+    assert chosen["config"]["block_q"] == 2, "no fallback: the next entry, as before"
 
 
 def test_equally_near_entries_prefer_the_same_categories():

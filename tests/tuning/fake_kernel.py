@@ -25,6 +25,7 @@ class FakeKernel:
     name = "fake"
     tunables = frozenset({"mode", "work"})
     tile_defaults = MappingProxyType({"work": 1})  # as if ``work`` were once fixed at 1
+    gated_tiles = ("mode",)
     problem_fields = frozenset({"n"})
     hard_bucket_fields = ("n",)
 

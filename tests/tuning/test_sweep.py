@@ -103,3 +103,24 @@ def test_replay_of_a_journal_older_than_a_tunable_answers_at_its_default(tmp_pat
     [result] = run_sweep(options(tmp_path, ["good", "slow"], replay=old, out=tmp_path / "replay"))
     assert result.entry["config"] == {"mode": "good", "work": 1}
     assert result.failures["unsupported"] == 2  # work 2 in both modes (work 3 exceeds n: a constraint)
+
+
+def test_replay_keeps_each_records_own_stamps(tmp_path):
+    """Two workers' journals carry two GPUs' ceilings: a replayed record's % of ceiling is its own
+    GPU's (run I's regenerated table took the first record's ceiling for every one)."""
+    live = options(tmp_path, ["good", "slow"])
+    run_sweep(live)
+    recs = [r for r in Journal(live.journal_path).records() if r["status"] == "ok"]
+    folder = tmp_path / "journals"
+    folder.mkdir()
+    for w, ceiling in (("w0", 100.0), ("w1", 200.0)):
+        with (folder / f"fake-live-{w}.jsonl").open("w") as f:
+            for rec in recs[:1] if w == "w0" else recs[1:]:
+                stamps = {**rec["stamps"], "bf16_tflops_ceiling": ceiling}
+                f.write(json.dumps({**rec, "stamps": stamps, "tflops": 50.0, "pct_ceiling": 5000 / ceiling}) + "\n")
+    replay = options(tmp_path, ["good", "slow"], replay=folder, out=tmp_path / "replay")
+    run_sweep(replay)
+    got = {r["key"]: r for r in Journal(replay.journal_path).records() if r["status"] == "ok"}
+    assert {k: r["pct_ceiling"] for k, r in got.items()} == {r["key"]: 5000 / (100.0 if i == 0 else 200.0)
+                                                             for i, r in enumerate(recs)}
+    assert all(r["stamps"]["replayed_from"] == str(folder) for r in got.values())

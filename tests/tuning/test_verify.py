@@ -16,10 +16,12 @@ def importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def table(tmp_path, mode, recorded_us=50_000.0):
+def table(tmp_path, mode, recorded_us=50_000.0, fallbacks=()):
     path = tmp_path / "fake.json"
     entry = {"bucket": {"n": 2}, "bucket_name": "small", "problem": {"n": 2}, "config": {"mode": mode, "work": 1},
-             "median_us": recorded_us, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"}}
+             "median_us": recorded_us, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"},
+             "fallbacks": [{"config": {"mode": m, "work": 1}, "median_us": 50_000.0, "spread": 0.01}
+                           for m in fallbacks]}
     update_table(path, "fake", "cpu", lambda t: t["entries"].update({bucket_key(entry["bucket"]): entry}))
     return path
 
@@ -34,6 +36,22 @@ def test_exit_1_on_wrong_output_or_slowdown(tmp_path):
     assert r.exit_code == EXIT_FAIL and "correctness" in r.entries[0].verdict
     r = verify_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, "good", recorded_us=100.0), tmp_path / "w")
     assert r.exit_code == EXIT_FAIL and "slower by" in r.entries[0].verdict
+
+
+def test_a_wrong_fallback_fails_the_table(tmp_path):
+    """A launch whose problem refuses the winner runs a fallback: it is checked like the winner."""
+    r = verify_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, "good", fallbacks=("slow", "unwritten")),
+                     tmp_path / "w")
+    assert [e.bucket for e in r.entries] == ["small", "small (fallback)", "small (fallback)"]
+    assert r.exit_code == EXIT_FAIL and [e.failed for e in r.entries] == [False, False, True]
+    assert r.entries[1].heuristic_us is None and r.entries[0].heuristic_is_tuned
+
+
+def test_only_the_named_buckets_and_a_missing_one_is_named(tmp_path):
+    path = table(tmp_path, "garbage")
+    assert verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w", buckets=("small",)).entries
+    r = verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w", buckets=("small", "large"))
+    assert r.exit_code == EXIT_FAIL and "no entry for bucket large" in r.notes[0]
 
 
 def test_exit_2_without_the_hardware(tmp_path):

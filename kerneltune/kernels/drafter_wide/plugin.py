@@ -37,6 +37,7 @@ class DrafterWidePlugin:
     name = "drafter_wide"
     tunables = frozenset({"ng", "threads", "w_na"})
     tile_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
+    gated_tiles: tuple[str, ...] = ()  # the bucket is the whole problem
     problem_fields = frozenset(f.name for f in dataclasses.fields(DrafterProblem))
     hard_bucket_fields = ("arch",)
 

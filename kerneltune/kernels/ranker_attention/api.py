@@ -75,14 +75,6 @@ def _refusal(problem: Problem, tiles: dict[str, Any]) -> str | None:
         return str(e)
 
 
-def _fitted(problem: Problem, tiles: dict[str, Any]) -> dict[str, Any] | None:
-    """A refused entry's tiles with ``static_max`` off, when the entry was tuned under a bounding cap
-    and this problem has none (or one above 44.36): the rest of its tiles still suit the shape."""
-    if tiles.get("static_max") and _refusal(problem, {**tiles, "static_max": False}) is None:
-        return {**tiles, "static_max": False}
-    return None
-
-
 def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig:
     """The caller's tiles if given, else the tuned table's entry, else the heuristic;
     always with the problem's cap and scale."""
@@ -90,8 +82,7 @@ def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig
         from kerneltune.tables.lookup import tuned_config
 
         tiles = tuned_config(KERNEL_NAME, problem.bucket(), kernel_source_hash(),
-                             Problem.HARD_BUCKET_FIELDS, refuses=functools.partial(_refusal, problem),
-                             fit=functools.partial(_fitted, problem))
+                             Problem.HARD_BUCKET_FIELDS, refuses=functools.partial(_refusal, problem))
         return KernelConfig.for_problem(problem, **(tiles or heuristic_config(problem)))
     chosen = KernelConfig.for_problem(problem, **config.tile())
     why = infeasibility(chosen, problem)

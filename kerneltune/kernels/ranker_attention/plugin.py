@@ -33,6 +33,7 @@ class RankerAttentionPlugin:
     tunables = frozenset(KernelConfig.TILE_FIELDS)
     tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
                                       if f.name in KernelConfig.TILE_FIELDS})
+    gated_tiles = ("static_max", "fast_math")  # static_max needs a cap <= 44.36; tanh_approx needs fast_math
     problem_fields = frozenset(f.name for f in dataclasses.fields(Problem))
     hard_bucket_fields = Problem.HARD_BUCKET_FIELDS
 

@@ -89,17 +89,21 @@ def test_tuned_entry_the_problem_refuses_is_passed_over(tmp_path, monkeypatch, c
 
 
 
-def test_static_max_entry_serves_a_problem_without_a_cap_with_static_max_off(tmp_path, monkeypatch, caplog):
+def test_static_max_entry_serves_a_problem_it_refuses_through_its_measured_fallback(tmp_path, monkeypatch,
+                                                                                   caplog):
     """run I: the bench's D=64 no-cap shape found only tanh entries, all tuned with static_max, and fell
-    to the heuristic (0.71x the dense rate against 0.84x in run H); their tiles serve, static_max off."""
+    to the heuristic (0.71x the dense rate against 0.84x in run H); the entry's fallback serves."""
     problem = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="none")
-    tuned = {**TILES, "num_stages": 3, "block_kv": 64, "persistent": True, "static_max": True}
-    install_table(tmp_path, monkeypatch, [{"bucket": {**problem.bucket(), "cap_method": "tanh"}, "config": tuned}])
+    tuned = {**TILES, "fast_math": True, "num_stages": 3, "block_kv": 64, "persistent": True, "static_max": True}
+    fallback = {**tuned, "num_stages": 2, "block_kv": 128, "static_max": False}
+    install_table(tmp_path, monkeypatch, [{
+        "bucket": {**problem.bucket(), "cap_method": "tanh"}, "config": tuned, "median_us": 246.1,
+        "fallbacks": [{"config": fallback, "median_us": 268.5, "spread": 0.002}]}])
     with caplog.at_level("WARNING", logger="kerneltune.tables"):
         chosen = api.choose_config(problem, None)
-    assert chosen.tile() == {**tuned, "static_max": False, "fast_math": True}
-    assert "with static_max=False: static_max: needs a bounding cap" in caplog.text
+    assert chosen.tile() == fallback
+    assert "static_max: needs a bounding cap" in caplog.text and "268.5 µs against the winner's 246.1" in caplog.text
     above = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="tanh", cap=60.0)
-    assert not api.choose_config(above, None).static_max, "a tanh cap above 44.36 is refused too"
+    assert api.choose_config(above, None).tile() == fallback, "a tanh cap above 44.36 is refused too"
     within = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="tanh", cap=30.0)
-    assert api.choose_config(within, None).static_max
+    assert api.choose_config(within, None).tile() == tuned

@@ -1,0 +1,26 @@
+from kerneltune.tuning.table_writer import bucket_entry
+from tests.tuning.fake_kernel import PLUGIN
+
+STAMPS = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2", "jaxlib": "0.11.2"}
+
+
+def record(mode, work, median_us, status="ok"):
+    return {"status": status, "kernel_hash": PLUGIN.source_hash(), "bucket": "b", "problem": {"n": 8},
+            "tiles": {"mode": mode, "work": work}, "key": f"{mode}{work}", "stamps": STAMPS,
+            "timing": {"median_us": median_us, "spread": 0.001, "samples": 10}}
+
+
+def test_entry_keeps_the_fastest_config_of_each_other_gated_setting_as_its_fallbacks():
+    """The fake kernel gates ``mode``: a launch that refuses the winner's mode must find the fastest
+    measured config of every other mode, and only measured, verified ones."""
+    records = [record("good", 1, 10.0), record("good", 2, 30.0), record("slow", 2, 40.0), record("slow", 1, 20.0),
+               record("garbage", 1, 5.0, status="wrong"), record("odd", 3, 50.0)]
+    e = bucket_entry(records, PLUGIN, rel_noise=0.01)
+    assert e["config"] == {"mode": "good", "work": 1}
+    assert [(f["config"], f["median_us"]) for f in e["fallbacks"]] == [
+        ({"mode": "slow", "work": 1}, 20.0), ({"mode": "odd", "work": 3}, 50.0)]
+
+
+def test_entry_without_gated_alternatives_has_no_fallbacks():
+    e = bucket_entry([record("good", 1, 10.0), record("good", 2, 30.0)], PLUGIN, rel_noise=0.01)
+    assert e["fallbacks"] == []
