@@ -68,6 +68,9 @@ def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...])
 
 # Why a config cannot be launched for the problem at hand, or None.
 Refusal = Callable[[dict[str, Any]], str | None]
+# How alike an entry's bucket is to the problem's beyond the distance (0: most alike): a kernel's own
+# knowledge, e.g. that one cap method is another's approximation, which breaks ties between entries.
+Kinship = Callable[[dict[str, Any]], int]
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
@@ -88,9 +91,11 @@ def _accepted(entry: dict[str, Any], refuses: Refusal | None) -> tuple[dict[str,
 
 def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[str, Any],
                  kernel_hash: str, hard: tuple[str, ...],
-                 refuses: Refusal | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+                 refuses: Refusal | None = None,
+                 kin: Kinship | None = None) -> tuple[dict[str, Any] | None, list[str]]:
     """The entry to use for ``bucket`` and the misses met on the way (for logging): the nearest
-    entry with matching stamps whose config, or one of its fallbacks, ``refuses`` (if given) accepts."""
+    entry with matching stamps whose config, or one of its fallbacks, ``refuses`` (if given) accepts;
+    between equally near ones, the closest kin, then the one sharing the most categories."""
     want = {**running, "kernel_hash": kernel_hash}
     misses: list[str] = []
     valid = []
@@ -101,9 +106,9 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
                 misses.append(f"entry {key} not used: " + "; ".join(bad))
             continue
         valid.append(entry)
-    ranked = sorted(((bucket_distance(bucket, e["bucket"], hard), _categorical_mismatches(bucket, e["bucket"]), i)
-                     for i, e in enumerate(valid)))
-    for dist, _, i in ranked:
+    ranked = sorted(((bucket_distance(bucket, e["bucket"], hard), kin(e["bucket"]) if kin is not None else 0,
+                      _categorical_mismatches(bucket, e["bucket"]), i) for i, e in enumerate(valid)))
+    for dist, _, _, i in ranked:
         if math.isinf(dist):
             break
         entry, why = _accepted(valid[i], refuses)
@@ -139,7 +144,8 @@ def _read_at(path: Path, mtime_ns: int) -> dict[str, Any] | None:
 
 
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
-                 root: Path | None = None, refuses: Refusal | None = None) -> dict[str, Any] | None:
+                 root: Path | None = None, refuses: Refusal | None = None,
+                 kin: Kinship | None = None) -> dict[str, Any] | None:
     """The tuned config fields for ``bucket`` on this system, or None (heuristic)."""
     running = system_stamps()
     if running["gpu"] == "cpu":
@@ -154,7 +160,7 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     if table is None:
         log_miss(f"{kernel}: no tuned table at {path}; using the heuristic")
         return None
-    entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses)
+    entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, kin)
     for m in misses:
         log_miss(f"{kernel}: {m} ({path})")
     if entry is None:

@@ -125,3 +125,5 @@ def test_equally_near_entries_prefer_the_same_categories():
     for order in ((clamp, tanh), (tanh, clamp)):
         table = {"entries": {bucket_key(e["bucket"]): e for e in order}}
         assert select_entry(table, want, RUNNING, "h1", HARD)[0]["config"] == {"block_q": 2}
+        kin_of_clamp = select_entry(table, want, RUNNING, "h1", HARD, kin=lambda b: b["cap_method"] != "clamp")
+        assert kin_of_clamp[0]["config"] == {"block_q": 1}, "the kernel's kinship comes before shared categories"

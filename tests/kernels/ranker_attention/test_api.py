@@ -107,3 +107,12 @@ def test_static_max_entry_serves_a_problem_it_refuses_through_its_measured_fallb
     assert api.choose_config(above, None).tile() == fallback, "a tanh cap above 44.36 is refused too"
     within = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="tanh", cap=30.0)
     assert api.choose_config(within, None).tile() == tuned
+
+
+@pytest.mark.parametrize("none_first", [True, False])
+def test_tanh_approx_takes_the_tanh_entry_over_an_equally_near_no_cap_one(tmp_path, monkeypatch, none_first):
+    problem = Problem(batch=64, seq_len=1024, q_heads=4, kv_heads=4, head_dim=64, cap_method="tanh_approx", cap=30.0)
+    tanh = {"bucket": {**problem.bucket(), "cap_method": "tanh"}, "config": {**TILES, "static_max": True}}
+    none = {"bucket": {**problem.bucket(), "cap_method": "none"}, "config": {**TILES, "block_kv": 64}}
+    install_table(tmp_path, monkeypatch, [none, tanh] if none_first else [tanh, none])
+    assert api.choose_config(problem, None).static_max
