@@ -11,6 +11,7 @@ if .venv/bin/python -c 'import jax, sys; sys.exit(0 if jax.devices()[0].platform
   exec .venv/bin/kerneltune sweep ranker-attention --out "$OUT"
 fi
 echo "No GPU here: replaying the H200 sweep recorded in $JOURNAL (no kernel runs on this machine)."
+echo "Configs with static_max=True came after that sweep: they are not in its journals and show as unsupported."
 .venv/bin/kerneltune sweep ranker-attention --replay "$JOURNAL" --bucket d128-tanh-long \
   --bucket d128-none-long --bucket d128-gqa-tanh-short --bucket d64-tanh-many-rows --out "$OUT"
 .venv/bin/kerneltune sweep ranker-attention --replay "$JOURNAL" --strategy tpe --budget 6 --seed 0 \
