@@ -25,4 +25,3 @@ def heuristic_config(problem: Problem) -> dict[str, object]:
             return config.tile()
         reasons.append(why)
     raise ValueError(f"q: no kernel tile fits this problem ({'; '.join(reasons)})")
-
