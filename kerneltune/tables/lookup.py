@@ -85,7 +85,7 @@ def _accepted(entry: dict[str, Any], refuses: Refusal | None) -> tuple[dict[str,
         return entry, None
     for fb in entry.get("fallbacks", ()):
         if refuses(fb["config"]) is None:
-            return {**entry, "config": fb["config"], "median_us": fb["median_us"], "spread": fb["spread"]}, why
+            return {**entry, "config": fb["config"], "median_us": fb["median_us"], "spread": fb.get("spread")}, why
     return None, why
 
 
@@ -117,9 +117,11 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
             misses.append(f"entry {name} not used for {bucket_key(bucket)}: {why}")
             continue
         if why is not None:
+            winner_us = valid[i].get("median_us")
+            against = f" against the winner's {winner_us:.1f} µs" if isinstance(winner_us, int | float) else ""
             misses.append(f"entry {name}'s winner not used for {bucket_key(bucket)}: {why}; using its fastest "
                           f"measured config with {_changes(valid[i]['config'], entry['config'])} "
-                          f"({entry['median_us']:.1f} µs against the winner's {valid[i]['median_us']:.1f} µs)")
+                          f"({entry['median_us']:.1f} µs{against})")
         if dist > 0:
             misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {_key_like(entry['bucket'], bucket)}")
         return entry, misses

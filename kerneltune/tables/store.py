@@ -51,7 +51,27 @@ def read_table(path: Path) -> dict[str, Any] | None:
                          f"this kerneltune reads {SCHEMA}")
     if not isinstance(table.get("entries"), dict):
         raise TableError(f"{path}: field 'entries' is missing or not an object")
+    for key, entry in table["entries"].items():
+        if (why := _entry_problem(entry)) is not None:
+            raise TableError(f"{path}: entry {key}: {why}")
     return table
+
+
+def _entry_problem(entry: Any) -> str | None:
+    """What makes an entry unusable by a launch, or None: the fields the lookup reads."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    for name in ("bucket", "config"):
+        if not isinstance(entry.get(name), dict):
+            return f"field {name!r} is missing or not an object"
+    fallbacks = entry.get("fallbacks", [])
+    if not isinstance(fallbacks, list):
+        return "field 'fallbacks' is not a list"
+    for i, fb in enumerate(fallbacks):
+        if not (isinstance(fb, dict) and isinstance(fb.get("config"), dict)
+                and isinstance(fb.get("median_us"), int | float)):
+            return f"fallbacks[{i}] needs a 'config' object and a numeric 'median_us'"
+    return None
 
 
 def _write_atomic(path: Path, table: dict[str, Any]) -> None:

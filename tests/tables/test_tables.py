@@ -67,6 +67,24 @@ def test_corrupt_table_names_the_file(tmp_path):
         read_table(p)
 
 
+@pytest.mark.parametrize(("broken", "match"), [
+    ({"config": {"block_q": 64}}, "entry k1: field 'bucket' is missing"),
+    ({**entry(), "config": "q64"}, "entry k1: field 'config' is missing or not an object"),
+    ({**entry(), "fallbacks": {"config": {}}}, "entry k1: field 'fallbacks' is not a list"),
+    ({**entry(), "fallbacks": [{"config": {"block_q": 128}}]}, r"entry k1: fallbacks\[0\] needs"),
+])
+def test_a_malformed_entry_is_named_and_the_launch_falls_to_the_heuristic(tmp_path, on_h200, caplog, broken, match):
+    """A hand-edited or truncated entry must not crash a launch with a KeyError."""
+    p = table_path(tmp_path, "nvidia-h200", "k")
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"schema": 1, "entries": {"k1": broken}}))
+    with pytest.raises(TableError, match=match):
+        read_table(p)
+    with caplog.at_level("WARNING", logger="kerneltune.tables"):
+        assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) is None
+    assert "entry k1" in caplog.text and "using the heuristic" in caplog.text
+
+
 def _writer(path, n, who):
     for i in range(n):
         update_table(path, "k", "nvidia-h200",
