@@ -37,12 +37,15 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
         {"config": r["tiles"], "median_us": r["timing"]["median_us"], "spread": r["timing"]["spread"]}
         for r in ok[1:] if r["timing"]["median_us"] <= limit
     ][:MAX_RUNNER_UPS]
-    fallbacks: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def gates(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(r["tiles"].get(g) for g in kernel.gated_tiles)
+
+    fallbacks: dict[tuple[Any, ...], dict[str, Any]] = {}  # ok is fastest first: the first of each wins
     for r in ok:
-        gates = tuple(r["tiles"].get(g) for g in kernel.gated_tiles)
-        if gates != tuple(win["tiles"].get(g) for g in kernel.gated_tiles) and gates not in fallbacks:
-            fallbacks[gates] = {"config": r["tiles"], "median_us": r["timing"]["median_us"],
-                                "spread": r["timing"]["spread"]}
+        if gates(r) != gates(win) and gates(r) not in fallbacks:
+            fallbacks[gates(r)] = {"config": r["tiles"], "median_us": r["timing"]["median_us"],
+                                   "spread": r["timing"]["spread"]}
     stamps = {k: win["stamps"].get(k) for k in MATCHED_STAMPS if k != "kernel_hash"}
     stamps.update(kernel_hash=win["kernel_hash"], date=win.get("time", now_stamp()))
     problem = kernel.problem(win["problem"])
