@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 from rich.console import Console
@@ -12,6 +12,10 @@ from rich.table import Table
 
 from kerneltune import __version__
 from kerneltune.paths import RESULTS, SPACES
+from kerneltune.tuning.strategies import names as strategy_names
+
+if TYPE_CHECKING:
+    from kerneltune.protocols import Kernel
 
 app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape.",
                   no_args_is_help=True, add_completion=False)
@@ -32,7 +36,7 @@ def main(version: Annotated[bool, typer.Option("--version", callback=_version, i
 
 
 def _space_for(kernel: str, space: Path | None) -> Path:
-    from kerneltune.kernels.base import canonical_name
+    from kerneltune.registry import canonical_name
 
     return space or SPACES / f"{canonical_name(kernel)}.toml"
 
@@ -42,10 +46,12 @@ def sweep(
     kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. ranker-attention.")],
     space: Annotated[Path | None, typer.Option(help="Search-space TOML (default: search_spaces/KERNEL.toml).")] = None,
     bucket: Annotated[list[str] | None, typer.Option(help="Sweep only this bucket (repeatable).")] = None,
-    strategy: Annotated[str, typer.Option(help="exhaustive, random, tpe, gp or cmaes.")] = "exhaustive",
+    strategy: Annotated[str, typer.Option(help=f"One of: {', '.join(strategy_names())}.")] = "exhaustive",
     budget: Annotated[int | None, typer.Option(help="Candidates to measure per bucket (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")] = 0,
-    gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices, one timing worker each.")] = "0",
+    gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices: one timing worker per GPU, or per "
+                                           "launch group of a multi-GPU kernel (default: as many as one launch "
+                                           "spans).")] = "",
     out: Annotated[Path, typer.Option(help="Where journals, tables and logs go.")] = RESULTS,
     replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal, or a folder of "
                                                         "per-worker journals; no GPU needed.")] = None,
@@ -72,19 +78,30 @@ def sweep(
     run_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time.")] = 300.0,
 ) -> None:
     """Compile, verify and time every candidate of a search space; write the journal and tuned tables."""
-    from kerneltune.kernels.base import canonical_name
-    from kerneltune.tuning.measure import MeasureSettings
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.registry import canonical_name
     from kerneltune.tuning.progress import RichObserver
     from kerneltune.tuning.space import SpaceError
-    from kerneltune.tuning.sweep import HardwareMissing, SweepOptions, run_sweep
+    from kerneltune.tuning.sweep import (
+        HardwareMissing,
+        ReplayOptions,
+        SearchOptions,
+        SharedOptions,
+        SweepOptions,
+        WorkerOptions,
+        run_sweep,
+    )
 
     opts = SweepOptions(
         kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
-        strategy=strategy, budget=budget, seed=seed, gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
-        replay=replay, storage=storage, study=study, resume=resume, journal=journal, worker=worker,
-        heartbeat=heartbeat, replay_seconds=replay_seconds, compile_only=compile_only,
-        compile_threads=compile_threads, compile_timeout=compile_timeout, run_timeout=run_timeout,
+        search=SearchOptions(strategy=strategy, budget=budget, seed=seed),
+        workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
+                              compile_threads=compile_threads, compile_timeout=compile_timeout,
+                              run_timeout=run_timeout),
         settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
+        replay=ReplayOptions(replay, replay_seconds) if replay is not None else None,
+        shared=SharedOptions(storage, study, heartbeat) if storage else None,
+        compile_only=compile_only, resume=resume, journal=journal, worker=worker,
     )
     if replay is not None:
         console.print(f"[yellow]Replaying recorded measurements from {replay}: no kernel runs on this machine.")
@@ -98,22 +115,25 @@ def sweep(
         console.print(f"[red]error:[/red] {e}", soft_wrap=True)
         raise typer.Exit(1) from None
     if any(r.static_only for r in results):
-        console.print(f"[yellow]Compile-only sweep: no timings on this machine; {opts.kernel} timings need "
-                      "4 AMD MI300X or MI355X GPUs. Candidates are ranked by static metrics; no table written.",
-                      soft_wrap=True)
-    table = Table(title=f"{opts.kernel}: {opts.strategy} sweep")
-    for col in ("bucket", "measured", "failures", "best config", "median µs", "TFLOP/s"):
+        console.print("[yellow]Compile-only sweep: no timings on this machine. Candidates are ranked by the "
+                      "kernel's offline compile; no table written.", soft_wrap=True)
+    table = Table(title=f"{opts.kernel}: {opts.search.strategy} sweep")
+    for col in ("bucket", "measured", "pruned", "failures", "best config", "median µs", "TFLOP/s"):
         table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
     for r in results:
         e = r.entry
         fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
-        table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", fails,
+        table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", str(r.pruned_by_constraints), fails,
                       _config_text(e["config"]) if e else _config_text(r.best["tiles"]) if r.best else "-",
                       f"{e['median_us']:.1f}" if e else f"score {r.best['score']:.0f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
     for path in sorted({r.entry["table"] for r in results if r.entry}):
         console.print(f"table: {path}", soft_wrap=True)
+    stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
+    if stale:
+        console.print(f"[yellow]Entries written from a replay ({', '.join(stale)}) keep the recorded kernel hash "
+                      f"and stamps: the runtime uses them only where those match.", soft_wrap=True)
     console.print(f"journal: {opts.journal_path}")
 
 
@@ -132,17 +152,22 @@ def verify(
     """Re-check a tuned table here: stamps, correctness on fresh inputs, time against the record."""
     import tempfile
 
-    from kerneltune.kernels.base import canonical_name, load_kernel
-    from kerneltune.tables.stamps import system_stamps
+    from kerneltune.protocols import Capability
+    from kerneltune.registry import UnknownName, canonical_name, load_backend, load_kernel
     from kerneltune.tables.store import default_tables_dir
     from kerneltune.tuning.verify import EntryReport, verify_table
 
     name = canonical_name(kernel)
-    plugin = load_kernel(name)
+    try:
+        plugin = load_kernel(name)
+    except UnknownName as e:
+        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
+        raise typer.Exit(1) from None
     if emulate:
         _verify_emulated(kernel, plugin)
-    if not hasattr(plugin, "check_small") and (need := plugin.supported_on(system_stamps())) is not None:
-        hint = " (`--emulate` checks the launch on the CPU)" if hasattr(plugin, "emulate") else ""
+    if Capability.CHECK_SMALL not in plugin.capabilities and (
+            need := plugin.supported_on(load_backend(plugin.backend).stamps())) is not None:
+        hint = " (`--emulate` checks the launch on the CPU)" if Capability.EMULATE in plugin.capabilities else ""
         console.print(f"verify {kernel}: needs {need}; this machine cannot run it{hint}.", soft_wrap=True)
         raise typer.Exit(2)
     if table is None:
@@ -151,6 +176,7 @@ def verify(
             console.print(f"[red]error:[/red] no tuned table for {name} under {default_tables_dir()}", soft_wrap=True)
             raise typer.Exit(1)
         table = tables[0]
+
     def progress(r: EntryReport) -> None:
         console.print(f"{r.bucket}: {r.correctness}, {r.verdict}", soft_wrap=True)
 
@@ -173,11 +199,13 @@ def verify(
     raise typer.Exit(report.exit_code)
 
 
-def _verify_emulated(kernel: str, plugin: object) -> None:
-    if not hasattr(plugin, "emulate"):
+def _verify_emulated(kernel: str, plugin: Kernel) -> None:
+    from kerneltune.protocols import Capability, Emulation
+
+    if Capability.EMULATE not in plugin.capabilities:
         console.print(f"[red]error:[/red] {kernel} has no CPU emulation", soft_wrap=True)
         raise typer.Exit(1)
-    checks = plugin.emulate()
+    checks = cast(Emulation, plugin).emulate()
     out = Table(title=f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model")
     for col in ("layout", "shape", "worst rel. error", "blocks", "resumes", "verdict"):
         out.add_column(col)
@@ -197,7 +225,7 @@ def targets_table(verdicts: list[dict], title: str) -> Table:
     for v in verdicts:
         value = "-" if v["value"] is None else f"{v['value']:.2f}"
         verdict = v["verdict"]
-        table.add_row(v["target"], v["shape"], v["cap_method"], value, f"{v['at_least']:g}",
+        table.add_row(v["target"], v["shape"], v.get("cap_method", ""), value, f"{v['at_least']:g}",
                       f"[{colour[verdict]}]{verdict}[/]" if verdict in colour else verdict)
     return table
 
@@ -228,12 +256,13 @@ def report(
     if bench:
         import json
 
-        from kerneltune.bench.spec import result_verdicts
-
         try:
             bench_result = json.loads(bench.read_text())
-            targets = result_verdicts(bench_result)
-        except (OSError, ValueError, KeyError) as e:
+            targets = (list(bench_result["targets"]), "recorded by the run") if "targets" in bench_result else (
+                [], "no targets: the run recorded none")
+            if not isinstance(bench_result.get("rows"), list):
+                raise ValueError("it has no rows")
+        except (OSError, ValueError, KeyError, TypeError) as e:
             console.print(f"[red]error:[/red] {bench}: not a readable `kerneltune bench` result ({e})", soft_wrap=True)
             raise typer.Exit(1) from None
         verdicts, source = targets
@@ -255,45 +284,42 @@ def report(
 
 @app.command()
 def bench(
-    kernel: Annotated[str, typer.Argument(help="Kernel name: ranker-attention.")],
-    shapes: Annotated[Path | None, typer.Option(help="Shapes TOML (default: search_spaces/bench_KERNEL.toml).")]
-    = None,
-    baselines: Annotated[str, typer.Option(help="Comma-separated: flex, cudnn_dense, flash_dense, composite, "
-                                                "jax_mgpu_dense.")] = "flex,cudnn_dense,flash_dense,composite,"
-                                                                       "jax_mgpu_dense",
+    kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. ranker-attention.")],
+    shapes: Annotated[Path | None, typer.Option(help="Shapes TOML (default: the kernel's standard shapes in "
+                                                     "search_spaces/).")] = None,
+    baselines: Annotated[str | None, typer.Option(help="Comma-separated baselines (default: every one the kernel "
+                                                       "declares).")] = None,
     out: Annotated[Path, typer.Option(help="Folder of the results JSON.")] = RESULTS / "bench",
 ) -> None:
     """Time the tuned kernel next to the kernels a user could pick instead, on the same inputs."""
     import os
 
+    from kerneltune.protocols import Benchmarks, Capability
+    from kerneltune.registry import UnknownName, load_backend, load_kernel
+
     # JAX and torch share the GPU here: JAX must not take 75% of its memory up front.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    from kerneltune.kernels.base import canonical_name
-    from kerneltune.tables.stamps import system_stamps
-
-    name = canonical_name(kernel)
-    if name != "ranker_attention":
-        console.print(f"[red]error:[/red] bench knows ranker-attention only, not {kernel}")
+    try:
+        plugin = load_kernel(kernel)
+    except UnknownName as e:
+        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    if Capability.BENCH not in plugin.capabilities:
+        console.print(f"[red]error:[/red] {kernel} declares no benchmarks", soft_wrap=True)
         raise typer.Exit(1)
-    from kerneltune.kernels.ranker_attention.plugin import PLUGIN
-
-    need = PLUGIN.supported_on(system_stamps())
+    benches = cast(Benchmarks, plugin)
+    need = plugin.supported_on(load_backend(plugin.backend).stamps())
     if need is not None:
         console.print(f"[red]bench {kernel} needs {need}.", soft_wrap=True)
         raise typer.Exit(2)
-    from kerneltune.bench.ranker_attention import run_bench
-
-    path, rows, verdicts = run_bench(shapes or SPACES / f"bench_{name}.toml",
-                                     tuple(b.strip() for b in baselines.split(",") if b.strip()), out)
+    which = tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else benches.baselines
+    path, rows, verdicts = benches.run_bench(shapes or SPACES / benches.bench_shapes(), which, out)
     table = Table(title=f"bench {kernel}: {path}")
-    for col in ("shape", "cap", "impl", "ms", "spread", "useful TFLOP/s", "dense TFLOP/s", "rel err", "error"):
-        table.add_column(col)
-    def f(r: dict, key: str, fmt: str) -> str:
-        return "-" if r.get(key) is None else format(r[key], fmt)
-
+    for _, header, _ in benches.bench_columns:
+        table.add_column(header)
+    table.add_column("error")
     for r in rows:
-        table.add_row(r["shape"], r["cap_method"], r["impl"], f(r, "median_ms", ".3f"), f(r, "spread", ".2%"),
-                      f(r, "useful_tflops", ".0f"), f(r, "dense_tflops", ".0f"), f(r, "rel_error", ".1e"),
+        table.add_row(*("-" if r.get(key) is None else format(r[key], spec) for key, _, spec in benches.bench_columns),
                       (r.get("error") or "")[:60])
     console.print(table)
     if verdicts:

@@ -1,3 +1,7 @@
+from pathlib import Path
+
 from kerneltune.paths import REPO, RESULTS, SPACES
 
-__all__ = ["REPO", "RESULTS", "SPACES"]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+__all__ = ["FIXTURES", "REPO", "RESULTS", "SPACES"]

@@ -40,7 +40,7 @@ def test_bench_without_hopper_exits_2_naming_the_hardware():
 
 
 def test_bench_file_parses():
-    from kerneltune.bench.spec import load_spec
+    from kerneltune.kernels.ranker_attention.bench.spec import load_spec
 
     spec = load_spec(REPO / "search_spaces/bench_ranker_attention.toml")
     assert [s.name for s in spec.shapes] == ["d128-b16-t2k-gqa", "d128-b4-t8k", "d64-b64-t1k"]

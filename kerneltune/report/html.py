@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import html
-import math
 from pathlib import Path
+from typing import cast
 
 import jinja2
 import pandas as pd
+
+from kerneltune.protocols import Capability, ReportView
+from kerneltune.registry import UnknownName, load_kernel
 
 TEMPLATE = jinja2.Template("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kerneltune report</title>
@@ -45,7 +48,7 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px
 <td>{{ '%.1f'|format(r.median_us) }}</td><td>{{ '%.2f%%'|format(100 * r.spread) }}</td>
 <td>{{ r.tflops_text }}</td><td>{{ r.pct_text }}</td><td class="ok">{{ r.status }}</td></tr>{% endfor %}
 </table>
-<div class="charts">{{ b.heatmap }} {{ b.scatter }}</div>
+<div class="charts">{{ b.view }} {{ b.scatter }}</div>
 {% endfor %}
 <h2 id="failures">Failures by kind</h2>
 {% for kind, rows in failures %}<h3>{{ kind }} ({{ rows|length }})</h3>
@@ -56,32 +59,18 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px
 </body></html>""", autoescape=True)
 
 
-def _heatmap(df: pd.DataFrame, bucket: str) -> str:
-    if "config_block_q" not in df or "config_block_kv" not in df or df.empty:
+def _kernel_view(df: pd.DataFrame, bucket: str) -> str:
+    """The kernel's own section of a bucket (the ranker's tile heat map), where it declares one."""
+    names = df["kernel"].dropna().unique()
+    if len(names) != 1:
         return ""
-    best = df.groupby(["config_block_q", "config_block_kv"])["median_us"].min()
-    qs = sorted(df["config_block_q"].unique())
-    ks = sorted(df["config_block_kv"].unique())
-    lo, hi = best.min(), best.max()
-    cell, pad = 70, 80
-    parts = [f'<svg class="heatmap" width="{pad + cell * len(ks) + 10}" height="{pad + cell * len(qs) + 10}" '
-             f'xmlns="http://www.w3.org/2000/svg"><title>best µs by block_q × block_kv, {html.escape(bucket)}</title>']
-    for j, k in enumerate(ks):
-        parts.append(f'<text x="{pad + j * cell + 20}" y="{pad - 8}" font-size="12">kv {k}</text>')
-    for i, q in enumerate(qs):
-        parts.append(f'<text x="5" y="{pad + i * cell + 38}" font-size="12">q {q}</text>')
-        for j, k in enumerate(ks):
-            v = best.get((q, k))
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                fill, label = "#ddd", "—"
-            else:
-                f = 0.0 if hi == lo else (v - lo) / (hi - lo)
-                fill, label = f"rgb({int(80 + 175 * f)},{int(200 - 120 * f)},90)", f"{v:.0f}"
-            parts.append(f'<rect x="{pad + j * cell}" y="{pad + i * cell}" width="{cell - 2}" height="{cell - 2}" '
-                         f'fill="{fill}"/><text x="{pad + j * cell + 12}" y="{pad + i * cell + 38}" '
-                         f'font-size="12">{label}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+    try:
+        kernel = load_kernel(str(names[0]))
+    except UnknownName:
+        return ""
+    if Capability.REPORT_VIEW not in kernel.capabilities:
+        return ""
+    return cast(ReportView, kernel).report_view(df, bucket)
 
 
 def _scatter(df: pd.DataFrame, bucket: str) -> str:
@@ -106,16 +95,16 @@ def _scatter(df: pd.DataFrame, bucket: str) -> str:
 
 def _bench_rows(bench: dict) -> dict:
     """Rows of a `kerneltune bench` result, with each implementation's time over kerneltune's."""
-    ours = {(r["shape"], r["cap_method"]): r.get("median_ms") for r in bench["rows"] if r["impl"] == "kerneltune"}
+    ours = {(r["shape"], r.get("cap_method")): r.get("median_ms") for r in bench["rows"] if r["impl"] == "kerneltune"}
 
     def fmt(x: float | None, spec: str) -> str:
         return "-" if x is None else format(x, spec)
 
     rows = []
     for r in bench["rows"]:
-        base = ours.get((r["shape"], r["cap_method"]))
+        base = ours.get((r["shape"], r.get("cap_method")))
         ratio = r["median_ms"] / base if base and r.get("median_ms") else None
-        rows.append({"shape": r["shape"], "cap_method": r["cap_method"], "impl": r["impl"],
+        rows.append({"shape": r["shape"], "cap_method": r.get("cap_method", ""), "impl": r["impl"],
                      "ms": fmt(r.get("median_ms"), ".3f"), "spread": fmt(r.get("spread"), ".2%"),
                      "useful": fmt(r.get("useful_tflops"), ".0f"), "dense": fmt(r.get("dense_tflops"), ".0f"),
                      "rel": fmt(r.get("rel_error"), ".1e"), "ratio": fmt(ratio, ".2f"), "error": r.get("error", "")})
@@ -145,7 +134,7 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
                        pct_text="-" if pd.isna(r["pct_ceiling"]) else f"{r['pct_ceiling']:.1f}")
             ranking.append(row)
         buckets.append({"name": name, "config_cols": cols, "ranking": ranking,
-                        "heatmap": jinja2.utils.markupsafe.Markup(_heatmap(df, name)),
+                        "view": jinja2.utils.markupsafe.Markup(_kernel_view(df, name)),
                         "scatter": jinja2.utils.markupsafe.Markup(_scatter(df, name))})
     failed = frame[frame["invalidity"].fillna("") != ""]
     failures = []

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .stamps import device_kind, mismatches, system_stamps
+from .stamps import mismatches
 from .store import TableError, default_tables_dir, read_table, table_path
 
 log = logging.getLogger("kerneltune.tables")
@@ -146,14 +146,11 @@ def _read_at(path: Path, mtime_ns: int) -> dict[str, Any] | None:
 
 
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
-                 root: Path | None = None, refuses: Refusal | None = None,
+                 running: dict[str, Any], root: Path | None = None, refuses: Refusal | None = None,
                  kin: Kinship | None = None) -> dict[str, Any] | None:
-    """The tuned config fields for ``bucket`` on this system, or None (heuristic)."""
-    running = system_stamps()
-    if running["gpu"] == "cpu":
-        log_miss(f"{kernel}: no GPU, so no tuned table applies; using the heuristic")
-        return None
-    path = table_path(root or default_tables_dir(), device_kind(str(running["gpu"])), kernel)
+    """The tuned config fields for ``bucket`` on the system ``running`` describes (its backend's stamps,
+    with their ``device_kind`` and ``matched`` list), or None (heuristic)."""
+    path = table_path(root or default_tables_dir(), str(running["device_kind"]), kernel)
     try:
         table = _read_cached(path)
     except TableError as e:

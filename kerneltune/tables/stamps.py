@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
-import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-# Stamps that must all match for an entry to be used; the rest are informational.
-MATCHED_STAMPS = ("gpu", "sm_count", "driver", "cuda", "jax", "jaxlib", "kernel_hash")
+# The stamps an entry must share with the running system are the running backend's ``matched`` list
+# (it comes from the code that runs, never from the table); the rest are informational.
 
 
 def device_kind(gpu_name: str) -> str:
@@ -28,55 +27,20 @@ def source_hash(files: Iterable[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-@functools.cache
-def _driver_version() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20, check=True,
-        )
-        return out.stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return "none"
-
-
-@functools.cache
-def system_stamps() -> dict[str, str | int]:
-    """Stamps of the running system's first JAX device (the CPU on a machine without GPU)."""
-    import jax
-    import jaxlib
-
-    dev = jax.devices()[0]
-    stamps: dict[str, str | int] = {
-        "gpu": dev.device_kind if dev.platform == "gpu" else "cpu",
-        "sm_count": int(getattr(dev, "core_count", 0) or 0),
-        "driver": _driver_version() if dev.platform == "gpu" else "none",
-        "cuda": _cuda_version(),
-        "jax": jax.__version__,
-        "jaxlib": jaxlib.__version__,
-    }
-    return stamps
-
-
-def _cuda_version() -> str:
-    try:
-        from jax._src.lib import cuda_versions
-    except ImportError:
-        return "none"
-    if cuda_versions is None:
-        return "none"
-    v = cuda_versions.cuda_runtime_get_version()
-    return f"{v // 1000}.{(v % 1000) // 10}"
-
-
 def now_stamp() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def mismatches(entry: dict, running: dict) -> list[str]:
+def matched_keys(running: Mapping[str, Any]) -> tuple[str, ...]:
+    """The stamps the running backend matches entries on, the kernel source always among them."""
+    keys = tuple(running["matched"])
+    return keys if "kernel_hash" in keys else (*keys, "kernel_hash")
+
+
+def mismatches(entry: Mapping[str, Any], running: Mapping[str, Any]) -> list[str]:
     """The matched stamps on which an entry differs from the running system."""
     return [
         f"{key}: table {entry.get(key)!r}, running {running.get(key)!r}"
-        for key in MATCHED_STAMPS
+        for key in matched_keys(running)
         if str(entry.get(key)) != str(running.get(key))
     ]

@@ -32,7 +32,7 @@ class RichObserver:
         self._best: float | None = None
         self._unit = "µs"
 
-    def on_record(self, bucket: str, record: dict[str, Any], best_us: float | None, failures: Counter) -> None:
+    def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None:
         if record.get("status") == "ok":
             t = record["timing"]["median_us"] if "timing" in record else record.get("score")
             self._unit = "µs" if "timing" in record else "(static score)"

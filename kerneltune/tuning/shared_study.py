@@ -17,16 +17,16 @@ import contextlib
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
-from kerneltune.kernels.base import TunableKernel
+from kerneltune.protocols import Runner
 
-from .journal import Journal, config_key, make_record, merged_journals
-from .space import Bucket, Space
+from .journal import config_key, merged_journals
+from .space import Space
 
 
 def make_storage(url: str, heartbeat: float) -> Any:
@@ -145,60 +145,68 @@ class _Heartbeat:
         self._thread.join()
 
 
-def run_queue(study: Any, storage: Any, space: Space, kernel: TunableKernel, bucket: Bucket, journal: Journal,
-              runner: Any, base: dict[str, Any], make_request: Any, heartbeat: float,
-              on_record: Any = None) -> int:
-    """Pop and measure trials until the queue is empty and no other worker holds one.
+class QueueWorker:
+    """One worker's loop over a bucket's shared queue: claim, measure, tell, journal, until the queue is
+    empty and no other worker holds a trial.
 
-    While one trial is measured the worker already holds the next and has its timing worker
-    compile it (compile-ahead): both trials' heartbeats are recorded, so a worker that dies
-    loses both to the retry, and at most one trial waits in a worker that is busy.
+    While one trial is measured the worker already holds the next and has its timing worker compile it
+    (compile-ahead): both trials' heartbeats are recorded, so a worker that dies loses both to the
+    retry, and at most one trial waits in a worker that is busy.
     """
-    import optuna
 
-    waiting, running = optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING
-    dists = {n: optuna.distributions.IntDistribution(0, len(v) - 1) for n, v in space.params.items()}
+    def __init__(self, study: Any, storage: Any, params: Mapping[str, list[Any]], runner: Runner,
+                 heartbeat: float):
+        import optuna
 
-    def claim() -> tuple[Any, dict[str, Any]] | None:
+        self.study, self.storage, self.params, self.runner, self.heartbeat = study, storage, params, runner, heartbeat
+        self.dists = {n: optuna.distributions.IntDistribution(0, len(v) - 1) for n, v in params.items()}
+
+    def claim(self) -> tuple[Any, dict[str, Any]] | None:
         """The next queued trial, or None when none is waiting now."""
-        while True:
-            optuna.storages.fail_stale_trials(study)
-            if waiting not in {t.state for t in study.get_trials(deepcopy=False)}:
-                return None
-            trial = study.ask(dists)
-            if "fixed_params" not in storage.get_trial(trial._trial_id).system_attrs:
-                study.tell(trial, state=optuna.trial.TrialState.FAIL)  # lost the race for the last trial
-                continue
-            storage.record_heartbeat(trial._trial_id)
-            return trial, {n: space.params[n][trial.params[n]] for n in space.params}
+        import optuna
 
-    measured = 0
-    ahead: tuple[Any, dict[str, Any]] | None = None
-    while True:
-        current = ahead or claim()
-        if current is None:
-            if fail_orphans(study, storage):  # only an idle worker needs them back: the queue is empty
+        while True:
+            optuna.storages.fail_stale_trials(self.study)
+            if optuna.trial.TrialState.WAITING not in {t.state for t in self.study.get_trials(deepcopy=False)}:
+                return None
+            trial = self.study.ask(self.dists)
+            if "fixed_params" not in self.storage.get_trial(trial._trial_id).system_attrs:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)  # lost the race for the last trial
                 continue
-            if running not in {t.state for t in study.get_trials(deepcopy=False)}:
-                return measured
-            time.sleep(heartbeat / 2)  # another worker's trial may still go stale and come back
-            continue
-        trial, tiles = current
-        ahead = claim()
-        held = [trial._trial_id] + ([ahead[0]._trial_id] if ahead else [])
-        if ahead:
-            runner.compile(make_request(ahead[1]))
-        with _Heartbeat(storage, held, heartbeat):
-            reply = runner.measure(make_request(tiles)).result()
-        if reply.get("status") in ("ok", "pruned"):
-            study.tell(trial, reply["timing"]["median_us"])
-        else:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        rec = make_record(base, tiles, reply, trial=trial.number)
-        journal.append(rec)
-        measured += 1
-        if on_record is not None:
-            on_record(rec)
+            self.storage.record_heartbeat(trial._trial_id)
+            return trial, {n: self.params[n][trial.params[n]] for n in self.params}
+
+    def run(self, make_request: Callable[[dict[str, Any]], dict[str, Any]],
+            on_reply: Callable[[dict[str, Any], dict[str, Any], int], Any]) -> int:
+        """Measure trials until the queue is drained; ``on_reply(tiles, reply, trial number)`` journals
+        each after its trial is told. Returns how many this worker measured."""
+        import optuna
+
+        measured = 0
+        ahead: tuple[Any, dict[str, Any]] | None = None
+        while True:
+            current = ahead or self.claim()
+            if current is None:
+                if fail_orphans(self.study, self.storage):  # only an idle worker needs them back
+                    continue
+                states = {t.state for t in self.study.get_trials(deepcopy=False)}
+                if optuna.trial.TrialState.RUNNING not in states:
+                    return measured
+                time.sleep(self.heartbeat / 2)  # another worker's trial may still go stale and come back
+                continue
+            trial, tiles = current
+            ahead = self.claim()
+            held = [trial._trial_id] + ([ahead[0]._trial_id] if ahead else [])
+            if ahead:
+                self.runner.prefetch(make_request(ahead[1]), 0)
+            with _Heartbeat(self.storage, held, self.heartbeat):
+                reply = self.runner.measure(make_request(tiles)).result()
+            if reply.get("status") in ("ok", "pruned"):
+                self.study.tell(trial, reply["timing"]["median_us"])
+            else:
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            on_reply(tiles, reply, trial.number)
+            measured += 1
 
 
 def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[dict[str, Any]]:

@@ -62,12 +62,6 @@ class Space:
             if all(c.holds(env) for c in self.constraints):
                 yield config
 
-    def size(self) -> int:
-        n = 1
-        for values in self.params.values():
-            n *= len(values)
-        return n
-
     def bucket(self, name: str) -> Bucket:
         for b in self.buckets:
             if b.name == name:

@@ -1,6 +1,7 @@
 """One sweep: for each bucket, propose candidates, compile ahead, verify and time, journal, table.
 
-Observers (progress display, logs) get ``on_*`` calls; the sweep itself prints nothing.
+Observers (progress display, logs) get ``on_*`` calls; the sweep itself prints nothing. The sweep's
+process waits on the runner's futures and never polls: while a candidate is measured it sleeps.
 """
 
 from __future__ import annotations
@@ -11,27 +12,56 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kerneltune.kernels.base import TunableKernel, load_kernel
+from kerneltune.measure import MeasureSettings
+from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
+from kerneltune.registry import canonical_name, load_kernel
 from kerneltune.tables.stamps import now_stamp
 
 from .journal import Journal, config_key, make_record
-from .measure import MeasureSettings
-from .runners import LiveRunner, ReplayRunner
-from .space import Bucket, Space, load_space
-from .strategies import Exhaustive
+from .space import Bucket, Space, SpaceError, load_space
+from .strategies import make_strategy
 from .table_writer import write_bucket_table
 
-FAILURES = ("constraint", "compile", "runtime", "timeout", "correctness", "unsupported")
+FAILURES = ("compile", "runtime", "timeout", "correctness", "unsupported")
 
 
 class Observer(Protocol):
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None: ...
-    def on_record(self, bucket: str, record: dict[str, Any], best_us: float | None, failures: Counter) -> None: ...
+    def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None: ...
     def on_bucket_end(self, bucket: str, entry: dict[str, Any] | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    strategy: str = "exhaustive"
+    budget: int | None = None  # candidates measured per bucket (default: all feasible)
+    seed: int = 0
+    prune_factor: float | None = 1.5  # stop timing a candidate whose first batch is this much slower than the best
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    gpus: tuple[str, ...] = ()  # default: the first GPUs, as many as one launch spans
+    compile_threads: int = 4
+    compile_timeout: float = 600.0
+    run_timeout: float = 300.0
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    journal: Path  # one journal, or a folder of per-worker journals
+    seconds: float = 0.0  # pause per candidate, as a run would (demos, shared-study tests)
+
+
+@dataclass(frozen=True)
+class SharedOptions:
+    storage: str  # an Optuna RDB URL: an exhaustive sweep becomes a queue shared by many workers
+    study: str | None = None
+    heartbeat: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -40,26 +70,15 @@ class SweepOptions:
     space_path: Path
     out: Path
     buckets: tuple[str, ...] = ()
-    strategy: str = "exhaustive"
-    budget: int | None = None
-    seed: int = 0
-    gpus: tuple[str, ...] = ("0",)
-    replay: Path | None = None
-    storage: str | None = None
-    study: str | None = None
-    resume: bool = True
-    compile_threads: int = 4
-    lookahead: int = 4
-    compile_timeout: float = 600.0
-    run_timeout: float = 300.0
-    prune_factor: float | None = 1.5
-    journal: Path | None = None
-    worker: str | None = None
-    heartbeat: float = 10.0
-    replay_seconds: float = 0.0
-    # Rank candidates by the kernel's offline compile (``static_rank``) where it cannot be timed.
-    compile_only: bool = False
+    search: SearchOptions = field(default_factory=SearchOptions)
+    workers: WorkerOptions = field(default_factory=WorkerOptions)
     settings: MeasureSettings = field(default_factory=MeasureSettings)
+    replay: ReplayOptions | None = None
+    shared: SharedOptions | None = None
+    compile_only: bool = False  # rank by the kernel's offline compile where it cannot be timed
+    resume: bool = True
+    journal: Path | None = None
+    worker: str | None = None  # this worker's name: its journal is KERNEL-MODE-WORKER.jsonl
 
     @property
     def journal_path(self) -> Path:
@@ -76,10 +95,15 @@ class BucketResult:
     bucket: str
     measured: int = 0
     skipped: int = 0
+    pruned_by_constraints: int = 0
     failures: Counter = field(default_factory=Counter)
     best: dict[str, Any] | None = None
     entry: dict[str, Any] | None = None
-    static_only: bool = False
+    static_only: str | None = None  # ranked by the offline compile: why no timings here (the hardware needed)
+
+
+class HardwareMissing(RuntimeError):
+    """The sweep cannot time here; the message names the hardware it needs."""
 
 
 def candidate_seed(bucket: str, key: str, seed: int) -> int:
@@ -94,210 +118,213 @@ def record_value(rec: dict[str, Any]) -> float | None:
     return rec["timing"]["median_us"] if "timing" in rec else rec.get("score")
 
 
-def candidate_request(opts: SweepOptions, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any],
-                      static: bool) -> dict[str, Any]:
-    """A worker request for one candidate: fresh tensors per candidate, the bucket's timing bounds."""
-    req = {"kernel": opts.kernel, "problem": fields, "tiles": tiles, "bucket": bucket.name,
-           "inputs": {**bucket.bounds, "timing_seed": candidate_seed(bucket.name, "timing inputs", opts.seed)},
-           "seed": candidate_seed(bucket.name, config_key(tiles), opts.seed), "settings": opts.settings.__dict__}
-    if static:
-        req["op"] = "static"
-    return req
-
-
-def _storage(opts: SweepOptions) -> Any:
-    import optuna
-
-    if opts.storage:
-        from .shared_study import make_storage
-
-        return make_storage(opts.storage, opts.heartbeat)
-    path = opts.journal_path.with_suffix(".optuna.log")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
-
-
 def run_sweep(opts: SweepOptions, observer: Observer | None = None,
-              runner_factory: Callable[[SweepOptions], Any] | None = None) -> list[BucketResult]:
+              runner_factory: Callable[[SweepOptions, Kernel], Runner] | None = None) -> list[BucketResult]:
     kernel = load_kernel(opts.kernel)
     space = load_space(opts.space_path, set(kernel.tunables), set(kernel.problem_fields))
+    if canonical_name(space.kernel) != kernel.name:
+        raise SpaceError(f"{opts.space_path}: kernel = {space.kernel!r}, but the kernel swept is {kernel.name!r}")
     buckets = [space.bucket(b) for b in opts.buckets] if opts.buckets else list(space.buckets)
     if not buckets:
-        raise ValueError(f"{opts.space_path}: no [[buckets]] to sweep")
+        raise ValueError(f"{opts.space_path}: no buckets to sweep")
+    make_strategy(opts.search.strategy)  # an unknown name fails before any worker starts
     journal = Journal(opts.journal_path)
     if not opts.resume and journal.path.exists():
         journal.path.rename(journal.path.with_suffix(f".{int(time.time())}.jsonl"))
-    runner = runner_factory(opts) if runner_factory else _default_runner(opts, kernel)
+    runner = (runner_factory or default_runner)(opts, kernel)
     try:
         stamps = runner.stamps()
-        static = False
-        if opts.replay is None:
-            need = kernel.supported_on(stamps)
-            if opts.compile_only and not hasattr(kernel, "static_rank"):
-                raise ValueError(f"compile_only: {kernel.name} has no offline compile to rank by")
-            if need is not None and not opts.compile_only:
-                hint = "; --compile-only ranks the candidates by their offline compile" \
-                    if hasattr(kernel, "static_rank") else ""
-                raise HardwareMissing(f"timing {kernel.name} needs {need}{hint}")
-            static = opts.compile_only
-        results = [_sweep_bucket(opts, kernel, space, b, journal, runner, stamps, observer, static)
-                   for b in buckets]
+        sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, _static_mode(opts, kernel, stamps))
+        return [sweep.bucket(b) for b in buckets]
     finally:
         runner.close()
-    return results
 
 
-class HardwareMissing(RuntimeError):
-    """The sweep cannot time here; the message names the hardware it needs."""
-
-
-def _default_runner(opts: SweepOptions, kernel: TunableKernel) -> Any:
+def _static_mode(opts: SweepOptions, kernel: Kernel, stamps: dict[str, Any]) -> str | None:
+    """The hardware timings need, when candidates are ranked by the kernel's offline compile instead."""
     if opts.replay is not None:
-        return ReplayRunner(opts.replay, opts.replay_seconds, kernel.tile_defaults)
-    return LiveRunner(opts.gpus, opts.compile_threads, opts.out / "logs", opts.out / "jax-cache",
-                      opts.compile_timeout, opts.run_timeout)
+        return None
+    can_rank = Capability.STATIC_RANK in kernel.capabilities
+    if opts.compile_only and not can_rank:
+        raise ValueError(f"compile_only: {kernel.name} has no offline compile to rank by")
+    need = kernel.supported_on(stamps)
+    if need is not None and not opts.compile_only:
+        hint = "; --compile-only ranks the candidates by their offline compile" if can_rank else ""
+        raise HardwareMissing(f"timing {kernel.name} needs {need}{hint}")
+    return (need or "no device (--compile-only)") if opts.compile_only else None
 
 
-def _sweep_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucket: Bucket, journal: Journal,
-                  runner: Any, stamps: dict[str, Any], observer: Observer | None, static: bool) -> BucketResult:
-    """``static``: no device to time on; candidates are compiled and ranked by the kernel's
-    static metrics (its ``static_rank``), and no table is written."""
-    problem = kernel.problem(bucket.problem)
-    fields = kernel.problem_dict(problem)
-    result = BucketResult(bucket.name, static_only=static)
-    done = {key: rec for (b, key), rec in journal.done().items() if b == bucket.name}
-    feasible: list[dict[str, Any]] = []
-    base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "inputs": bucket.bounds, "stamps": stamps,
-            "kernel_hash": kernel.source_hash(), "strategy": opts.strategy, "seed": opts.seed}
-    for tiles in space.configs(fields):
-        key = config_key(tiles)
-        why = kernel.infeasibility(problem, tiles)
-        if why is None:
-            feasible.append(tiles)
-        elif key not in done:
-            rec = {**base, "key": key, "tiles": tiles, "status": "constraint", "error": why, "time": now_stamp()}
-            journal.append(rec)
-            done[key] = rec
-            result.failures["constraint"] += 1
-    if not feasible:
-        raise ValueError(f"{space.path}: bucket {bucket.name!r}: no feasible config "
-                         f"(every config breaks a constraint or the kernel's static checks)")
+def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
+    if opts.replay is not None:
+        from kerneltune.backends.replay import ReplayRunner
 
-    known = {k: record_value(r) for k, r in done.items()}
-    if opts.strategy == "exhaustive":
-        strategy: Any = Exhaustive(feasible, set(done))
-    else:
-        import optuna
+        return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.tile_defaults)
+    from .runners import LiveRunner, device_groups
 
-        from .strategies import OptunaStrategy, make_sampler
+    w = opts.workers
+    gpus = w.gpus or tuple(str(i) for i in range(kernel.devices))
+    return LiveRunner(opts.kernel, device_groups(gpus, kernel.devices), w.compile_threads, opts.out / "logs",
+                      opts.out / "jax-cache", w.compile_timeout, w.run_timeout)
 
-        study = optuna.create_study(
-            study_name=f"{opts.study or kernel.name}:{bucket.name}:{opts.strategy}:{opts.seed}",
-            storage=_storage(opts), sampler=make_sampler(opts.strategy, opts.seed), direction="minimize",
-            load_if_exists=True,
-        )
-        heuristic = kernel.heuristic(problem)
-        start = {n: heuristic.get(n, values[0]) for n, values in space.params.items()}
-        strategy = OptunaStrategy(study, space.params, feasible, known, opts.seed, start)
 
-    if opts.storage and opts.strategy == "exhaustive":
-        return _shared_bucket(opts, kernel, space, bucket, journal, runner, base, feasible, result, observer, static)
+class _Sweep:
+    """The state one sweep shares across its buckets."""
 
-    ok_times = [v for k, v in known.items() if v is not None and done[k]["status"] == "ok"]
-    best_us = min(ok_times, default=None)
-    budget = opts.budget if opts.budget is not None else len(feasible)
-    already = sum(1 for t in feasible if config_key(t) in done)
-    result.skipped = already
-    if observer:
-        observer.on_bucket_start(bucket.name, min(budget, len(feasible)), min(already, budget))
-    new_budget = max(budget - already, 0) if opts.strategy == "exhaustive" else budget
-    proposed = 0
-    compiling: list[tuple[dict[str, Any], cf.Future[dict[str, Any]]]] = []
-    measuring: dict[cf.Future[dict[str, Any]], dict[str, Any]] = {}
+    def __init__(self, opts: SweepOptions, kernel: Kernel, space: Space, journal: Journal, runner: Runner,
+                 stamps: dict[str, Any], observer: Observer | None, static: str | None):
+        self.opts, self.kernel, self.space, self.journal, self.runner = opts, kernel, space, journal, runner
+        self.stamps, self.observer, self.static = stamps, observer, static
 
-    def request(tiles: dict[str, Any]) -> dict[str, Any]:
-        req = candidate_request(opts, bucket, fields, tiles, static)
-        if not static and opts.prune_factor and best_us is not None:
-            req["prune_above_us"] = best_us * opts.prune_factor
+    def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
+        """A worker request for one candidate: fresh tensors per candidate, the bucket's timing bounds."""
+        seed = self.opts.search.seed
+        req = {"kernel": self.opts.kernel, "problem": fields, "tiles": tiles, "bucket": bucket.name,
+               "inputs": {**bucket.bounds, "timing_seed": candidate_seed(bucket.name, "timing inputs", seed)},
+               "seed": candidate_seed(bucket.name, config_key(tiles), seed), "settings": asdict(self.opts.settings)}
+        if self.static:
+            req["op"] = "static"
         return req
 
-    while True:
-        while proposed < new_budget and len(compiling) < opts.lookahead:
-            tiles = strategy.propose()
-            if tiles is None:
-                new_budget = proposed
-                break
-            proposed += 1
-            compiling.append((tiles, runner.compile(request(tiles))))
-        # Hand compiled candidates to free timing workers, in proposal order.
-        while compiling and compiling[0][1].done() and len(measuring) < runner.parallel_measures:
-            tiles, fut = compiling.pop(0)
-            creply = fut.result()
-            if creply.get("status") != "ok":
-                _finish(journal, strategy, result, observer, base, tiles, creply)
+    def bucket(self, bucket: Bucket) -> BucketResult:
+        """``static``: no device to time on; candidates are compiled and ranked by the kernel's static
+        metrics, and no table is written."""
+        kernel = self.kernel
+        problem = kernel.problem(bucket.problem)
+        fields = kernel.problem_dict(problem)
+        result = BucketResult(bucket.name, static_only=self.static)
+        done = {key: rec for (b, key), rec in self.journal.done().items() if b == bucket.name}
+        base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "inputs": bucket.bounds,
+                "stamps": self.stamps, "kernel_hash": kernel.source_hash(), "strategy": self.opts.search.strategy,
+                "seed": self.opts.search.seed}
+        feasible: list[dict[str, Any]] = []
+        for tiles in self.space.configs(fields):
+            key = config_key(tiles)
+            why = kernel.infeasibility(problem, tiles)
+            if why is None:
+                feasible.append(tiles)
                 continue
-            mfut = runner.measure(request(tiles), creply.get("route", 0))
-            measuring[mfut] = {"tiles": tiles}
-        if not compiling and not measuring:
-            break
-        waiting = list(measuring) + ([compiling[0][1]] if compiling else [])
-        finished, _ = cf.wait(waiting, return_when=cf.FIRST_COMPLETED)
-        for fut in finished:
-            if fut in measuring:
-                info = measuring.pop(fut)
-                reply = fut.result()
-                rec = _finish(journal, strategy, result, observer, base, info["tiles"], reply)
-                v = record_value(rec) if rec["status"] == "ok" else None
-                if v is not None and (best_us is None or v < best_us):
-                    best_us = v
-                    result.best = rec
-    if not static:
-        records = list(journal.records())
-        result.entry = write_bucket_table(opts.out, kernel, bucket.name, records, opts.settings.rel_noise)
-    if observer:
-        observer.on_bucket_end(bucket.name, result.entry)
-    return result
+            result.pruned_by_constraints += 1
+            if key not in done:
+                rec = {**base, "key": key, "tiles": tiles, "status": "constraint", "error": why, "time": now_stamp()}
+                self.journal.append(rec)
+                done[key] = rec
+        if not feasible:
+            raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config "
+                             f"(every config breaks a constraint or the kernel's static checks)")
+        if self.opts.shared is not None and self.opts.search.strategy == "exhaustive":
+            self._shared(bucket, base, feasible, result)
+        else:
+            self._local(bucket, base, feasible, done, result)
+        if not self.static:
+            if self.opts.shared is not None and self.opts.search.strategy == "exhaustive":
+                from .shared_study import merged_records
 
+                records = merged_records(self.journal.path.parent, kernel.name, bucket.name)
+            else:
+                records = list(self.journal.records())
+            result.entry = write_bucket_table(self.opts.out, kernel, bucket.name, records,
+                                              self.opts.settings.rel_noise)
+        if self.observer:
+            self.observer.on_bucket_end(bucket.name, result.entry)
+        return result
 
-def _shared_bucket(opts: SweepOptions, kernel: TunableKernel, space: Space, bucket: Bucket, journal: Journal,
-                   runner: Any, base: dict[str, Any], feasible: list[dict[str, Any]], result: BucketResult,
-                   observer: Observer | None, static: bool) -> BucketResult:
-    """This worker's share of an exhaustive sweep queued in a shared study; the table merges
-    the journals of every worker that wrote beside this one."""
-    from .shared_study import make_storage, merged_records, prepare_queue, run_queue, study_name
+    def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]],
+                  done: dict[str, dict[str, Any]]) -> Any:
+        heuristic = self.kernel.heuristic(problem)
+        ctx = StrategyContext(
+            bucket=bucket.name, params=self.space.params, feasible=feasible,
+            known={k: record_value(r) for k, r in done.items()}, seed=self.opts.search.seed,
+            start={n: heuristic.get(n, values[0]) for n, values in self.space.params.items()},
+            study_name=f"{self.kernel.name}:{bucket.name}:{self.opts.search.strategy}:{self.opts.search.seed}",
+            storage=self._optuna_storage)
+        return make_strategy(self.opts.search.strategy)(ctx)
 
-    assert opts.storage is not None
-    storage = make_storage(opts.storage, opts.heartbeat)
-    study = prepare_queue(storage, study_name(opts.study or kernel.name, bucket.name), space, feasible)
-    def request(tiles: dict[str, Any]) -> dict[str, Any]:
-        return candidate_request(opts, bucket, base["problem"], tiles, static)
+    def _optuna_storage(self) -> Any:
+        import optuna
 
-    def on_record(rec: dict[str, Any]) -> None:
+        if self.opts.shared is not None:
+            from .shared_study import make_storage
+
+            return make_storage(self.opts.shared.storage, self.opts.shared.heartbeat)
+        path = self.journal.path.with_suffix(".optuna.log")
+        return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
+
+    def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]],
+               done: dict[str, dict[str, Any]], result: BucketResult) -> None:
+        """Propose, compile ahead and measure on every route, one candidate in flight per route."""
+        strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done)
+        ok = [record_value(r) for r in done.values() if r["status"] == "ok"]
+        best = min((v for v in ok if v is not None), default=None)
+        budget = self.opts.search.budget if self.opts.search.budget is not None else len(feasible)
+        already = sum(1 for t in feasible if config_key(t) in done)
+        result.skipped = already
+        if self.observer:
+            self.observer.on_bucket_start(bucket.name, min(budget, len(feasible)), min(already, budget))
+        remaining = max(budget - already, 0) if self.opts.search.strategy == "exhaustive" else budget
+        routes = self.runner.parallel_measures
+        in_flight = 2 * routes if self.runner.compiles_ahead else routes
+        waiting: list[tuple[dict[str, Any], int]] = []  # proposed and compiling ahead, not yet measured
+        busy: dict[int, tuple[cf.Future[dict[str, Any]], dict[str, Any]]] = {}
+        exhausted = False
+
+        def request(tiles: dict[str, Any]) -> dict[str, Any]:
+            req = self.request(bucket, base["problem"], tiles)
+            if not self.static and self.opts.search.prune_factor and best is not None:
+                req["prune_above_us"] = best * self.opts.search.prune_factor
+            return req
+
+        while True:
+            # One candidate measuring and, where the runner compiles ahead, one compiling per route.
+            while not exhausted and remaining > 0 and len(waiting) + len(busy) < in_flight:
+                tiles = strategy.propose()
+                if tiles is None:
+                    exhausted = True
+                    break
+                remaining -= 1
+                load = Counter(r for _, r in waiting) + Counter(busy)
+                route = min(range(routes), key=lambda r: load[r])
+                self.runner.prefetch(request(tiles), route)
+                waiting.append((tiles, route))
+            for tiles, route in list(waiting):
+                if route not in busy:
+                    busy[route] = (self.runner.measure(request(tiles), route), tiles)
+                    waiting.remove((tiles, route))
+            if not busy:
+                return
+            finished, _ = cf.wait([f for f, _ in busy.values()], return_when=cf.FIRST_COMPLETED)
+            for route, (fut, tiles) in list(busy.items()):
+                if fut in finished:
+                    del busy[route]
+                    rec = self._finish(base, tiles, fut.result(), result)
+                    strategy.observe(tiles, record_value(rec))
+                    v = record_value(rec) if rec["status"] == "ok" else None
+                    if v is not None and (best is None or v < best):
+                        best = v
+                        result.best = rec
+
+    def _shared(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]],
+                result: BucketResult) -> None:
+        """This worker's share of an exhaustive sweep queued in a shared study."""
+        from .shared_study import QueueWorker, make_storage, prepare_queue, study_name
+
+        assert self.opts.shared is not None
+        shared = self.opts.shared
+        storage = make_storage(shared.storage, shared.heartbeat)
+        study = prepare_queue(storage, study_name(shared.study or self.kernel.name, bucket.name), self.space,
+                              feasible)
+        if self.observer:
+            self.observer.on_bucket_start(bucket.name, len(feasible), 0)
+        QueueWorker(study, storage, self.space.params, self.runner, shared.heartbeat).run(
+            lambda tiles: self.request(bucket, base["problem"], tiles),
+            lambda tiles, reply, trial: self._finish(base, tiles, reply, result, trial=trial))
+
+    def _finish(self, base: dict[str, Any], tiles: dict[str, Any], reply: dict[str, Any], result: BucketResult,
+                **extra: Any) -> dict[str, Any]:
+        rec = make_record(base, tiles, reply, **extra)
+        self.journal.append(rec)
         result.measured += 1
         if rec["status"] in FAILURES:
             result.failures[rec["status"]] += 1
-        if observer:
-            observer.on_record(bucket.name, rec, None, result.failures)
-
-    if observer:
-        observer.on_bucket_start(bucket.name, len(feasible), 0)
-    run_queue(study, storage, space, kernel, bucket, journal, runner, base, request, opts.heartbeat, on_record)
-    records = merged_records(journal.path.parent, kernel.name, bucket.name)
-    result.entry = write_bucket_table(opts.out, kernel, bucket.name, records, opts.settings.rel_noise)
-    if observer:
-        observer.on_bucket_end(bucket.name, result.entry)
-    return result
-
-
-def _finish(journal: Journal, strategy: Any, result: BucketResult, observer: Observer | None,
-            base: dict[str, Any], tiles: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
-    rec = make_record(base, tiles, reply)
-    journal.append(rec)
-    status = rec["status"]
-    result.measured += 1
-    if status in FAILURES:
-        result.failures[status] += 1
-    strategy.observe(tiles, record_value(rec))
-    if observer:
-        observer.on_record(result.bucket, rec, None, result.failures)
-    return rec
+        if self.observer:
+            self.observer.on_record(result.bucket, rec, result.failures)
+        return rec

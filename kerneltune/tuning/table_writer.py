@@ -13,19 +13,31 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kerneltune.kernels.base import TunableKernel
+from kerneltune.protocols import Kernel
 from kerneltune.tables.lookup import bucket_key
-from kerneltune.tables.stamps import MATCHED_STAMPS, device_kind, now_stamp
+from kerneltune.tables.stamps import device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
-from kerneltune.tuning.journal import pct_of_ceiling
+from kerneltune.tuning.journal import config_key, pct_of_ceiling
 
 MAX_RUNNER_UPS = 5
+# What journals recorded before backends named their matched stamps were matched on.
+_CUDA_JAX_MATCHED = ("gpu", "sm_count", "driver", "cuda", "jax", "jaxlib")
 
 
-def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise: float) -> dict[str, Any] | None:
-    """The table entry for one bucket's records, or None if none verified and timed."""
+def _entry_hash(records: list[dict[str, Any]], kernel: Kernel) -> str | None:
+    """The kernel source an entry is written for: the current one; in a replay of records made by an
+    older source, that source (the newest record's), so the runtime sees the entry as stale."""
     current = kernel.source_hash()
-    ok = [r for r in records if r.get("status") == "ok" and r.get("kernel_hash") == current]
+    measured = [r for r in records if r.get("status") == "ok"]
+    if any(r.get("kernel_hash") == current for r in measured):
+        return current
+    replayed = [r for r in measured if "replayed_from" in r.get("stamps", {})]
+    return max(replayed, key=lambda r: r.get("time", ""))["kernel_hash"] if replayed else None
+
+
+def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float) -> dict[str, Any] | None:
+    """The table entry for one bucket's records, or None if none verified and timed."""
+    ok = [r for r in records if r.get("status") == "ok" and r.get("kernel_hash") == _entry_hash(records, kernel)]
     if not ok:
         return None
     ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))
@@ -46,8 +58,11 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
         if gates(r) != gates(win) and gates(r) not in fallbacks:
             fallbacks[gates(r)] = {"config": r["tiles"], "median_us": r["timing"]["median_us"],
                                    "spread": r["timing"]["spread"]}
-    stamps = {k: win["stamps"].get(k) for k in MATCHED_STAMPS if k != "kernel_hash"}
+    recorded = win["stamps"]
+    stamps = {k: recorded.get(k) for k in recorded.get("matched", _CUDA_JAX_MATCHED) if k != "kernel_hash"}
     stamps.update(kernel_hash=win["kernel_hash"], date=win.get("time", now_stamp()))
+    if "replayed_from" in recorded:
+        stamps["replayed_from"] = recorded["replayed_from"]
     problem = kernel.problem(win["problem"])
     return {
         "bucket": kernel.bucket(problem),
@@ -67,14 +82,15 @@ def bucket_entry(records: list[dict[str, Any]], kernel: TunableKernel, rel_noise
     }
 
 
-def write_bucket_table(out: Path, kernel: TunableKernel, bucket: str, records: list[dict[str, Any]],
+def write_bucket_table(out: Path, kernel: Kernel, bucket: str, records: list[dict[str, Any]],
                        rel_noise: float) -> dict[str, Any] | None:
     """Write (atomically, under the table's lock) the entry of ``bucket`` from its records."""
     mine = [r for r in records if r.get("bucket") == bucket and r.get("kernel") == kernel.name]
     entry = bucket_entry(mine, kernel, rel_noise)
     if entry is None:
         return None
-    kind = device_kind(str(entry["stamps"]["gpu"]))
+    recorded = next(r for r in mine if r.get("key") == config_key(entry["config"]))["stamps"]
+    kind = recorded.get("device_kind") or device_kind(str(recorded["gpu"]))
     path = table_path(out / "tables", kind, kernel.name)
 
     def put(table: dict[str, Any]) -> None:

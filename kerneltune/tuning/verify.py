@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kerneltune.kernels.base import load_kernel
+from kerneltune.measure import MeasureSettings
+from kerneltune.protocols import Capability, Kernel
+from kerneltune.registry import load_kernel
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
 
-from .measure import MeasureSettings
-from .runners import LiveRunner
+from .runners import LiveRunner, device_groups
 
 EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
 
@@ -64,11 +65,13 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     if missing := sorted(set(buckets) - {e.get("bucket_name") for e in entries}):
         return VerifyReport(table_path, [], EXIT_FAIL, [f"{table_path}: no entry for bucket {', '.join(missing)}"])
     _seed_ceilings(table, work_dir / "logs")
-    runner = LiveRunner(("0",), 0, work_dir / "logs", work_dir / "jax-cache", 600.0, 300.0)
+    gpus = tuple(str(i) for i in range(kernel.devices))
+    runner = LiveRunner(kernel_name, device_groups(gpus, kernel.devices), 0, work_dir / "logs",
+                        work_dir / "jax-cache", 600.0, 300.0)
     try:
         running = runner.stamps()
         need = kernel.supported_on(running)
-        can_small = hasattr(kernel, "check_small")
+        can_small = Capability.CHECK_SMALL in kernel.capabilities
         if need is not None and not can_small:
             return VerifyReport(table_path, [], EXIT_CANNOT_RUN, [f"verifying {kernel.name} needs {need}"])
         notes = [] if need is None else [f"timing not checked: it needs {need}; correctness checked on the CPU "
@@ -100,7 +103,7 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:
             return
 
 
-def _verify_entry(kernel_name: str, kernel: Any, runner: LiveRunner, entry: dict[str, Any], want: dict[str, Any],
+def _verify_entry(kernel_name: str, kernel: Kernel, runner: LiveRunner, entry: dict[str, Any], want: dict[str, Any],
                   on_gpu: bool, settings: MeasureSettings, against_heuristic: bool = True) -> EntryReport:
     rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
     rep.stamps = mismatches(entry.get("stamps", {}), want)
@@ -110,7 +113,7 @@ def _verify_entry(kernel_name: str, kernel: Any, runner: LiveRunner, entry: dict
     base = {"kernel": kernel_name, "problem": problem_fields, "bucket": rep.bucket,
             "inputs": entry.get("inputs", {}), "settings": settings.__dict__}
     if not on_gpu:
-        reply = runner.timing_request({**base, "op": "check_small", "tiles": entry["config"]})
+        reply = runner.request({**base, "op": "check_small", "tiles": entry["config"]})
         if reply.get("status") == "ok":
             rep.correctness = "ok (interpret mode, small shape)"
         else:

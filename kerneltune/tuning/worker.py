@@ -22,7 +22,9 @@ import traceback
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+from kerneltune.protocols import Backend, Capability, Kernel, SmallCheck, StaticRanking
 
 
 class WorkerDied(RuntimeError):
@@ -139,37 +141,43 @@ def _is_sticky(error: BaseException) -> bool:
                                    "cuda_error", "xid", "unspecified launch"))
 
 
+def _stamps(kernel: Kernel, backend: Backend, known: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The backend's stamps and its ceilings: those measured before (``known``) while every matched
+    stamp but the kernel's is the same, else measured now."""
+    stamps = dict(backend.stamps())
+    known = known or {}
+    same = all(known.get(k) == stamps.get(k) for k in stamps.get("matched", ()) if k != "kernel_hash")
+    ceilings = {k: v for k, v in known.items() if k.endswith("_ceiling")}
+    if not (same and ceilings):
+        try:
+            ceilings = backend.ceilings()
+        except RuntimeError as e:  # no ceiling is no reason to stop a sweep: % of ceiling stays empty
+            stamps["ceiling_error"] = str(e)
+            ceilings = {}
+    return {**stamps, **ceilings}
+
+
 def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dict[str, Any]:
-    from kerneltune.kernels.base import load_kernel
+    from kerneltune.registry import load_backend, load_kernel
 
     op = req["op"]
-    if op == "stamps":
-        import jax
-
-        from kerneltune.tables.stamps import system_stamps
-        from kerneltune.tuning.measure import measure_ceilings
-
-        stamps = dict(system_stamps())
-        known = req.get("ceilings") or {}
-        same = all(known.get(k) == stamps.get(k) for k in ("gpu", "sm_count", "driver"))
-        if same and "bf16_tflops_ceiling" in known:
-            stamps.update({k: known[k] for k in ("bf16_tflops_ceiling", "copy_tbps_ceiling")})
-        elif jax.devices()[0].platform == "gpu":
-            try:
-                stamps.update(measure_ceilings())
-            except RuntimeError as e:  # no ceiling is no reason to stop a sweep: % of ceiling stays empty
-                stamps["ceiling_error"] = str(e)
-        return {"status": "ok", "stamps": stamps}
     kernel = load_kernel(req["kernel"])
+    backend = load_backend(kernel.backend)
+    if op == "stamps":
+        return {"status": "ok", "stamps": _stamps(kernel, backend, req.get("ceilings"))}
     problem = kernel.problem(req["problem"])
     if op == "static":  # compile-only: the kernel's own static ranking (no device here)
+        if Capability.STATIC_RANK not in kernel.capabilities:
+            return {"status": "unsupported", "error": f"{kernel.name} has no static ranking"}
         try:
-            return kernel.static_rank(problem, req["tiles"])
+            return cast(StaticRanking, kernel).static_rank(problem, req["tiles"])
         except Exception as e:  # an offline compile that fails is this candidate's compile error
             return {"status": "compile", "error": _error_text(e)}
     if op == "check_small":
+        if Capability.CHECK_SMALL not in kernel.capabilities:
+            return {"status": "unsupported", "error": f"{kernel.name} has no small-shape check"}
         try:
-            result = kernel.check_small(problem, req["tiles"])
+            result = cast(SmallCheck, kernel).check_small(problem, req["tiles"])
         except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
             return {"status": "runtime", "error": _error_text(e)}
         return {"status": "ok"} if result.error is None else {"status": "correctness", "error": result.error}
@@ -186,7 +194,7 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
     # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
     base = {"compile_s": compile_s, "compile_wait_s": time.perf_counter() - t0}
 
-    from kerneltune.tuning.measure import MeasureSettings, time_callable
+    from kerneltune.measure import MeasureSettings, time_with
 
     settings = MeasureSettings(**req.get("settings", {}))
     try:
@@ -195,10 +203,12 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
         if check.error is not None:
             return {**base, "status": "correctness", "error": check.error, "rel_error": check.rel_error}
         fn, args = kernel.timed_call(built, inputs)
-        timing = time_callable(fn, args, settings, req.get("prune_above_us"))
+        timing = time_with(backend, fn, args, settings, req.get("prune_above_us"))
         flops = kernel.flops(problem, inputs)
     except Exception as e:  # a launch or device failure of this candidate
         return {**base, "status": "runtime", "error": _error_text(e), "restart": _is_sticky(e)}
+    finally:
+        kernel.release(built)  # a launch group's rank processes end with their candidate
     pruned = req.get("prune_above_us") is not None and timing.median_us > req["prune_above_us"]
     return {
         **base,
@@ -232,7 +242,7 @@ class _Prefetcher:
         return json.dumps([req["kernel"], req["problem"], req["tiles"]], sort_keys=True)
 
     def submit(self, req: Mapping[str, Any]) -> None:
-        from kerneltune.kernels.base import load_kernel
+        from kerneltune.registry import load_kernel
 
         def build() -> tuple[Any, float]:
             kernel = load_kernel(req["kernel"])

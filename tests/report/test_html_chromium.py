@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from kerneltune.cli import app
 
-from ..paths import RESULTS
+from ..paths import FIXTURES, RESULTS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -19,7 +19,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
 def test_report_renders_in_chromium(tmp_path):
     html = tmp_path / "r.html"
-    journal = RESULTS / "ranker_attention/2026-11-30-h200x2-sweep-c"
+    journal = FIXTURES / "ranker_attention/run-c-journals"
     r = CliRunner().invoke(app, ["report", str(journal), "--html", str(html), "--baseline",
                                  str(RESULTS / "tables/nvidia-h200/ranker_attention.json")])
     assert r.exit_code == 0, r.output

@@ -4,10 +4,10 @@ from typer.testing import CliRunner
 from kerneltune.cli import app
 from kerneltune.report.frame import SCHEMA
 
-from ..paths import RESULTS
+from ..paths import FIXTURES
 
-JOURNAL = RESULTS / "ranker_attention/2026-11-30-h200x2-sweep-c"
-BASELINE = RESULTS / "ranker_attention/2026-11-29-h200-sweep-a/table.json"
+JOURNAL = FIXTURES / "ranker_attention/run-c-journals"
+BASELINE = FIXTURES / "ranker_attention/sweep-a-table.json"
 
 
 def test_csv_columns_follow_the_schema(tmp_path):

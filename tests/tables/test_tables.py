@@ -8,8 +8,9 @@ from kerneltune.tables import lookup
 from kerneltune.tables.lookup import bucket_key, select_entry, tuned_config
 from kerneltune.tables.store import TableError, read_table, table_path, update_table
 
+MATCHED = ["gpu", "sm_count", "driver", "cuda", "jax", "jaxlib"]
 RUNNING = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "580.159.04", "cuda": "13.0", "jax": "0.11.2",
-           "jaxlib": "0.11.2"}
+           "jaxlib": "0.11.2", "device_kind": "nvidia-h200", "matched": MATCHED}
 BUCKET = {"head_dim": 128, "dtype": "bfloat16", "cap_method": "tanh", "group": 1, "seq_len": 4096,
           "batch_heads": 64}
 HARD = ("head_dim", "dtype")
@@ -17,7 +18,7 @@ HARD = ("head_dim", "dtype")
 
 def entry(bucket=BUCKET, config=None, **stamps):
     return {"bucket": bucket, "config": config or {"block_q": 64}, "median_us": 1.0,
-            "stamps": {**RUNNING, "kernel_hash": "h1", **stamps}}
+            "stamps": {**{k: RUNNING[k] for k in MATCHED}, "kernel_hash": "h1", **stamps}}
 
 
 def write(path, *entries):
@@ -25,23 +26,23 @@ def write(path, *entries):
 
 
 @pytest.fixture
-def on_h200(monkeypatch):
-    monkeypatch.setattr(lookup, "system_stamps", lambda: RUNNING)
+def on_h200():
     lookup._logged.clear()
 
 
 def test_round_trip(tmp_path, on_h200):
     write(table_path(tmp_path, "nvidia-h200", "k"), entry(config={"block_q": 64, "block_kv": 128}))
-    assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) == {"block_q": 64, "block_kv": 128}
+    assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) == {"block_q": 64, "block_kv": 128}
 
 
-@pytest.mark.parametrize(("stamp", "value"), [("gpu", "NVIDIA H100 80GB HBM3"), ("driver", "570.1"),
-                                              ("kernel_hash", "other"), ("jaxlib", "0.10.0")])
+@pytest.mark.parametrize(("stamp", "value"), [("gpu", "NVIDIA H100 80GB HBM3"), ("sm_count", 114), ("driver", "570.1"),
+                                              ("cuda", "12.8"), ("jax", "0.10.0"), ("jaxlib", "0.10.0"),
+                                              ("kernel_hash", "other")])
 def test_foreign_entry_is_not_used_and_the_miss_is_logged_once(tmp_path, on_h200, caplog, stamp, value):
     write(table_path(tmp_path, "nvidia-h200", "k"), entry(**{stamp: value}))
     with caplog.at_level(logging.WARNING, logger="kerneltune.tables"):
-        assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) is None
-        assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) is None
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) is None
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) is None
     text = caplog.text
     assert f"{stamp}: table" in text and text.count(f"{stamp}: table") == 1
 
@@ -81,7 +82,7 @@ def test_a_malformed_entry_is_named_and_the_launch_falls_to_the_heuristic(tmp_pa
     with pytest.raises(TableError, match=match):
         read_table(p)
     with caplog.at_level("WARNING", logger="kerneltune.tables"):
-        assert tuned_config("k", BUCKET, "h1", HARD, tmp_path) is None
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) is None
     assert "entry k1" in caplog.text and "using the heuristic" in caplog.text
 
 

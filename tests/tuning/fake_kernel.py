@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.kernels.base import CheckResult
+from kerneltune.protocols import CheckResult
 
 MODES = ("good", "slow", "compile_error", "crash", "hang", "garbage", "unwritten")
 
@@ -23,6 +23,9 @@ class FakeProblem:
 
 class FakeKernel:
     name = "fake"
+    backend = "host"
+    devices = 1
+    capabilities: frozenset = frozenset()
     tunables = frozenset({"mode", "work"})
     tile_defaults = MappingProxyType({"work": 1})  # as if ``work`` were once fixed at 1
     gated_tiles = ("mode",)
@@ -83,6 +86,9 @@ class FakeKernel:
 
     def flops(self, problem: FakeProblem, inputs: np.ndarray) -> float:
         return float(problem.n)
+
+    def release(self, built: Any) -> None:
+        pass
 
 
 PLUGIN = FakeKernel()

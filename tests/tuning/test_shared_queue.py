@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from kerneltune.tuning.journal import Journal
-from kerneltune.tuning.shared_study import make_storage, prepare_queue, run_queue, study_name
+from kerneltune.tuning.shared_study import QueueWorker, make_storage, prepare_queue, study_name
 from kerneltune.tuning.space import Space
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
@@ -20,11 +20,8 @@ class RecordingRunner:
         self.storage = storage
         self.events = []
 
-    def compile(self, req):
+    def prefetch(self, req, route):
         self.events.append(("compile", req["tiles"]["work"]))
-        done = cf.Future()
-        done.set_result({"status": "ok"})
-        return done
 
     def measure(self, req, route=0):
         running = [t for s in self.storage.get_all_studies()
@@ -43,8 +40,8 @@ def test_the_next_trial_is_held_and_compiled_while_one_is_measured(tmp_path):
     study = prepare_queue(storage, study_name("t", "b"), space, [{"mode": "good", "work": w} for w in (1, 2, 3, 4)])
     runner = RecordingRunner(storage)
     journal = Journal(tmp_path / "j.jsonl")
-    n = run_queue(study, storage, space, None, None, journal, runner, {"bucket": "b"},
-                  lambda tiles: {"tiles": tiles}, heartbeat=1.0)
+    n = QueueWorker(study, storage, space.params, runner, heartbeat=1.0).run(
+        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append({"tiles": tiles, **reply}))
     assert n == 4 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3, 4]
     # Each trial after the first is compiled while the one before it is measured; two trials are
     # held (RUNNING) during every measurement but the last.
@@ -71,9 +68,9 @@ def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_queued_again(tm
     orphan = study.ask(dists)  # the dead worker's trial: RUNNING, no heartbeat ever
     journal = Journal(tmp_path / "j.jsonl")
     measured = []
-    worker = threading.Thread(daemon=True, target=lambda: measured.append(run_queue(
-        study, storage, space, None, None, journal, RecordingRunner(storage), {"bucket": "b"},
-        lambda tiles: {"tiles": tiles}, heartbeat=1.0)))
+    queue = QueueWorker(study, storage, space.params, RecordingRunner(storage), heartbeat=1.0)
+    worker = threading.Thread(daemon=True, target=lambda: measured.append(queue.run(
+        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append({"tiles": tiles, **reply}))))
     worker.start()
     worker.join(timeout=30)
     assert measured == [3], "the worker still waits for the dead worker's trial"

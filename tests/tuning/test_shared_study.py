@@ -13,16 +13,16 @@ from collections import Counter
 
 import pytest
 
-from kerneltune.kernels.base import load_kernel
+from kerneltune.backends.replay import ReplayRunner
+from kerneltune.registry import load_kernel
 from kerneltune.tuning.journal import Journal
-from kerneltune.tuning.runners import ReplayRunner
-from kerneltune.tuning.sweep import SweepOptions, run_sweep
+from kerneltune.tuning.sweep import ReplayOptions, SweepOptions, run_sweep
 
-from ..paths import REPO, RESULTS, SPACES
+from ..paths import FIXTURES, REPO, SPACES
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
-# The sweep of the default space as it is now (run F: a journal per worker).
-JOURNAL = RESULTS / "ranker_attention/2026-11-30-h200x2-run-f/sweep/journals"
+# Run F's sweep of the default space (a journal per worker).
+JOURNAL = FIXTURES / "ranker_attention/run-f-journals"
 BUCKET = "d128-tanh-long"
 
 pytestmark = pytest.mark.skipif(
@@ -77,7 +77,7 @@ def test_four_workers_one_killed_mid_trial(tmp_path):
         or (t.state == optuna.trial.TrialState.FAIL and t.user_attrs.get("key") in unsupported) for t in retried)
 
     single = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACES / "ranker_attention.toml",
-                                    out=tmp_path / "single", buckets=(BUCKET,), replay=JOURNAL))[0].entry
+                                    out=tmp_path / "single", buckets=(BUCKET,), replay=ReplayOptions(JOURNAL)))[0].entry
     shared = json.loads((out / "tables/nvidia-h200/ranker_attention.json").read_text())["entries"]
     [entry] = shared.values()
     assert entry == {k: v for k, v in single.items() if k != "table"}

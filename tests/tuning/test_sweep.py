@@ -10,9 +10,9 @@ from collections import Counter
 
 import pytest
 
+from kerneltune.measure import MeasureSettings
 from kerneltune.tuning.journal import Journal
-from kerneltune.tuning.measure import MeasureSettings
-from kerneltune.tuning.sweep import SweepOptions, run_sweep
+from kerneltune.tuning.sweep import ReplayOptions, SearchOptions, SweepOptions, WorkerOptions, run_sweep
 
 from ..paths import REPO
 
@@ -33,9 +33,12 @@ def space(tmp_path, modes):
     return p
 
 
-def options(tmp_path, modes, **over):
-    base = dict(kernel=FAKE, space_path=space(tmp_path, modes), out=tmp_path / "out", compile_threads=0,
-                compile_timeout=20, run_timeout=4, settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3))
+def options(tmp_path, modes, compile_threads=0, replay=None, strategy="exhaustive", budget=None, seed=0, **over):
+    base = dict(kernel=FAKE, space_path=space(tmp_path, modes), out=tmp_path / "out",
+                workers=WorkerOptions(compile_threads=compile_threads, compile_timeout=20, run_timeout=4),
+                search=SearchOptions(strategy, budget, seed),
+                replay=ReplayOptions(replay) if replay is not None else None,
+                settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3))
     base.update(over)
     return SweepOptions(**base)
 
@@ -124,3 +127,49 @@ def test_replay_keeps_each_records_own_stamps(tmp_path):
     assert {k: r["pct_ceiling"] for k, r in got.items()} == {r["key"]: 5000 / (100.0 if i == 0 else 200.0)
                                                              for i, r in enumerate(recs)}
     assert all(r["stamps"]["replayed_from"] == str(folder) for r in got.values())
+
+
+class SlowRunner:
+    """Answers each measurement after ``seconds`` on a timer thread, as a GPU worker would."""
+
+    parallel_measures = 1
+    compiles_ahead = True
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.prefetched = []
+
+    def stamps(self):
+        return {"backend": "host", "matched": ["device"], "device": "test", "device_kind": "cpu"}
+
+    def prefetch(self, req, route):
+        self.prefetched.append(req["tiles"])
+
+    def measure(self, req, route=0):
+        import concurrent.futures as cf
+        import threading
+
+        fut = cf.Future()
+        reply = {"status": "ok", "timing": {"median_us": 10.0 * req["tiles"]["work"], "spread": 0.0, "samples": 3,
+                                            "noise": 0.0}}
+        threading.Timer(self.seconds, fut.set_result, args=(reply,)).start()
+        return fut
+
+    def request(self, req):
+        raise AssertionError("not used")
+
+    def close(self):
+        pass
+
+
+def test_the_sweep_sleeps_while_a_candidate_is_measured(tmp_path):
+    """4 candidates of 0.3 s each: the sweep's process uses under 5% of one core meanwhile (it waited
+    on always-done futures in a loop before and burnt a whole core)."""
+    runner = SlowRunner(0.3)
+    opts = options(tmp_path, ["good", "slow"], budget=4)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    [result] = run_sweep(opts, runner_factory=lambda o, k: runner)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    assert result.measured == 4 and wall >= 1.2
+    assert cpu / wall < 0.05, f"{cpu:.3f} s of CPU over {wall:.2f} s"
+    assert len(runner.prefetched) == 4  # each candidate was handed over to compile before it was measured

@@ -1,6 +1,10 @@
-"""The drafter as the engine sees it. Without 4 MI300X/MI355X it is ranked statically: each
-layout's megakernel (``kernel.build_wide``) is compiled offline for the bucket's arch and ranked
-by spills, co-residency margin and instruction count (``static_rank``); timings need the GPUs.
+"""The drafter as the engine sees it: a launch-group kernel. On 4 MI300X/MI355X each candidate is a
+group of four rank processes (``rank_program.DrafterRank``) that builds the FlyDSL megakernel, is
+checked against the reference on poisoned outputs and timed with events; that path has never run
+here (no AMD GPU). With ``KERNELTUNE_GROUP_DEVICE=emulated`` the CPU emulation stands in for the
+GPUs and the same path runs on CPUs. Without either, candidates are ranked statically: each layout's
+megakernel is compiled offline for the bucket's arch and ranked by spills, co-residency margin and
+instruction count (``static_rank``).
 """
 
 from __future__ import annotations
@@ -12,10 +16,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .layout import DrafterLayout, LayoutError
+from kerneltune.protocols import Capability, CheckResult
+
+from .layout import TP, DrafterLayout, LayoutError
 from .offline_compile import ARCHS
 
 _LDS = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
+GROUP_TIMEOUT_S = 900.0  # emulated, one step of the whole TP4 launch takes ~20 s on a 2-core machine
+EMULATED_TOLERANCE = 1e-12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +43,9 @@ class DrafterProblem:
 
 class DrafterWidePlugin:
     name = "drafter_wide"
+    backend = "launch-group"
+    devices = TP
+    capabilities = frozenset({Capability.STATIC_RANK, Capability.EMULATE})
     tunables = frozenset({"ng", "threads", "w_na"})
     tile_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
     gated_tiles: tuple[str, ...] = ()  # the bucket is the whole problem
@@ -76,7 +87,60 @@ class DrafterWidePlugin:
                                                "kernel.py", "offline_compile.py"))
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
-        return "4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs with ROCm for timings"
+        device, count = stamps.get("group_device"), int(stamps.get("gpu_count") or 0)
+        if device == "emulated" or (device == "rocm" and count >= TP and stamps.get("arch") in ARCHS):
+            return None
+        return f"{TP} AMD MI300X (gfx942) or MI355X (gfx950) GPUs with ROCm for timings"
+
+    def build(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> Any:
+        from kerneltune.backends.launch_group import LaunchGroup, group_device
+
+        self.layout(problem, tiles)  # a bad layout fails here, as a compile error, before any process starts
+        return LaunchGroup("kerneltune.kernels.drafter_wide.rank_program:DrafterRank",
+                           {"tiles": dict(tiles), "qpr": problem.qpr, "arch": problem.arch}, TP, group_device(),
+                           timeout=GROUP_TIMEOUT_S)
+
+    def make_inputs(self, problem: DrafterProblem, inputs_spec: Mapping[str, Any], seed: int) -> dict[str, Any]:
+        """A description each rank builds its tensors from (the weights alone are gigabytes)."""
+        return {"requests": problem.requests, "qpr": problem.qpr, "layers": problem.layers, "seed": seed,
+                "context": [int(inputs_spec.get("context", problem.context))] * problem.requests}
+
+    def check(self, built: Any, problem: DrafterProblem, inputs: dict[str, Any]) -> CheckResult:
+        from .emulation import max_relative_error
+        from .health import DeadlineMissed, check_health
+        from .reference import Dims, forward_f64, make_inputs, make_weights
+        from .rocm_runner import TOLERANCE
+
+        built.load(inputs)
+        outs = built.check()
+        try:
+            check_health([o["health"] for o in outs])
+        except DeadlineMissed as e:
+            return CheckResult(str(e))
+        dims = Dims(layers=problem.layers)
+        step = make_inputs(dims, inputs["requests"], inputs["qpr"], inputs["context"], inputs["seed"] + 1)
+        ref = forward_f64(dims, make_weights(dims, inputs["seed"]), step).numpy()
+        worst = max(max_relative_error(o["h_out"], ref) for o in outs)
+        # Emulated, values stay float64 and must match exactly; on the GPUs, the 8-bit TP4 arithmetic.
+        limit = EMULATED_TOLERANCE if built.device == "emulated" else TOLERANCE
+        if not worst < limit:
+            return CheckResult(f"h_out: worst relative error {worst:.3g} over {limit:g} on some rank", worst)
+        return CheckResult(None, worst)
+
+    def timed_call(self, built: Any, inputs: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
+        return built, ()
+
+    def flops(self, problem: DrafterProblem, inputs: dict[str, Any]) -> float:
+        """The GEMVs' multiply-adds over every rank: 2 x rows x weight elements per layer."""
+        from .reference import Dims
+
+        d = Dims(layers=problem.layers)
+        qkv = (d.q_heads + 2 * d.kv_heads) * d.head_dim
+        per_layer = d.hidden * (qkv + d.q_heads * d.head_dim + 3 * d.intermediate)
+        return 2.0 * problem.requests * problem.qpr * per_layer * problem.layers
+
+    def release(self, built: Any) -> None:
+        built.close()
 
     def emulate(self) -> list[Any]:
         """The heuristic layout's whole TP4 launch emulated on the CPU against the float64 model

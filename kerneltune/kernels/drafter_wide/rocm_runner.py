@@ -1,25 +1,23 @@
-"""The drafter on 4 AMD GPUs: one process per rank (torch.distributed), symmetric peer buffers
-(torch symmetric memory over HIP IPC), weights sharded and quantised from the reference's
-float64 masters (``packing.py``), ``h_out`` poisoned with NaN before the launch, the output
-checked against the reference's TP4 computation, then timed with device events after a warm-up
-long enough for MI300 clocks to settle. A missed deadline comes back from the health buffer as
-(rank, site) — ``health.DeadlineMissed`` — never as a hang.
+"""The drafter on 4 AMD GPUs outside a sweep: one launch group (``backends/launch_group.py``, one
+process per rank, symmetric peer buffers over HIP IPC) running ``rank_program.DrafterRank``, the output
+checked against the reference's TP4 computation, then timed with device events after a warm-up long
+enough for MI300 clocks to settle. A missed deadline comes back from the health buffer as (rank,
+site) — ``health.DeadlineMissed`` — never as a hang.
 
-Needs 4 MI300X (gfx942) or MI355X (gfx950) and the megakernel launcher ``kernel.build_wide``.
+Needs 4 MI300X (gfx942) or MI355X (gfx950); never run here (no AMD GPU in this workplace).
 """
 
 from __future__ import annotations
 
-import json
 import math
-import tempfile
 import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .layout import TP, DrafterLayout
-from .packing import pack_rank, weight_bytes
+from .packing import weight_bytes
 
 # Vendor peak HBM bandwidth: the floor is the time to stream one rank's 8-bit weights once.
 HBM_BYTES_PER_S = {"gfx942": 5.3e12, "gfx950": 8.0e12}
@@ -69,89 +67,35 @@ def floor_us(weight_bytes_per_rank: int, arch: str) -> float:
 
 def run_tp4(tiles: dict[str, int], requests: int, qpr: int, context: list[int], layers: int = 1, seed: int = 0,
             timed_steps: int = 50, wait_ticks: int = 1_000_000_000) -> RunReport:
-    """Build, check and time one layout on the 4 local GPUs (one spawned process per rank)."""
-    import torch.multiprocessing as mp
-
-    arch = require_rocm_gpus()
-    with tempfile.TemporaryDirectory(prefix="kerneltune-tp4-") as tmp:
-        spec = {"tiles": tiles, "requests": requests, "qpr": qpr, "context": context, "layers": layers,
-                "seed": seed, "timed_steps": timed_steps, "wait_ticks": wait_ticks, "arch": arch, "dir": tmp}
-        mp.spawn(_rank_main, args=(spec,), nprocs=TP, join=True)
-        return RunReport(**json.loads((Path(tmp) / "report.json").read_text()))
-
-
-def _rank_main(rank: int, spec: dict[str, Any]) -> None:
+    """Build, check and time one layout on the 4 local GPUs: a launch group of one process per rank."""
     import torch
-    import torch.distributed as dist
-    import torch.distributed._symmetric_memory as symm_mem
 
-    from .health import WORDS, check_health
-    from .kernel import build_wide
+    from kerneltune.backends.launch_group import LaunchGroup
+
+    from .health import check_health
+    from .packing import pack_rank
     from .reference import Dims, forward_f64, forward_tp4, make_inputs, make_weights
 
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"file://{spec['dir']}/rendezvous", rank=rank, world_size=TP)
-    dev = torch.device("cuda", rank)
-    arch, qpr = spec["arch"], spec["qpr"]
-    dims = Dims(layers=spec["layers"])
-    layout = DrafterLayout(**spec["tiles"], qpr=qpr)
-    weights = make_weights(dims, spec["seed"])  # same seed on every rank: the same model
-    inputs = make_inputs(dims, spec["requests"], qpr, spec["context"], spec["seed"] + 1)
-    n = inputs.x.shape[0]
-    layout.check_rows(n)
-
-    packed = pack_rank(dims, weights, rank, arch)
-    w = {k: (p.data.to(dev), p.scale.to(dev)) for k, p in packed.items()}
-    sym = symm_mem.empty(layout.Y_BYTES // 4, dtype=torch.int32, device=dev)
-    handle = symm_mem.rendezvous(sym, dist.group.WORLD.group_name)
-    sym.zero_()
-    scratch = torch.zeros(spec["layers"] * layout.W_LAYER_BYTES, dtype=torch.uint8, device=dev)
-    health = torch.zeros(WORDS, dtype=torch.int32, device=dev)
-    step = torch.ones(1, dtype=torch.int32, device=dev)
-    tensors = _step_tensors(dims, layout, weights, inputs, rank, dev)
-    h_out = torch.full((n, dims.hidden), float("nan"), dtype=torch.bfloat16, device=dev)
-    launch = build_wide(layout, arch, 0, spec["wait_ticks"])
-
-    def one_step() -> None:
-        launch(tensors["x_in"].data_ptr(), h_out.data_ptr(), tensors["tab"].data_ptr(),
-               *(t.data_ptr() for k in ("qkv", "o", "gu", "d") for t in w[k]),
-               tensors["fin_ln"].data_ptr(), tensors["cos_sin"].data_ptr(), tensors["block_table"].data_ptr(),
-               tensors["positions"].data_ptr(), tensors["slots"].data_ptr(), tensors["seq_lens"].data_ptr(),
-               scratch.data_ptr(), sym.data_ptr(), *handle.buffer_ptrs, step.data_ptr(), health.data_ptr(),
-               rank, tensors["block_table"].shape[1], n)
-        step.add_(1)  # the next launch's tags are new
-
-    dist.barrier()
-    one_step()
-    torch.cuda.synchronize()
-    healths = [torch.zeros_like(health) for _ in range(TP)]
-    dist.all_gather(healths, health)
-    check_health([h.tolist() for h in healths])
-    out = h_out.to(torch.float64).cpu()
-    ref_tp4 = forward_tp4(dims, weights, inputs, arch)
-    ref_f64 = forward_f64(dims, weights, inputs)
-
-    # Warm-up until the clocks settle, then events around the timed steps.
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < WARMUP_SECONDS:
-        one_step()
-        torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    dist.barrier()
-    start.record()
-    for _ in range(spec["timed_steps"]):
-        one_step()
-    end.record()
-    torch.cuda.synchronize()
-    us = start.elapsed_time(end) * 1e3 / spec["timed_steps"]
-    times = [None] * TP
-    dist.all_gather_object(times, us)
-    if rank == 0:
-        nbytes = weight_bytes(packed)
-        report = RunReport(arch, n, _rel(out, ref_tp4), _rel(out, ref_f64), max(times), spec["timed_steps"], nbytes,
-                           floor_us(nbytes, arch))
-        (Path(spec["dir"]) / "report.json").write_text(json.dumps(asdict(report)))
-    dist.destroy_process_group()
+    arch = require_rocm_gpus()
+    group = LaunchGroup("kerneltune.kernels.drafter_wide.rank_program:DrafterRank",
+                        {"tiles": tiles, "qpr": qpr, "arch": arch, "wait_ticks": wait_ticks}, TP, "rocm", timeout=900)
+    try:
+        group.load({"requests": requests, "qpr": qpr, "context": context, "layers": layers, "seed": seed})
+        outs = group.check()
+        check_health([o["health"] for o in outs])
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < WARMUP_SECONDS:  # until MI300 clocks settle
+            group.take(10)
+        us = float(np.median(group.take(timed_steps))) * 1e3
+    finally:
+        group.close()
+    dims = Dims(layers=layers)
+    weights = make_weights(dims, seed)
+    inputs = make_inputs(dims, requests, qpr, context, seed + 1)
+    out = torch.from_numpy(outs[0]["h_out"])
+    nbytes = weight_bytes(pack_rank(dims, weights, 0, arch))
+    return RunReport(arch, out.shape[0], _rel(out, forward_tp4(dims, weights, inputs, arch)),
+                     _rel(out, forward_f64(dims, weights, inputs)), us, timed_steps, nbytes, floor_us(nbytes, arch))
 
 
 def _rel(a: Any, b: Any) -> float:
@@ -162,7 +106,7 @@ def _rel(a: Any, b: Any) -> float:
     return float(torch.linalg.norm(a - b) / torch.linalg.norm(b))
 
 
-def _step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, rank: int, dev: Any) -> dict[str, Any]:
+def step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, rank: int, dev: Any) -> dict[str, Any]:
     """The step's inputs on this rank: rows, the per-layer pointer table, RoPE table, cache slots."""
     import torch
 

@@ -81,8 +81,8 @@ _SAME_FUNCTION = {CapMethod.TANH_APPROX: CapMethod.TANH}
 
 def _cap_kin(problem: Problem, entry_bucket: dict[str, Any]) -> int:
     """0 when an entry's cap computes the problem's function (tanh for tanh_approx), else 1: between
-    equally near entries, a tanh entry serves tanh_approx better than a no-cap one (run I: the D=64
-    tanh_approx bench row took the no-cap entry, without static_max, by the entries' order)."""
+    equally near entries, a tanh entry serves tanh_approx better than a no-cap one (which lacks
+    static_max, and was once taken by the entries' order alone)."""
     def function(m: Any) -> CapMethod:
         return _SAME_FUNCTION.get(CapMethod.parse(m), CapMethod.parse(m))
     return 0 if function(entry_bucket["cap_method"]) == function(problem.cap_method) else 1
@@ -92,10 +92,11 @@ def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig
     """The caller's tiles if given, else the tuned table's entry, else the heuristic;
     always with the problem's cap and scale."""
     if config is None:
+        from kerneltune.backends.cuda_jax import system_stamps
         from kerneltune.tables.lookup import tuned_config
 
         tiles = tuned_config(KERNEL_NAME, problem.bucket(), kernel_source_hash(),
-                             Problem.HARD_BUCKET_FIELDS, refuses=functools.partial(_refusal, problem),
+                             Problem.HARD_BUCKET_FIELDS, system_stamps(), refuses=functools.partial(_refusal, problem),
                              kin=functools.partial(_cap_kin, problem))
         return KernelConfig.for_problem(problem, **(tiles or heuristic_config(problem)))
     chosen = KernelConfig.for_problem(problem, **config.tile())

@@ -71,7 +71,7 @@ def flex_attention(q: Any, k: Any, v: Any, bounds: np.ndarray, scale: float, met
     batch, _, t, _ = tq.shape
     block_mask = create_block_mask(mask_mod, batch, None, t, t, device="cuda")
     # A fresh compile per call: Dynamo recompiles flex_attention for every new score_mod closure and,
-    # past its recompile limit (8), would run the ninth shape and cap eagerly (run E: 18 ms for 0.3).
+    # past its recompile limit (8), would run the ninth shape and cap eagerly (measured: 18 ms for 0.3).
     torch._dynamo.reset()
     fa = torch.compile(flex_attention)
     gqa = tq.shape[1] != tk.shape[1]

@@ -14,7 +14,7 @@ _PREFERENCES: dict[int, list[dict[str, object]]] = {
 
 def heuristic_config(problem: Problem) -> dict[str, object]:
     """Every tile field of the first preferred config that fits ``problem``; the softmax without a
-    running max where the cap allows it at D >= 128 (run H: 0.86-0.91x the time there, 0.98-1.02x at 64)."""
+    running max where the cap allows it at D >= 128 (measured: 0.86-0.91x the time there, 0.98-1.02x at 64)."""
     reasons = []
     allowed = static_max_refusal(KernelConfig.for_problem(problem, static_max=True)) is None
     static_max = problem.head_dim >= 128 and allowed

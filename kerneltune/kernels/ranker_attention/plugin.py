@@ -1,4 +1,4 @@
-"""Ranker attention as the engine sees it (``kerneltune.kernels.base.TunableKernel``)."""
+"""Ranker attention as the engine sees it (``kerneltune.protocols.Kernel``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.kernels.base import CheckResult
+from kerneltune.protocols import Capability, CheckResult
 
 from .api import kernel_source_hash
 from .config import KernelConfig, Problem, infeasibility
@@ -30,6 +30,9 @@ class RankerInputs:
 
 class RankerAttentionPlugin:
     name = "ranker_attention"
+    backend = "cuda-jax"
+    devices = 1
+    capabilities = frozenset({Capability.CHECK_SMALL, Capability.BENCH, Capability.REPORT_VIEW})
     tunables = frozenset(KernelConfig.TILE_FIELDS)
     tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
                                       if f.name in KernelConfig.TILE_FIELDS})
@@ -149,6 +152,35 @@ class RankerAttentionPlugin:
 
     def flops(self, problem: Problem, inputs: RankerInputs) -> float:
         return float(useful_flops(problem, inputs.bounds))
+
+    def release(self, built: Any) -> None:
+        pass
+
+    # ------------------------------------------------------------- benches and the report
+    @property
+    def baselines(self) -> tuple[str, ...]:
+        from .bench.runner import BASELINES
+
+        return BASELINES
+
+    def bench_shapes(self) -> str:
+        return "bench_ranker_attention.toml"
+
+    def run_bench(self, shapes: Any, baselines: tuple[str, ...], out: Any) -> tuple[Any, list[dict[str, Any]],
+                                                                                     list[dict[str, Any]]]:
+        from .bench.runner import run_bench
+
+        return run_bench(shapes, baselines, out)
+
+    bench_columns = (("shape", "shape", "s"), ("cap_method", "cap", "s"), ("impl", "impl", "s"),
+                     ("median_ms", "ms", ".3f"), ("spread", "spread", ".2%"),
+                     ("useful_tflops", "useful TFLOP/s", ".0f"), ("dense_tflops", "dense TFLOP/s", ".0f"),
+                     ("rel_error", "rel err", ".1e"))
+
+    def report_view(self, rows: Any, bucket: str) -> str:
+        from .report_view import tile_heatmap
+
+        return tile_heatmap(rows, bucket)
 
 
 PLUGIN = RankerAttentionPlugin()

@@ -18,7 +18,7 @@ def test_compile_only_sweep_of_eight_layouts(tmp_path):
                         "--budget", "8", "--out", str(tmp_path), "--compile-timeout", "300", "--compile-only"],
                        capture_output=True, text=True, cwd=REPO, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "timings need 4 AMD MI300X or MI355X GPUs" in " ".join(r.stdout.split())
+    assert "timings need 4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs" in " ".join(r.stdout.split())
     recs = [json.loads(line) for line in (tmp_path / "journals/drafter_wide-live.jsonl").read_text().splitlines()]
     ranked = [x for x in recs if x["status"] == "ok"]
     assert len({x["key"] for x in ranked}) == 8

@@ -2,6 +2,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from kerneltune.backends import cuda_jax
 from kerneltune.kernels.ranker_attention import KernelConfig, api, ranker_attention
 from kerneltune.kernels.ranker_attention.config import Problem
 from kerneltune.kernels.ranker_attention.reference import reference_f64
@@ -57,17 +58,18 @@ def test_launch_api_in_interpret_mode_returns_out_and_natural_lse():
     np.testing.assert_allclose(np.asarray(lse)[fin], rl[fin], atol=1e-3)
 
 
-RUNNING = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2", "jaxlib": "0.11.2"}
+RUNNING = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2", "jaxlib": "0.11.2",
+           "device_kind": "nvidia-h200", "matched": ["gpu", "sm_count", "driver", "cuda", "jax", "jaxlib"]}
 TILES = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=True, schedule_barrier=True,
              mask_interior=False, persistent=False)
 
 
 def install_table(tmp_path, monkeypatch, entries):
     """A tuned table for the running (faked) H200 with these entries, stamped with this kernel."""
-    monkeypatch.setattr(lookup, "system_stamps", lambda: RUNNING)
+    monkeypatch.setattr(cuda_jax, "system_stamps", lambda: RUNNING)
     monkeypatch.setattr(lookup, "default_tables_dir", lambda: tmp_path)
     lookup._logged.clear()
-    stamps = {**RUNNING, "kernel_hash": api.kernel_source_hash()}
+    stamps = {**{k: RUNNING[k] for k in RUNNING["matched"]}, "kernel_hash": api.kernel_source_hash()}
     update_table(table_path(tmp_path, "nvidia-h200", "ranker_attention"), "ranker_attention", "nvidia-h200",
                  lambda t: t["entries"].update({bucket_key(e["bucket"]): {**e, "stamps": stamps} for e in entries}))
 

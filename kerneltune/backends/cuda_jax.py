@@ -1,0 +1,158 @@
+"""NVIDIA GPUs through JAX: kernel times from CUPTI (JAX's Mosaic GPU profiler), clocks from
+nvidia-smi, cold L2 by a 256 MiB write inside the timed jit. On a machine whose JAX device is the
+CPU (tests, interpret mode) the timer falls back to the host's wall clock and says so in the stamps."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from kerneltune.protocols import TakeBatch
+from kerneltune.tables.stamps import device_kind
+
+from .host import wall_clock_sampler
+
+MATCHED = ("gpu", "sm_count", "driver", "cuda", "jax", "jaxlib", "kernel_hash")
+
+
+@functools.cache
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True)
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return "none"
+
+
+def _cuda_version() -> str:
+    try:
+        from jax._src.lib import cuda_versions
+    except ImportError:
+        return "none"
+    if cuda_versions is None:  # a CPU jaxlib
+        return "none"
+    v = cuda_versions.cuda_runtime_get_version()
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+@functools.cache
+def system_stamps() -> dict[str, Any]:
+    """The running system's first JAX device (the CPU on a machine without GPU)."""
+    import jax
+    import jaxlib
+
+    dev = jax.devices()[0]
+    gpu = dev.device_kind if dev.platform == "gpu" else "cpu"
+    return {
+        "backend": CudaJax.name, "matched": list(MATCHED), "device_kind": device_kind(gpu),
+        "gpu": gpu,
+        "sm_count": int(getattr(dev, "core_count", 0) or 0),
+        "driver": _driver_version() if dev.platform == "gpu" else "none",
+        "cuda": _cuda_version(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+    }
+
+
+def gpu_clocks() -> dict[str, Any]:
+    """SM clock and active throttle reasons from nvidia-smi ({} where there is none)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks_throttle_reasons.active,temperature.gpu",
+             "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return {}
+    sm, sm_max, reasons, temp = (x.strip() for x in out.split(","))
+    # 0x1 (idle) and 0x4 (applications clocks setting) are not throttling.
+    active = int(reasons, 16) & ~0x5 if reasons.startswith("0x") else 0
+    return {"sm_mhz": sm, "sm_max_mhz": sm_max, "throttle_reasons": reasons,
+            "throttle_active": bool(active), "temp_c": temp}
+
+
+def cupti_sampler(fn: Callable[..., Any], args: tuple[Any, ...], cold_l2: bool) -> TakeBatch:
+    """n CUPTI kernel times of a JAX callable, summed over its kernels per call. With ``cold_l2`` each
+    call is paired with a write of a buffer larger than L2 inside one jit; the flush's kernels are
+    recognised by name and left out."""
+    import jax
+    from jax.experimental.mosaic.gpu import profiler
+
+    call: Callable[..., Any] = fn
+    skip: set[str] = set()
+    if cold_l2:
+        import jax.numpy as jnp
+
+        buf = jnp.zeros((256 * 1024 * 1024 // 4,), jnp.float32)  # 256 MiB, over any L2
+        flush = jax.jit(lambda b: b + 1.0)
+        _, flush_kernels = profiler.measure(flush, aggregate=False)(buf)
+        skip = {name for name, _ in flush_kernels or []}
+        both = jax.jit(lambda b, *a: (flush(b), fn(*a)))
+
+        def call(*a: Any) -> Any:
+            return both(buf, *a)
+
+    def take(n: int) -> list[float]:
+        _, per_iter = profiler.measure(call, aggregate=False, iterations=n)(*args)
+        if per_iter is None:
+            raise RuntimeError("CUPTI returned no kernel timings")
+        if n == 1:
+            per_iter = [per_iter]
+        jax.effects_barrier()
+        return [float(sum(t for name, t in kernels if name not in skip)) for kernels in per_iter]
+
+    return take
+
+
+def time_jax(fn: Callable[..., Any], args: tuple[Any, ...], settings: Any = None) -> Any:
+    """A JAX callable's CUPTI time under the engine's stopping rule (for benches and probes)."""
+    from kerneltune.measure import MeasureSettings, sample_until_quiet
+
+    settings = settings or MeasureSettings()
+    return sample_until_quiet(cupti_sampler(fn, args, settings.cold_l2), settings, gpu_clocks)
+
+
+class CudaJax:
+    name = "cuda-jax"
+    matched_stamps = MATCHED
+
+    def stamps(self) -> dict[str, Any]:
+        stamps = dict(system_stamps())
+        if stamps["gpu"] == "cpu":
+            stamps["timer"] = "host wall clock (no GPU)"
+        return stamps
+
+    def ceilings(self) -> dict[str, float]:
+        """A bf16 8192^3 matmul (TFLOP/s) and a device copy (TB/s, bytes read + written), measured now."""
+        import jax
+        import jax.numpy as jnp
+
+        from kerneltune.measure import MeasureSettings
+
+        if jax.devices()[0].platform != "gpu":
+            return {}
+        n = 8192
+        a = jax.random.normal(jax.random.key(0), (n, n), jnp.bfloat16)
+        b = jax.random.normal(jax.random.key(1), (n, n), jnp.bfloat16)
+        settings = MeasureSettings(rel_noise=0.02, max_seconds=1.0)
+        mm = time_jax(jax.jit(lambda x, y: x @ y), (a, b), settings)
+        buf = jax.random.normal(jax.random.key(2), (1 << 30,), jnp.float32)  # 4 GiB
+        cp = time_jax(jax.jit(lambda x: x + 1.0), (buf,), settings)
+        return {"bf16_tflops_ceiling": 2 * n**3 / (mm.median_us * 1e-6) / 1e12,
+                "copy_tbps_ceiling": 2 * buf.nbytes / (cp.median_us * 1e-6) / 1e12}
+
+    def sampler(self, fn: Any, args: tuple[Any, ...], cold_l2: bool) -> TakeBatch:
+        import jax
+
+        if jax.devices()[0].platform == "gpu":
+            return cupti_sampler(fn, args, cold_l2)
+        return wall_clock_sampler(lambda: jax.block_until_ready(fn(*args)))
+
+    def clocks(self) -> dict[str, Any]:
+        return gpu_clocks()
+
+
+BACKEND = CudaJax()

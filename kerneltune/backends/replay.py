@@ -1,0 +1,67 @@
+"""Replay: a recorded journal as the device. It answers each candidate with its recorded
+measurement and the record's own stamps (kernel hash included), so that a table written from a
+replay is stamped as what it is: a measurement made then, by that kernel source.
+
+``journal_path`` is one journal, or a folder whose journals (one per worker of a shared study) are
+merged as the shared study's table is. A record that lacks a tunable of ``tile_defaults`` was
+measured before that tunable existed, at its default value.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kerneltune.tuning.journal import config_key, merged_journals
+
+KEEP = ("status", "error", "timing", "tflops", "flops", "rel_error", "compile_s", "pct_ceiling", "time",
+        "kernel_hash")
+
+
+class ReplayRunner:
+    parallel_measures = 1
+    compiles_ahead = False  # nothing to compile: a strategy learns from every answer before it proposes again
+
+    def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0,
+                 tile_defaults: Mapping[str, Any] | None = None):
+        self.seconds_per_candidate = seconds_per_candidate
+        if not journal_path.exists():
+            raise FileNotFoundError(f"replay: no journal at {journal_path}")
+        self.defaults = dict(tile_defaults or {})
+        self.recorded = {}
+        for (bucket, key), rec in sorted(merged_journals(journal_path).items(), key=lambda kv: kv[1].get("time", "")):
+            self.recorded.setdefault((bucket, self._key(rec["tiles"]) if "tiles" in rec else key), rec)
+        if not self.recorded:
+            raise ValueError(f"replay: {journal_path} holds no records")
+        self.path = journal_path
+
+    def _key(self, tiles: Mapping[str, Any]) -> str:
+        return config_key({**self.defaults, **tiles})
+
+    def stamps(self) -> dict[str, Any]:
+        first = next(iter(self.recorded.values()))
+        return {**first.get("stamps", {}), "replayed_from": str(self.path)}
+
+    def prefetch(self, req: Mapping[str, Any], route: int) -> None:
+        pass
+
+    def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
+        done: cf.Future[dict[str, Any]] = cf.Future()
+        rec = self.recorded.get((req["bucket"], self._key(req["tiles"])))
+        if rec is None:
+            done.set_result({"status": "unsupported", "error": f"not in the replayed journal {self.path}"})
+            return done
+        time.sleep(self.seconds_per_candidate)
+        # The record's own stamps: a folder of per-worker journals holds several GPUs' ceilings.
+        stamps = {**rec.get("stamps", {}), "replayed_from": str(self.path)}
+        done.set_result({**{k: rec[k] for k in KEEP if k in rec}, "stamps": stamps})
+        return done
+
+    def request(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        return {"status": "unsupported", "error": f"a replay answers measurements only, not {req.get('op')!r}"}
+
+    def close(self) -> None:
+        pass

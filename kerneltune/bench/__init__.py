@@ -1,1 +1,0 @@
-"""Side-by-side benchmarks of a tuned kernel against what users could run instead."""

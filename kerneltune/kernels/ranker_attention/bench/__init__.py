@@ -1,0 +1,1 @@
+"""`kerneltune bench ranker-attention`: standard shapes, baselines and targets."""

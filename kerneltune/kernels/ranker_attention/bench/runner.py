@@ -1,0 +1,138 @@
+"""`kerneltune bench ranker-attention`: the tuned kernel and every baseline on the same inputs, in one
+process, timed with the engine's measurement, each output checked against the float32 reference.
+
+Useful TFLOP/s counts only the kept (query, key) pairs; the dense baselines also report their dense
+rate, the upper bound the targets are stated against. A baseline that fails is recorded with its
+error and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kerneltune.backends.cuda_jax import system_stamps, time_jax
+from kerneltune.backends.torch_events import time_torch
+from kerneltune.measure import MeasureSettings, Timing
+from kerneltune.tables.stamps import device_kind, now_stamp
+
+from .. import baselines
+from ..cap import CapMethod
+from ..config import Problem
+from ..inputs import make_device_tensors, ranker_bounds, useful_flops
+from .spec import BenchShape, load_spec
+
+BASELINES = ("flex", "cudnn_dense", "flash_dense", "composite", "jax_mgpu_dense")
+
+
+def _timed(runnable: baselines.Runnable, settings: MeasureSettings) -> Timing:
+    if runnable.framework == "jax":
+        return time_jax(runnable.fn, runnable.args, settings)
+    return time_torch(lambda: runnable.fn(*runnable.args), settings)
+
+
+def _rel(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: tuple[str, ...],
+                settings: MeasureSettings, seed: int = 0) -> list[dict[str, Any]]:
+    import jax
+    import jax.numpy as jnp
+
+    from .. import ranker_attention
+    from ..api import choose_config, problem_of
+    from ..reference import reference_f32
+
+    problem = Problem(**shape.problem, cap_method=method, cap=cap)
+    bounds = ranker_bounds(problem.batch, problem.seq_len, shape.history, shape.candidates,
+                           np.random.default_rng(seed))
+    if "composite" in which:  # equal segments on every row, so the composite applies
+        bounds[:] = bounds[0]
+    q, k, v = make_device_tensors(problem, seed)
+    jb = jnp.asarray(bounds)
+    flops = useful_flops(problem, bounds)
+    dense_flops = 4 * problem.batch * problem.q_heads * problem.seq_len ** 2 * problem.head_dim
+    rep = problem.heads_per_kv_head
+
+    def references(i: int) -> tuple[np.ndarray, np.ndarray]:
+        qf, kf, vf = (x[i:i + 1].astype(jnp.float32) for x in (q, k, v))
+        with jax.default_matmul_precision("highest"):
+            ref = reference_f32(qf, kf, vf, jb[i:i + 1], sm_scale=problem.scale, cap_method=method, cap=cap)[0]
+            dense = jax.nn.dot_product_attention(qf, jnp.repeat(kf, rep, 2), jnp.repeat(vf, rep, 2),
+                                                 scale=problem.scale)
+        return np.asarray(ref), np.asarray(dense)
+
+    # One batch row at a time: the float32 logits of a whole T=8k problem do not fit beside the inputs.
+    per_row = [references(i) for i in range(problem.batch)]
+    ref = np.concatenate([r for r, _ in per_row])
+    dense_ref = np.concatenate([d for _, d in per_row])
+    del per_row
+    rows: list[dict[str, Any]] = []
+
+    def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool) -> None:
+        row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
+        try:
+            runnable, out = make()
+            t = _timed(runnable, settings)
+            row.update(median_ms=t.median_us / 1e3, spread=t.spread, samples=t.samples,
+                       useful_tflops=flops / (t.median_us * 1e-6) / 1e12,
+                       rel_error=None if reference is None else _rel(out, reference))
+            if dense_rate:
+                row["dense_tflops"] = dense_flops / (t.median_us * 1e-6) / 1e12
+        except Exception as e:  # a baseline that cannot run is a finding, not a reason to stop
+            row.update(error=f"{type(e).__name__}: {e}"[:1000], trace=traceback.format_exc()[-1500:])
+        rows.append(row)
+
+    def tuned() -> tuple[baselines.Runnable, np.ndarray]:
+        config = choose_config(problem_of(q, k, v, jb, sm_scale=None, cap_method=method, cap=cap), None)
+        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap, config=config))
+        out = np.asarray(fn(q, k, v, jb).astype(jnp.float32))
+        return baselines.Runnable("jax", fn, (q, k, v, jb)), out
+
+    record("kerneltune", tuned, ref, False)
+    if "flex" in which:
+        record("flex", lambda: baselines.flex_attention(q, k, v, bounds, problem.scale, method, cap), ref, False)
+    if "cudnn_dense" in which:
+        record("cudnn_dense", lambda: baselines.dense_sdpa(q, k, v, problem.scale, "cudnn"), dense_ref, True)
+    if "flash_dense" in which:
+        record("flash_dense", lambda: baselines.dense_sdpa(q, k, v, problem.scale, "flash"), dense_ref, True)
+    if "composite" in which and method is CapMethod.NONE:
+        record("composite", lambda: baselines.composite(q, k, v, bounds, problem.scale), ref, False)
+    if "jax_mgpu_dense" in which:
+        record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v, problem.scale), dense_ref, True)
+    return rows
+
+
+def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path,
+              settings: MeasureSettings | None = None) -> tuple[Path, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every shape and cap of the bench file; returns the result file, its rows and target verdicts."""
+    unknown = set(which) - set(BASELINES)
+    if unknown:
+        raise ValueError(f"baselines: unknown {sorted(unknown)} (known: {', '.join(BASELINES)})")
+    settings = settings or MeasureSettings(max_seconds=2.0)
+    spec = load_spec(shapes_path)
+    stamps = system_stamps()
+    out = out_dir / f"{now_stamp()[:10]}-{device_kind(str(stamps['gpu']))}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    verdicts: list[dict[str, Any]] = []
+    for shape in spec.shapes:
+        for name, c in spec.caps.items():
+            method = CapMethod.parse(name)
+            try:
+                rows += bench_shape(shape, method, c if method.needs_cap else None, which, settings)
+            except Exception as e:  # e.g. the reference out of memory: the shape is a finding, the run goes on
+                rows.append({"shape": shape.name, "cap_method": method.value, "cap": c, "impl": "reference",
+                             "error": f"{type(e).__name__}: {e}"[:1000], "trace": traceback.format_exc()[-1500:]})
+            # Rewritten after every shape, so a run cut short keeps what it measured.
+            verdicts = spec.verdicts(rows)
+            partial = out.with_suffix(".tmp")
+            partial.write_text(json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows,
+                                           "targets": verdicts}, indent=1))
+            partial.replace(out)
+    return out, rows, verdicts

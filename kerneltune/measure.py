@@ -1,0 +1,113 @@
+"""Timing with a noise-based stopping rule (in the spirit of nvbench), over any backend's timer.
+
+Samples come from the backend (CUPTI, device events, the host clock). Batches of samples are taken
+until the relative 95% confidence half-width of the median falls under ``rel_noise`` or
+``max_seconds`` of sampling have passed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kerneltune.protocols import Backend
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One candidate's measured kernel time."""
+
+    median_us: float
+    spread: float  # (p75 - p25) / median
+    samples: int
+    min_us: float
+    noise: float  # relative 95% CI half-width of the median at the stop
+    converged: bool  # noise reached the threshold before the time cap
+    clocks: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    rel_noise: float = 0.01
+    max_seconds: float = 3.0
+    min_samples: int = 10
+    batch: int = 10
+    warmup: int = 3
+    cold_l2: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.rel_noise < 1:
+            raise ValueError(f"rel_noise: must be in (0, 1), got {self.rel_noise}")
+        if self.max_seconds <= 0 or self.min_samples < 3 or self.batch < 1:
+            raise ValueError("max_seconds > 0, min_samples >= 3 and batch >= 1 are required")
+
+
+def median_noise(samples: Sequence[float]) -> float:
+    """Relative half-width of a 95% CI of the median (order-statistic bound)."""
+    n = len(samples)
+    if n < 3:
+        return math.inf
+    s = np.sort(np.asarray(samples))
+    half = 1.96 * math.sqrt(n) / 2
+    lo = s[max(math.floor(n / 2 - half), 0)]
+    hi = s[min(math.ceil(n / 2 + half), n - 1)]
+    med = float(np.median(s))
+    return float((hi - lo) / 2 / med) if med > 0 else math.inf
+
+
+def summarize(samples_ms: Sequence[float], converged: bool, clocks: dict[str, Any]) -> Timing:
+    s = np.asarray(samples_ms, dtype=np.float64) * 1e3
+    med = float(np.median(s))
+    p25, p75 = np.percentile(s, [25, 75])
+    return Timing(
+        median_us=med,
+        spread=float((p75 - p25) / med) if med > 0 else 0.0,
+        samples=len(s),
+        min_us=float(s.min()),
+        noise=median_noise(s),
+        converged=converged,
+        clocks=clocks,
+    )
+
+
+def sample_until_quiet(take_batch: Callable[[int], list[float]], settings: MeasureSettings,
+                       clocks: Callable[[], dict[str, Any]] | None = None,
+                       prune_above_us: float | None = None) -> Timing:
+    """Call ``take_batch(n)`` (returns n kernel times in ms) until the noise rule stops it.
+
+    With ``prune_above_us``, a candidate whose first batch is already slower
+    than that stops there (a clearly slower config needs no precise time).
+    """
+    before = clocks() if clocks else {}
+    take_batch(settings.warmup)
+    samples: list[float] = []
+    start = time.monotonic()
+    converged = False
+    while True:
+        samples.extend(take_batch(settings.batch))
+        if prune_above_us is not None and float(np.median(samples)) * 1e3 > prune_above_us:
+            break
+        if len(samples) >= settings.min_samples and median_noise(samples) <= settings.rel_noise:
+            converged = True
+            break
+        if time.monotonic() - start > settings.max_seconds:
+            break
+    after = clocks() if clocks else {}
+    info = {"before": before, "after": after}
+    if after.get("throttle_active"):
+        info["throttled"] = True
+    return summarize(samples, converged, info)
+
+
+def time_with(backend: Backend, fn: Any, args: tuple[Any, ...], settings: MeasureSettings,
+              prune_above_us: float | None = None) -> Timing:
+    """Time ``fn(*args)`` with the backend's timer and clocks under the noise rule."""
+    return sample_until_quiet(backend.sampler(fn, args, settings.cold_l2), settings, backend.clocks, prune_above_us)

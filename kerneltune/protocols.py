@@ -1,0 +1,194 @@
+"""The typed seams of kerneltune: what a kernel, a backend, a runner and a strategy must offer.
+
+This module imports nothing of kerneltune, so kernels, backends and the engine can all depend on
+it without depending on each other. A kernel says what it can do beyond the core protocol in
+``capabilities``; the engine and the CLI read that set and never probe for a method.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of running a built candidate on fresh inputs against the reference."""
+
+    error: str | None
+    rel_error: float | None = None
+
+
+class Capability(StrEnum):
+    """What a kernel may offer beyond the core protocol; each one names the protocol it implements."""
+
+    CHECK_SMALL = "check_small"  # SmallCheck: correctness without its hardware (interpret mode, small shapes)
+    STATIC_RANK = "static_rank"  # StaticRanking: an offline compile ranks candidates where none can be timed
+    EMULATE = "emulate"  # Emulation: the whole launch emulated on the CPU against a float64 model
+    BENCH = "bench"  # Benchmarks: standard shapes and the baselines a user could pick instead
+    REPORT_VIEW = "report_view"  # ReportView: a kernel's own section of a bucket in the HTML report
+
+
+class Kernel(Protocol):
+    """What the engine needs of a kernel; everything else stays inside its folder."""
+
+    name: str
+    backend: str  # the registered backend (or an import path) that discovers its device and times it
+    devices: int  # GPUs one launch spans: 1, or a launch group's size
+    capabilities: frozenset[Capability]
+    tunables: frozenset[str]
+    problem_fields: frozenset[str]
+    hard_bucket_fields: tuple[str, ...]
+    # The value a tunable had before it became one: a journal recorded before a tunable existed
+    # still answers, in a replay, for configs at that value.
+    tile_defaults: Mapping[str, Any]
+    # Tunables that some problems of one bucket refuse (a cap's value, say): a table entry keeps the
+    # best measured config for each other setting of them.
+    gated_tiles: tuple[str, ...]
+
+    def problem(self, fields: Mapping[str, Any]) -> Any: ...
+    def problem_dict(self, problem: Any) -> dict[str, Any]: ...
+    def infeasibility(self, problem: Any, tiles: Mapping[str, Any]) -> str | None: ...
+    def heuristic(self, problem: Any) -> dict[str, Any]: ...
+    def bucket(self, problem: Any) -> dict[str, Any]: ...
+    def source_hash(self) -> str: ...
+    def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
+        """None if candidates can be timed on the system these stamps describe, else the hardware needed."""
+        ...
+
+    # In worker processes only: these may import the kernel's framework.
+    def build(self, problem: Any, tiles: Mapping[str, Any]) -> Any: ...
+    def make_inputs(self, problem: Any, inputs_spec: Mapping[str, Any], seed: int) -> Any: ...
+    def check(self, built: Any, problem: Any, inputs: Any) -> CheckResult: ...
+    def timed_call(self, built: Any, inputs: Any) -> tuple[Any, tuple[Any, ...]]:
+        """What the backend times: a callable and its arguments (or a backend's own handle)."""
+        ...
+    def flops(self, problem: Any, inputs: Any) -> float: ...
+    def release(self, built: Any) -> None:
+        """Free what ``build`` holds beyond memory (a launch group's processes); called once per candidate."""
+        ...
+
+
+class SmallCheck(Protocol):
+    def check_small(self, problem: Any, tiles: Mapping[str, Any]) -> CheckResult: ...
+
+
+class StaticRanking(Protocol):
+    def static_rank(self, problem: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
+        """A worker reply: status, ``score`` (lower is better) and the ``static`` metrics."""
+        ...
+
+
+@dataclass(frozen=True)
+class EmulationCheck:
+    layout: str
+    shape: str
+    worst_error: float
+    blocks: int
+    resumes: int
+    error: str | None = None
+    tolerance: float = 1e-12
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.worst_error < self.tolerance
+
+
+class Emulation(Protocol):
+    def emulate(self) -> list[EmulationCheck]: ...
+
+
+class Benchmarks(Protocol):
+    baselines: tuple[str, ...]  # every baseline the kernel can be benched against, by name
+    bench_columns: tuple[tuple[str, str, str], ...]  # (row key, header, format spec) of the CLI's table
+
+    def bench_shapes(self) -> str:
+        """The standard shapes file's name under ``search_spaces/``."""
+        ...
+
+    def run_bench(self, shapes: Any, baselines: tuple[str, ...], out: Any) -> tuple[Any, list[dict[str, Any]],
+                                                                                     list[dict[str, Any]]]:
+        """(result path, rows, target verdicts); each row has ``shape``, ``impl`` and ``median_ms``."""
+        ...
+
+
+class ReportView(Protocol):
+    def report_view(self, rows: Any, bucket: str) -> str:
+        """Self-contained HTML for one bucket of the report (a frame of its candidates)."""
+        ...
+
+
+# ----------------------------------------------------------------------------- backends
+
+TakeBatch = Callable[[int], list[float]]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What a platform brings: its device, the stamps a table is matched on, its timer and clocks."""
+
+    name: str
+    matched_stamps: tuple[str, ...]  # the stamps an entry must share with the running system
+
+    def stamps(self) -> dict[str, Any]:
+        """The running system: ``device`` (a model name), ``device_kind`` (the table folder) and the matched stamps."""
+        ...
+
+    def ceilings(self) -> dict[str, float]:
+        """Measured rates candidates are judged against ({} where the backend measures none)."""
+        ...
+
+    def sampler(self, fn: Any, args: tuple[Any, ...], cold_l2: bool) -> TakeBatch:
+        """``take(n)``: n device times of ``fn(*args)`` in milliseconds."""
+        ...
+
+    def clocks(self) -> dict[str, Any]:
+        """Clock and throttle readings, taken before and after each candidate ({} if none)."""
+        ...
+
+
+# ----------------------------------------------------------------------------- runners and strategies
+
+class Runner(Protocol):
+    """Answers the sweep's requests: worker processes on devices, a recorded journal, ..."""
+
+    parallel_measures: int
+    compiles_ahead: bool  # whether a candidate proposed ahead is compiled while another is measured
+
+    def stamps(self) -> dict[str, Any]: ...
+    def prefetch(self, req: Mapping[str, Any], route: int) -> None:
+        """Start compiling a candidate ahead on ``route`` (0 <= route < parallel_measures), where it
+        will be measured; a runner that cannot compile ahead does nothing."""
+        ...
+    def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]: ...
+    def request(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        """Any other request (a small check, a static rank), answered synchronously."""
+        ...
+    def close(self) -> None: ...
+
+
+class Strategy(Protocol):
+    """Proposes configs of one bucket and learns from what was measured."""
+
+    def propose(self) -> dict[str, Any] | None: ...
+    def observe(self, tiles: Mapping[str, Any], value: float | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class StrategyContext:
+    """What a strategy is built from: the bucket's feasible configs and what the journal already holds."""
+
+    bucket: str
+    params: Mapping[str, list[Any]]
+    feasible: list[dict[str, Any]]
+    known: Mapping[str, float | None]
+    seed: int
+    start: Mapping[str, Any] | None
+    study_name: str
+    storage: Callable[[], Any]  # an Optuna storage, made only by the strategies that need one
+
+
+StrategyFactory = Callable[[StrategyContext], Strategy]

@@ -1,0 +1,91 @@
+"""The launch group: N rank processes, a rendezvous, symmetric peer buffers with tagged flags, deadlines
+and per-rank event timing. Emulated on CPUs everywhere; on 2+ NVIDIA GPUs (``gpu``) with the Triton
+stand-in kernel, through the same code."""
+
+
+import numpy as np
+import pytest
+
+from kerneltune.backends.launch_group import GroupError, LaunchGroup
+from kerneltune.kernels.peer_exchange.exchange import payload
+from kerneltune.kernels.peer_exchange.plugin import PLUGIN, ExchangeProblem
+
+PROGRAM = "kerneltune.kernels.peer_exchange.rank_program:PeerExchangeRank"
+
+
+def _two_gpus() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return "needs torch"
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2 or torch.version.hip:
+        return "needs 2 NVIDIA GPUs"
+    return None
+
+
+DEVICES = [pytest.param("emulated", id="emulated"),
+           pytest.param("cuda", id="cuda", marks=[pytest.mark.gpu,
+                                                  pytest.mark.skipif(bool(_two_gpus()), reason=_two_gpus() or "")])]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_each_rank_receives_its_peers_tagged_words_every_step(device):
+    words = 5000  # not a multiple of the chunk: the last chunk is partial
+    group = LaunchGroup(PROGRAM, {"words": words, "block": 1024, "num_warps": 4}, 2, device, timeout=120)
+    try:
+        for _ in range(2):  # two checked steps: the second is tagged anew and uses the other half
+            outs = group.check()
+            for o in outs:
+                assert o["health"] == 0
+                np.testing.assert_array_equal(o["out"], payload((o["rank"] - 1) % 2, o["step"], words))
+        times = group.take(5)
+        assert len(times) == 5 and all(t > 0 for t in times)
+        outs = group.check()  # the timed steps left the flags and halves consistent
+        assert all(o["step"] == 8 and o["health"] == 0 for o in outs)
+    finally:
+        group.close()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_missing_flag_is_a_missed_deadline_in_the_health_word_not_a_hang(device):
+    params = {"words": 3000, "block": 1024, "num_warps": 4, "raise_flags": False, "deadline_s": 0.2,
+              "max_spins": 200_000}
+    group = LaunchGroup(PROGRAM, params, 2, device, timeout=120)
+    try:
+        outs = group.check()
+    finally:
+        group.close()
+    assert all(o["health"] > 0 for o in outs)  # 1 + a chunk whose flag never came
+
+
+def test_a_rank_that_never_answers_ends_the_group_in_time():
+    """A wait with no deadline (a deadline longer than the group's timeout) is cut by the parent."""
+    params = {"words": 100, "block": 64, "num_warps": 4, "raise_flags": False, "deadline_s": 3600}
+    group = LaunchGroup(PROGRAM, params, 2, "emulated", timeout=3)
+    with pytest.raises(GroupError, match=r"rank\(s\) \[0, 1\] gave no answer within 3 s"):
+        group.check()
+    assert not group.procs
+
+
+def test_a_rank_that_fails_to_build_names_itself():
+    with pytest.raises(GroupError, match=r"rank \d: TypeError"):
+        LaunchGroup(PROGRAM, {"words": 10}, 2, "emulated", timeout=60)
+
+
+def test_the_plugin_checks_the_exchange_and_reports_a_corrupt_word(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_GROUP_DEVICE", "emulated")
+    problem = ExchangeProblem(ranks=3, words=2048)
+    built = PLUGIN.build(problem, {"block": 512, "num_warps": 4})
+    try:
+        assert PLUGIN.check(built, problem, None).error is None
+
+        class Corrupt:
+            def check(self):
+                outs = built.check()
+                outs[2]["out"][7] ^= 1
+                return outs
+
+        error = PLUGIN.check(Corrupt(), problem, None).error
+        assert error.startswith("rank 2: 1 of 2048 words wrong") and "first at 7" in error
+    finally:
+        PLUGIN.release(built)

@@ -1,0 +1,59 @@
+"""On a Hopper GPU: every baseline runs on a small shape and agrees with its reference."""
+
+import pytest
+
+from kerneltune.kernels.ranker_attention.bench.runner import BASELINES, run_bench
+from kerneltune.measure import MeasureSettings
+
+SHAPES = """
+[[shapes]]
+name = "small"
+problem = { batch = 4, seq_len = 1024, q_heads = 4, kv_heads = 2, head_dim = 128 }
+bounds = { history = [700, 700], candidates = 128 }
+
+[caps]
+tanh = 30.0
+none = 0.0
+
+[[targets]]
+name = "FlexAttention without a cap"
+metric = "speedup"
+over = "flex"
+caps = ["none"]
+head_dims = [128]
+at_least = 1.0
+"""
+
+
+@pytest.mark.gpu
+def test_every_baseline_runs_and_agrees(tmp_path):
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(SHAPES)
+    path, rows, _ = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
+    assert path.exists()
+    assert not [r for r in rows if "error" in r], [r.get("error") for r in rows]
+    for r in rows:
+        assert r["rel_error"] < 2e-2 and r["median_ms"] > 0
+    assert {r["impl"] for r in rows} == {"kerneltune", *BASELINES}
+
+
+def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    """On CPU: a shape whose reference runs out of memory leaves an error row; the next shape still runs."""
+    import kerneltune.kernels.ranker_attention.bench.runner as bench
+
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(SHAPES)
+
+    def fake(shape, method, cap, which, settings, seed=0):
+        if method.value == "tanh":
+            raise MemoryError("reference: 16 GiB")
+        return [{"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": "kerneltune",
+                 "median_ms": 1.0}]
+
+    monkeypatch.setattr(bench, "bench_shape", fake)
+    monkeypatch.setattr(bench, "system_stamps", lambda: {"gpu": "NVIDIA H200"})
+    path, rows, verdicts = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
+    assert [(r["cap_method"], r["impl"]) for r in rows] == [("tanh", "reference"), ("none", "kerneltune")]
+    assert [v["verdict"] for v in verdicts] == ["n/a"]  # flex never ran: no speedup to judge
+    assert "MemoryError: reference: 16 GiB" in rows[0]["error"]
+    assert path.read_text().count('"impl"') == 2

@@ -1,0 +1,87 @@
+"""Bench targets: parsed with errors that name the entry, judged on a run's rows (CPU)."""
+
+import json
+
+import pytest
+
+from kerneltune.kernels.ranker_attention.bench.spec import load_spec, result_verdicts
+from kerneltune.kernels.ranker_attention.bench.targets import Target, evaluate, parse_targets
+
+
+def row(shape, cap, impl, ms, **extra):
+    return {"shape": shape, "cap_method": cap, "impl": impl, "median_ms": ms, **extra}
+
+
+ROWS = [
+    row("a", "tanh", "kerneltune", 1.0, useful_tflops=450.0),
+    row("a", "tanh", "flex", 2.4),
+    row("a", "tanh", "cudnn_dense", 0.7, dense_tflops=640.0),
+    row("a", "tanh", "jax_mgpu_dense", 0.8, dense_tflops=500.0),
+    row("a", "none", "kerneltune", 0.5, useful_tflops=600.0),
+    row("a", "none", "flex", 0.8),
+    {"shape": "a", "cap_method": "none", "impl": "cudnn_dense", "error": "RuntimeError: no cuDNN"},
+    row("b", "tanh", "kerneltune", 1.0, useful_tflops=200.0),
+    row("b", "tanh", "flex", 4.5),
+]
+HEAD_DIMS = {"a": 128, "b": 64}
+
+
+def test_speedups_and_dense_fractions_are_judged_per_shape_and_cap():
+    targets = [Target("flex tanh D128", "speedup", ("tanh",), (128,), 2.5, over="flex"),
+               Target("flex tanh D64", "speedup", ("tanh",), (64,), 4.0, over="flex"),
+               Target("dense D128", "dense_fraction", ("tanh", "none"), (128,), 0.7),
+               Target("dense D64", "dense_fraction", ("tanh",), (64,), 0.7)]
+    v = {(x["target"], x["shape"], x["cap_method"]): (x["value"], x["verdict"])
+         for x in evaluate(targets, ROWS, HEAD_DIMS)}
+    assert v[("flex tanh D128", "a", "tanh")] == (pytest.approx(2.4), "missed")
+    assert v[("flex tanh D64", "b", "tanh")] == (pytest.approx(4.5), "met")
+    # Against the faster dense rate (cuDNN's 640), not the slower one.
+    assert v[("dense D128", "a", "tanh")] == (pytest.approx(450 / 640), "met")
+    # cuDNN failed on the no-cap row, but the dense problem is the shape's, timed on the tanh row.
+    assert v[("dense D128", "a", "none")] == (pytest.approx(600 / 640), "met")
+    # No dense baseline ran on the shape at all: nothing to judge against, which is not a pass.
+    assert v[("dense D64", "b", "tanh")] == (None, "n/a")
+    assert len(v) == 5
+
+
+def test_the_dense_bound_is_the_fastest_timing_of_the_shapes_dense_problem():
+    # Run F's bench: cuDNN's dense T=8k took 3.27 ms on one cap's row and 3.62 on another's.
+    rows = [row("a", "tanh", "kerneltune", 1.0, useful_tflops=400.0),
+            row("a", "tanh", "cudnn_dense", 3.62, dense_tflops=500.0),
+            row("a", "none", "cudnn_dense", 3.27, dense_tflops=553.0)]
+    [v] = evaluate([Target("dense", "dense_fraction", ("tanh",), (128,), 0.9)], rows, HEAD_DIMS)
+    assert v["value"] == pytest.approx(400 / 553) and v["verdict"] == "missed"
+
+
+def test_a_failed_kerneltune_row_is_not_judged_met():
+    rows = [{**ROWS[0], "error": "RuntimeError: launch failed"}, ROWS[1]]
+    [v] = evaluate([Target("t", "speedup", ("tanh",), (128,), 1.0, over="flex")], rows, HEAD_DIMS)
+    assert v["verdict"] == "n/a"
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"metric": "speedup", "over": "flex", "caps": ["tanh"], "head_dims": [128], "at_least": 2},
+     "missing field 'name'"),
+    ({"name": "x", "metric": "fastness", "caps": [], "head_dims": [], "at_least": 1}, "metric"),
+    ({"name": "x", "metric": "speedup", "caps": [], "head_dims": [], "at_least": 1}, "over"),
+    ({"name": "x", "metric": "dense_fraction", "caps": [], "head_dims": [], "at_least": 0}, "at_least"),
+])
+def test_malformed_targets_name_the_entry(entry, message):
+    with pytest.raises(ValueError, match=message) as e:
+        parse_targets([entry], "bench.toml")
+    assert "bench.toml: targets[0]" in str(e.value)
+
+
+def test_a_result_without_recorded_targets_is_judged_against_its_bench_file(tmp_path):
+    spec = tmp_path / "bench.toml"
+    spec.write_text('[[shapes]]\nname = "a"\nproblem = { batch = 1, seq_len = 256, q_heads = 1, kv_heads = 1, '
+                    'head_dim = 128 }\nbounds = { history = [100, 100], candidates = 8 }\n'
+                    '[[targets]]\nname = "flex"\nmetric = "speedup"\nover = "flex"\ncaps = ["tanh"]\n'
+                    'head_dims = [128]\nat_least = 2.0\n')
+    result = {"shapes": str(spec), "rows": ROWS[:2]}
+    verdicts, source = result_verdicts(result)
+    assert [v["verdict"] for v in verdicts] == ["met"] and str(spec) in source
+    assert load_spec(spec).verdicts(ROWS[:2]) == verdicts
+    recorded = {**result, "targets": [{"target": "t", "verdict": "missed"}]}
+    assert result_verdicts(json.loads(json.dumps(recorded)))[0] == recorded["targets"]
+    assert result_verdicts({"shapes": str(tmp_path / "gone.toml"), "rows": ROWS})[0] == []

@@ -1,0 +1,50 @@
+"""The house rules, read from the code: the engine knows kernels only through the protocol and the
+registry, kernels know nothing of the engine, the CLI imports no kernel, nothing probes a kernel for a
+method, and the engine imports no GPU framework at module scope."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "kerneltune"
+FRAMEWORKS = ("jax", "jaxlib", "torch", "triton", "flydsl")
+
+
+def modules(folder: str) -> list[Path]:
+    root = PACKAGE / folder
+    return sorted(root.rglob("*.py")) if root.is_dir() else [root]
+
+
+def imports(path: Path, top_level_only: bool = False) -> list[str]:
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else ast.walk(tree)
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.append(node.module)
+    return out
+
+
+@pytest.mark.parametrize(("folder", "forbidden"), [("tuning", "kerneltune.kernels"), ("cli.py", "kerneltune.kernels"),
+                                                   ("report", "kerneltune.kernels"), ("tables", "kerneltune.kernels"),
+                                                   ("kernels", "kerneltune.tuning")])
+def test_no_import_crosses_the_line(folder, forbidden):
+    bad = [f"{p.relative_to(PACKAGE)}: {m}" for p in modules(folder) for m in imports(p) if m.startswith(forbidden)]
+    assert not bad
+
+
+def test_the_engine_imports_no_gpu_framework_at_module_scope():
+    bad = [f"{p.relative_to(PACKAGE)}: {m}" for folder in ("tuning", "cli.py", "registry.py", "protocols.py",
+                                                           "measure.py")
+           for p in modules(folder) for m in imports(p, top_level_only=True) if m.split(".")[0] in FRAMEWORKS]
+    assert not bad
+
+
+def test_no_capability_is_probed():
+    bad = [f"{p.relative_to(PACKAGE)}:{n.lineno}" for folder in ("tuning", "cli.py", "report")
+           for p in modules(folder) for n in ast.walk(ast.parse(p.read_text()))
+           if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("hasattr", "getattr")]
+    assert not bad
