@@ -1,13 +1,21 @@
-"""The ``kerneltune`` command line: Typer commands that call the engine, nothing more."""
+"""The ``kerneltune`` command line: Typer commands that call the engine, nothing more.
+
+Exit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target hardware is
+absent (the line says which); 3 bad input (a file, a name or an option; the line names it). A failure
+is one line on stderr; ``--debug`` adds the traceback.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, NoReturn, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from kerneltune import __version__
@@ -21,6 +29,39 @@ app = typer.Typer(help="Tune, verify and ship GPU kernels with their best config
                   no_args_is_help=True, add_completion=False)
 # Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
 console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 200)
+errors = Console(stderr=True, width=None if "COLUMNS" in os.environ or os.isatty(2) else 400)
+EXIT_FAILED, EXIT_NO_HARDWARE, EXIT_BAD_INPUT = 1, 2, 3
+_debug = False
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """One line on stderr, markup in the message shown as written, and the exit code."""
+    errors.print(f"[red]error:[/red] {escape(' '.join(str(message).split()))}", soft_wrap=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}"
+    if isinstance(e, KeyError):
+        return f"missing field {e}"
+    return str(e) or type(e).__name__
+
+
+@contextlib.contextmanager
+def _bad_input_is_one_line() -> Iterator[None]:
+    """Bad input (a file, a name, an option) ends in one line naming it, exit 3, unless ``--debug``."""
+    from kerneltune.registry import UnknownName
+    from kerneltune.tables.store import TableError
+    from kerneltune.tuning.journal import JournalError
+    from kerneltune.tuning.space import SpaceError
+
+    try:
+        yield
+    except (SpaceError, UnknownName, TableError, JournalError, ValueError, OSError, KeyError) as e:
+        if _debug:
+            raise
+        _fail(_describe(e))
 
 
 def _version(value: bool) -> None:
@@ -31,8 +72,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                               help="Print the version and exit.")] = False) -> None:
-    """kerneltune: sweep configuration spaces, verify tuned tables, report for CI."""
+                                               help="Print the version and exit.")] = False,
+         debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure.")] = False) -> None:
+    """kerneltune: sweep configuration spaces, verify tuned tables, report for CI.
+
+    Exit codes: 0 passed; 1 wrong or slower; 2 the target hardware is absent; 3 bad input.
+    """
+    global _debug
+    _debug = debug
 
 
 def _space_for(kernel: str, space: Path | None) -> Path:
@@ -52,7 +99,9 @@ def sweep(
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices: one timing worker per GPU, or per "
                                            "launch group of a multi-GPU kernel (default: as many as one launch "
                                            "spans).")] = "",
-    out: Annotated[Path, typer.Option(help="Where journals, tables and logs go.")] = RESULTS,
+    out: Annotated[Path, typer.Option(help="Working folder of the journals, tables and logs (the tables the "
+                                           "runtime reads change only when --out names their folder).")]
+    = Path("kerneltune-out"),
     replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal, or a folder of "
                                                         "per-worker journals; no GPU needed.")] = None,
     storage: Annotated[str | None, typer.Option(help="Optuna RDB URL (e.g. postgresql://…) shared by workers: "
@@ -81,7 +130,6 @@ def sweep(
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import canonical_name
     from kerneltune.tuning.progress import RichObserver
-    from kerneltune.tuning.space import SpaceError
     from kerneltune.tuning.sweep import (
         HardwareMissing,
         ReplayOptions,
@@ -92,28 +140,28 @@ def sweep(
         run_sweep,
     )
 
-    opts = SweepOptions(
-        kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
-        search=SearchOptions(strategy=strategy, budget=budget, seed=seed),
-        workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
-                              compile_threads=compile_threads, compile_timeout=compile_timeout,
-                              run_timeout=run_timeout),
-        settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
-        replay=ReplayOptions(replay, replay_seconds) if replay is not None else None,
-        shared=SharedOptions(storage, study, heartbeat) if storage else None,
-        compile_only=compile_only, resume=resume, journal=journal, worker=worker,
-    )
+    if budget is not None and budget < 1:
+        _fail(f"--budget: must be at least 1, got {budget}")
+    with _bad_input_is_one_line():
+        opts = SweepOptions(
+            kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
+            search=SearchOptions(strategy=strategy, budget=budget, seed=seed),
+            workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
+                                  compile_threads=compile_threads, compile_timeout=compile_timeout,
+                                  run_timeout=run_timeout),
+            settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
+            replay=ReplayOptions(replay, replay_seconds) if replay is not None else None,
+            shared=SharedOptions(storage, study, heartbeat) if storage else None,
+            compile_only=compile_only, resume=resume, journal=journal, worker=worker,
+        )
     if replay is not None:
-        console.print(f"[yellow]Replaying recorded measurements from {replay}: no kernel runs on this machine.")
+        console.print(f"[yellow]Replaying recorded measurements from {escape(str(replay))}: no kernel runs on this "
+                      f"machine.", soft_wrap=True)
     try:
-        with RichObserver(console) as observer:
+        with _bad_input_is_one_line(), RichObserver(console) as observer:
             results = run_sweep(opts, observer)
     except HardwareMissing as e:
-        console.print(f"[red]{e}; --replay JOURNAL replays a recorded sweep here.", soft_wrap=True)
-        raise typer.Exit(2) from None
-    except (SpaceError, ValueError, FileNotFoundError) as e:
-        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
-        raise typer.Exit(1) from None
+        _fail(f"{e}; --replay JOURNAL replays a recorded sweep here", EXIT_NO_HARDWARE)
     if any(r.static_only for r in results):
         console.print("[yellow]Compile-only sweep: no timings on this machine. Candidates are ranked by the "
                       "kernel's offline compile; no table written.", soft_wrap=True)
@@ -153,28 +201,23 @@ def verify(
     import tempfile
 
     from kerneltune.protocols import Capability
-    from kerneltune.registry import UnknownName, canonical_name, load_backend, load_kernel
+    from kerneltune.registry import canonical_name, load_backend, load_kernel
     from kerneltune.tables.store import default_tables_dir
     from kerneltune.tuning.verify import EntryReport, verify_table
 
     name = canonical_name(kernel)
-    try:
+    with _bad_input_is_one_line():
         plugin = load_kernel(name)
-    except UnknownName as e:
-        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
-        raise typer.Exit(1) from None
     if emulate:
         _verify_emulated(kernel, plugin)
     if Capability.CHECK_SMALL not in plugin.capabilities and (
             need := plugin.supported_on(load_backend(plugin.backend).stamps())) is not None:
         hint = " (`--emulate` checks the launch on the CPU)" if Capability.EMULATE in plugin.capabilities else ""
-        console.print(f"verify {kernel}: needs {need}; this machine cannot run it{hint}.", soft_wrap=True)
-        raise typer.Exit(2)
+        _fail(f"verify {kernel}: needs {need}; this machine cannot run it{hint}", EXIT_NO_HARDWARE)
     if table is None:
         tables = sorted(default_tables_dir().glob(f"*/{name}.json"))
         if not tables:
-            console.print(f"[red]error:[/red] no tuned table for {name} under {default_tables_dir()}", soft_wrap=True)
-            raise typer.Exit(1)
+            _fail(f"no tuned table for {name} under {default_tables_dir()}")
         table = tables[0]
 
     def progress(r: EntryReport) -> None:
@@ -194,8 +237,10 @@ def verify(
                     fmt(r.recorded_us), fmt(r.now_us), heuristic, ("[red]" if r.failed else "") + r.verdict)
     if report.entries:
         console.print(out)
+    if report.exit_code == 3:
+        _fail("; ".join(report.notes))
     for note in report.notes:
-        console.print(note, soft_wrap=True)
+        console.print(escape(note), soft_wrap=True)
     raise typer.Exit(report.exit_code)
 
 
@@ -203,8 +248,7 @@ def _verify_emulated(kernel: str, plugin: Kernel) -> None:
     from kerneltune.protocols import Capability, Emulation
 
     if Capability.EMULATE not in plugin.capabilities:
-        console.print(f"[red]error:[/red] {kernel} has no CPU emulation", soft_wrap=True)
-        raise typer.Exit(1)
+        _fail(f"{kernel} has no CPU emulation")
     checks = cast(Emulation, plugin).emulate()
     out = Table(title=f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model")
     for col in ("layout", "shape", "worst rel. error", "blocks", "resumes", "verdict"):
@@ -244,11 +288,9 @@ def report(
     from kerneltune.report.frame import journal_files, load_baseline, load_frame
     from kerneltune.report.html import render_html
 
-    try:
+    with _bad_input_is_one_line():
         frame = load_frame(results)
-    except FileNotFoundError as e:
-        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
-        raise typer.Exit(1) from None
+        base = load_baseline(baseline, frame) if baseline else None
     if csv:
         frame.to_csv(csv, index=False)
         console.print(f"CSV: {csv} ({len(frame)} rows)")
@@ -263,14 +305,12 @@ def report(
             if not isinstance(bench_result.get("rows"), list):
                 raise ValueError("it has no rows")
         except (OSError, ValueError, KeyError, TypeError) as e:
-            console.print(f"[red]error:[/red] {bench}: not a readable `kerneltune bench` result ({e})", soft_wrap=True)
-            raise typer.Exit(1) from None
+            _fail(f"{bench}: not a readable `kerneltune bench` result ({e})")
         verdicts, source = targets
         console.print(targets_table(verdicts, f"bench targets ({source})") if verdicts else f"bench: {source}",
                       soft_wrap=True)
     if html:
-        render_html(frame, len(journal_files(results)), load_baseline(baseline) if baseline else None, html,
-                    bench_result, targets)
+        render_html(frame, len(journal_files(results)), base, html, bench_result, targets)
         console.print(f"HTML: {html}")
     summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)
     out = Table(title=f"{len(frame)} candidates")
@@ -295,23 +335,18 @@ def bench(
     import os
 
     from kerneltune.protocols import Benchmarks, Capability
-    from kerneltune.registry import UnknownName, load_backend, load_kernel
+    from kerneltune.registry import load_backend, load_kernel
 
     # JAX and torch share the GPU here: JAX must not take 75% of its memory up front.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    try:
+    with _bad_input_is_one_line():
         plugin = load_kernel(kernel)
-    except UnknownName as e:
-        console.print(f"[red]error:[/red] {e}", soft_wrap=True)
-        raise typer.Exit(1) from None
     if Capability.BENCH not in plugin.capabilities:
-        console.print(f"[red]error:[/red] {kernel} declares no benchmarks", soft_wrap=True)
-        raise typer.Exit(1)
+        _fail(f"{kernel} declares no benchmarks")
     benches = cast(Benchmarks, plugin)
     need = plugin.supported_on(load_backend(plugin.backend).stamps())
     if need is not None:
-        console.print(f"[red]bench {kernel} needs {need}.", soft_wrap=True)
-        raise typer.Exit(2)
+        _fail(f"bench {kernel} needs {need}", EXIT_NO_HARDWARE)
     which = tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else benches.baselines
     path, rows, verdicts = benches.run_bench(shapes or SPACES / benches.bench_shapes(), which, out)
     table = Table(title=f"bench {kernel}: {path}")

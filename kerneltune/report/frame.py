@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from kerneltune.tables.stamps import device_kind
 from kerneltune.tuning.journal import Journal, pct_of_ceiling
 
 # The CSV's fixed columns, in order; problem_* and config_* columns follow, one per field.
 SCHEMA = (
-    "kernel", "bucket", "status", "invalidity", "error", "median_us", "spread", "samples", "tflops",
+    "kernel", "bucket", "status", "invalidity", "error", "median_us", "spread", "samples", "score", "tflops",
     "pct_ceiling", "device", "sm_count", "driver", "cuda", "jax", "jaxlib", "kernel_hash", "time", "journal",
 )
 FAILURE_STATUSES = {"constraint", "compile", "runtime", "timeout", "correctness", "unsupported"}
@@ -35,10 +36,11 @@ def load_frame(results: Path) -> pd.DataFrame:
             t = r.get("timing") or {}
             s = r.get("stamps") or {}
             row = {
-                "kernel": r.get("kernel"), "bucket": r["bucket"], "status": r["status"],
-                "invalidity": r["status"] if r["status"] in FAILURE_STATUSES else "",
+                "kernel": r.get("kernel"), "bucket": r["bucket"], "status": r.get("status", "unknown"),
+                "invalidity": r.get("status") if r.get("status") in FAILURE_STATUSES else "",
                 "error": (r.get("error") or "").replace("\n", " ")[:500],
                 "median_us": t.get("median_us"), "spread": t.get("spread"), "samples": t.get("samples"),
+                "score": r.get("score"),
                 "tflops": r.get("tflops"), "pct_ceiling": pct_of_ceiling(r), "device": s.get("gpu"),
                 "sm_count": s.get("sm_count"), "driver": s.get("driver"), "cuda": s.get("cuda"), "jax": s.get("jax"),
                 "jaxlib": s.get("jaxlib"), "kernel_hash": r.get("kernel_hash"), "time": r.get("time"),
@@ -53,12 +55,27 @@ def load_frame(results: Path) -> pd.DataFrame:
     return frame.reindex(columns=list(SCHEMA) + extra)
 
 
-def load_baseline(path: Path) -> dict[str, dict]:
-    """bucket name -> table entry, from one table file or every table under a folder."""
+def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
+    """bucket name -> table entry, from one table file or every table under a folder; a file that is not a
+    tuned table, or a table of another kernel or device than the journals', is an error naming it."""
     files = [path] if path.is_file() else sorted(path.rglob("*.json"))
+    if not files:
+        raise FileNotFoundError(f"--baseline {path}: no tuned table (*.json) there")
+    kernels = {str(k) for k in frame["kernel"].dropna().unique()}
+    kinds = {device_kind(str(d)) for d in frame["device"].dropna().unique()}
     out: dict[str, dict] = {}
     for f in files:
-        table = json.loads(f.read_text())
-        for e in table.get("entries", {}).values():
+        try:
+            table = json.loads(f.read_text())
+            entries = table["entries"].values()
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"--baseline {f}: not a tuned table ({type(e).__name__}: {e})") from None
+        if table.get("kernel") not in kernels:
+            raise ValueError(f"--baseline {f}: a table of kernel {table.get('kernel')!r}, the journals are of "
+                             f"{', '.join(sorted(kernels)) or 'no kernel'}")
+        if kinds and table.get("device_kind") not in kinds:
+            raise ValueError(f"--baseline {f}: a table for {table.get('device_kind')!r}, the journals were measured "
+                             f"on {', '.join(sorted(kinds))}")
+        for e in entries:
             out[e.get("bucket_name", json.dumps(e["bucket"], sort_keys=True))] = e
     return out

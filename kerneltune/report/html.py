@@ -43,9 +43,10 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px
 {% for b in buckets %}
 <h2 id="bucket-{{ b.name }}">Bucket {{ b.name }}</h2>
 <table class="ranking"><tr><th>#</th>{% for c in b.config_cols %}<th>{{ c }}</th>{% endfor %}
-<th>median µs</th><th>spread</th><th>TFLOP/s</th><th>% ceiling</th><th>status</th></tr>
+<th>median µs</th><th>spread</th><th>static score</th><th>TFLOP/s</th><th>% ceiling</th><th>status</th></tr>
 {% for r in b.ranking %}<tr><td>{{ loop.index }}</td>{% for c in b.config_cols %}<td>{{ r[c] }}</td>{% endfor %}
-<td>{{ '%.1f'|format(r.median_us) }}</td><td>{{ '%.2f%%'|format(100 * r.spread) }}</td>
+<td>{{ '-' if r.median_us is none else '%.1f'|format(r.median_us) }}</td>
+<td>{{ '%.2f%%'|format(100 * r.spread) }}</td><td>{{ r.score_text }}</td>
 <td>{{ r.tflops_text }}</td><td>{{ r.pct_text }}</td><td class="ok">{{ r.status }}</td></tr>{% endfor %}
 </table>
 <div class="charts">{{ b.view }} {{ b.scatter }}</div>
@@ -122,14 +123,17 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
     """The report; ``bench`` is a `kerneltune bench` result, ``bench_targets`` its verdicts and their source."""
     config_cols = [c for c in frame.columns if c.startswith("config_")]
     buckets = []
-    timed = frame[frame["status"] == "ok"]
-    for name, df in timed.groupby("bucket", sort=True):
-        df = df.sort_values("median_us")
+    # Timed candidates by median; a compile-only sweep's by its static score (lower is better).
+    ranked = frame[(frame["status"] == "ok") & (frame["median_us"].notna() | frame["score"].notna())]
+    for name, df in ranked.groupby("bucket", sort=True):
+        df = df.sort_values("median_us" if df["median_us"].notna().any() else "score")
         cols = [c for c in config_cols if df[c].notna().any()]
         ranking = []
         for _, r in df.iterrows():
             row = {c: r[c] for c in cols}
-            row.update(median_us=r["median_us"], spread=r["spread"] or 0.0, status=r["status"],
+            row.update(median_us=r["median_us"] if pd.notna(r["median_us"]) else None,
+                       spread=r["spread"] if pd.notna(r["spread"]) else 0.0, status=r["status"],
+                       score_text="-" if pd.isna(r["score"]) else f"{r['score']:.0f}",
                        tflops_text="-" if pd.isna(r["tflops"]) else f"{r['tflops']:.0f}",
                        pct_text="-" if pd.isna(r["pct_ceiling"]) else f"{r['pct_ceiling']:.1f}")
             ranking.append(row)
@@ -146,7 +150,7 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
     if baseline:
         for b in buckets:
             base = baseline.get(b["name"])
-            if base is None:
+            if base is None or b["ranking"][0]["median_us"] is None:
                 continue
             best = b["ranking"][0]["median_us"]
             noise = max(base.get("spread", 0.0), b["ranking"][0]["spread"], 0.01)

@@ -99,11 +99,12 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
     want = {**running, "kernel_hash": kernel_hash}
     misses: list[str] = []
     valid = []
-    for key, entry in table["entries"].items():
+    for entry in table["entries"].values():
         bad = mismatches(entry.get("stamps", {}), want)
         if bad:
-            if key == bucket_key(bucket):
-                misses.append(f"entry {key} not used: " + "; ".join(bad))
+            if not math.isinf(bucket_distance(bucket, entry["bucket"], hard)):  # a candidate, passed over
+                misses.append(f"entry {_key_like(entry['bucket'], bucket)} not used for {bucket_key(bucket)}: "
+                              + "; ".join(bad))
             continue
         valid.append(entry)
     ranked = sorted(((bucket_distance(bucket, e["bucket"], hard), kin(e["bucket"]) if kin is not None else 0,
@@ -159,6 +160,8 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     if table is None:
         log_miss(f"{kernel}: no tuned table at {path}; using the heuristic")
         return None
+    for skipped in table["skipped"]:
+        log_miss(f"{kernel}: {skipped}")
     entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, kin)
     for m in misses:
         log_miss(f"{kernel}: {m} ({path})")

@@ -37,7 +37,8 @@ def empty_table(kernel: str, device_kind: str) -> dict[str, Any]:
 
 
 def read_table(path: Path) -> dict[str, Any] | None:
-    """The table at ``path``, None if absent; ``TableError`` if corrupt."""
+    """The table at ``path``, None if absent; ``TableError`` if the file itself is unusable. An entry
+    that breaks the schema is left out alone, named (file, entry, field) in ``table["skipped"]``."""
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -51,35 +52,73 @@ def read_table(path: Path) -> dict[str, Any] | None:
                          f"this kerneltune reads {SCHEMA}")
     if not isinstance(table.get("entries"), dict):
         raise TableError(f"{path}: field 'entries' is missing or not an object")
-    for key, entry in table["entries"].items():
-        if (why := _entry_problem(entry)) is not None:
-            raise TableError(f"{path}: entry {key}: {why}")
+    table["skipped"] = []
+    for key, entry in list(table["entries"].items()):
+        if (why := entry_problem(entry)) is not None:
+            table["skipped"].append(f"{path}: entry {key}: {why}; entry skipped")
+            del table["entries"][key]
     return table
 
 
-def _entry_problem(entry: Any) -> str | None:
-    """What makes an entry unusable by a launch, or None: the fields the lookup reads."""
+_SCALARS = (str, int, float, bool)
+
+
+def _number(x: Any) -> bool:
+    return type(x) in (int, float)
+
+
+def _scalars(name: str, d: Any) -> str | None:
+    if not isinstance(d, dict) or not d:
+        return f"field {name!r} is missing, empty or not an object"
+    for k, v in d.items():
+        if type(v) not in _SCALARS:
+            return f"{name}.{k}: {v!r} is not a string, number or bool"
+    return None
+
+
+def _measured(name: str, items: Any) -> str | None:
+    if not isinstance(items, list):
+        return f"field {name!r} is not a list"
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            return f"{name}[{i}] is not an object"
+        if (why := _scalars(f"{name}[{i}].config", item.get("config"))) is not None:
+            return why
+        if not _number(item.get("median_us")):
+            return f"{name}[{i}].median_us: {item.get('median_us')!r} is not a number"
+    return None
+
+
+def entry_problem(entry: Any) -> str | None:
+    """What makes an entry unusable, or None: the schema of what the lookup, a launch and verify read,
+    with exact types (a bool is not a number, a string is not a bool, null is nothing)."""
     if not isinstance(entry, dict):
         return "not an object"
     for name in ("bucket", "config"):
-        if not isinstance(entry.get(name), dict):
-            return f"field {name!r} is missing or not an object"
-    fallbacks = entry.get("fallbacks", [])
-    if not isinstance(fallbacks, list):
-        return "field 'fallbacks' is not a list"
-    for i, fb in enumerate(fallbacks):
-        if not (isinstance(fb, dict) and isinstance(fb.get("config"), dict)
-                and isinstance(fb.get("median_us"), int | float)):
-            return f"fallbacks[{i}] needs a 'config' object and a numeric 'median_us'"
+        if (why := _scalars(name, entry.get(name))) is not None:
+            return why
+    if "median_us" in entry and not _number(entry["median_us"]):
+        return f"median_us: {entry['median_us']!r} is not a number"
+    if "spread" in entry and not _number(entry["spread"]):
+        return f"spread: {entry['spread']!r} is not a number"
+    if not isinstance(entry.get("stamps", {}), dict):
+        return "field 'stamps' is not an object"
+    for name in ("fallbacks", "runner_ups"):
+        if (why := _measured(name, entry.get(name, []))) is not None:
+            return why
     return None
 
 
 def _write_atomic(path: Path, table: dict[str, Any]) -> None:
+    for key, entry in table["entries"].items():
+        if (why := entry_problem(entry)) is not None:
+            raise TableError(f"{path}: refusing to write entry {key}: {why}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)  # a table is read by every user of the machine
         with os.fdopen(fd, "w") as f:
-            json.dump(table, f, indent=1, sort_keys=True)
+            json.dump({k: v for k, v in table.items() if k != "skipped"}, f, indent=1, sort_keys=True)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -94,6 +133,8 @@ def update_table(path: Path, kernel: str, device_kind: str,
     """Read-modify-write under an exclusive lock, so concurrent writers lose nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write (we hold the lock)
+            stale.unlink(missing_ok=True)
         table = read_table(path) or empty_table(kernel, device_kind)
         change(table)
         _write_atomic(path, table)

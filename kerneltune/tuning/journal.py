@@ -8,6 +8,7 @@ repaired before the next append.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from filelock import FileLock
 
 from kerneltune.tables.stamps import now_stamp
+
+log = logging.getLogger("kerneltune.journal")
 
 
 def pct_of_ceiling(record: Mapping[str, Any]) -> float | None:
@@ -106,4 +109,7 @@ class Journal:
             if f.read(1) == b"\n":
                 return
             data = f.seek(0) or f.read()
-            f.truncate(data.rfind(b"\n") + 1)
+            keep = data.rfind(b"\n") + 1
+            f.truncate(keep)
+        log.warning("%s: dropped a torn last line of %d bytes (a write cut by a kill); the candidate it held "
+                    "is measured again", self.path, len(data) - keep)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kerneltune.registry import canonical_name
+
 _ALLOWED_NODES = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare,
     ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn, ast.BinOp, ast.Add,
@@ -33,9 +35,17 @@ class Constraint:
     expr: str
     why: str
     code: Any = field(compare=False, repr=False)
+    where: str = ""  # file:line of the expression, for errors
 
     def holds(self, env: Mapping[str, Any]) -> bool:
-        return bool(eval(self.code, {"__builtins__": {}}, dict(env)))
+        try:
+            return bool(eval(self.code, {"__builtins__": {}}, dict(env)))
+        except NameError:
+            raise
+        except Exception as e:  # a division by zero, a type mismatch: the file's fault, named
+            values = ", ".join(f"{k}={v!r}" for k, v in env.items() if k in self.code.co_names)
+            raise SpaceError(f"{self.where}: constraint {self.expr!r} raised {type(e).__name__} ({e}) "
+                             f"at {values}") from None
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,7 @@ class Bucket:
     name: str
     problem: dict[str, Any]
     bounds: dict[str, Any]
+    where: str = ""  # file:line of the bucket, for errors
 
 
 @dataclass(frozen=True)
@@ -119,11 +130,11 @@ def _constraint(path: Path, text: str, index: int, raw: Any, names: set[str]) ->
             raise SpaceError(f"{where}: constraints[{index}].expr: {type(node).__name__} is not allowed in {expr!r}")
         if isinstance(node, ast.Name) and node.id not in names:
             raise SpaceError(f"{where}: constraints[{index}].expr: unknown name {node.id!r} in {expr!r}")
-    return Constraint(expr, str(raw.get("why", "")), compile(tree, str(path), "eval"))
+    return Constraint(expr, str(raw.get("why", "")), compile(tree, str(path), "eval"), where)
 
 
-def load_space(path: Path | str, tunables: set[str], problem_fields: set[str]) -> Space:
-    """Parse and check a space file against the kernel's tunables and problem fields."""
+def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], for_kernel: str | None = None) -> Space:
+    """Parse and check a space file against the kernel's name, tunables and problem fields."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -141,6 +152,9 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str]) -
     kernel = data.get("kernel")
     if not isinstance(kernel, str):
         raise SpaceError(f"{_where(path, text, 'kernel')}: kernel: a kernel name string is required")
+    if for_kernel is not None and canonical_name(kernel) != for_kernel:
+        raise SpaceError(f"{_where(path, text, 'kernel')}: kernel = {kernel!r}, but the kernel swept is "
+                         f"{for_kernel!r}")
     raw_params = data.get("params")
     if not isinstance(raw_params, dict) or not raw_params:
         raise SpaceError(f"{path}: params: a [params] table with at least one parameter is required")
@@ -166,7 +180,7 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str]) -
         extra = set(raw["problem"]) - problem_fields
         if extra:
             raise SpaceError(f"{where}: buckets[{i}].problem: unknown field(s) {sorted(extra)}")
-        buckets.append(Bucket(raw["name"], dict(raw["problem"]), dict(raw.get("bounds", {}))))
+        buckets.append(Bucket(raw["name"], dict(raw["problem"]), dict(raw.get("bounds", {})), where))
     if len({b.name for b in buckets}) != len(buckets):
         raise SpaceError(f"{path}: buckets: two buckets share a name")
 

@@ -16,10 +16,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from filelock import FileLock, Timeout
+
 from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
-from kerneltune.registry import canonical_name, load_kernel
+from kerneltune.registry import load_kernel
 from kerneltune.tables.stamps import now_stamp
+from kerneltune.tables.store import default_tables_dir
 
 from .journal import Journal, config_key, make_record
 from .space import Bucket, Space, SpaceError, load_space
@@ -41,6 +44,10 @@ class SearchOptions:
     budget: int | None = None  # candidates measured per bucket (default: all feasible)
     seed: int = 0
     prune_factor: float | None = 1.5  # stop timing a candidate whose first batch is this much slower than the best
+
+    def __post_init__(self) -> None:
+        if self.budget is not None and self.budget < 1:
+            raise ValueError(f"budget: must be at least 1, got {self.budget}")
 
 
 @dataclass(frozen=True)
@@ -121,23 +128,34 @@ def record_value(rec: dict[str, Any]) -> float | None:
 def run_sweep(opts: SweepOptions, observer: Observer | None = None,
               runner_factory: Callable[[SweepOptions, Kernel], Runner] | None = None) -> list[BucketResult]:
     kernel = load_kernel(opts.kernel)
-    space = load_space(opts.space_path, set(kernel.tunables), set(kernel.problem_fields))
-    if canonical_name(space.kernel) != kernel.name:
-        raise SpaceError(f"{opts.space_path}: kernel = {space.kernel!r}, but the kernel swept is {kernel.name!r}")
+    space = load_space(opts.space_path, set(kernel.tunables), set(kernel.problem_fields), kernel.name)
     buckets = [space.bucket(b) for b in opts.buckets] if opts.buckets else list(space.buckets)
     if not buckets:
         raise ValueError(f"{opts.space_path}: no buckets to sweep")
     make_strategy(opts.search.strategy)  # an unknown name fails before any worker starts
+    if opts.replay is not None and (opts.out / "tables").resolve() == default_tables_dir().resolve():
+        raise ValueError(f"--out {opts.out}: a replay never writes into the tables the runtime reads "
+                         f"({default_tables_dir()}); give another --out")
     journal = Journal(opts.journal_path)
-    if not opts.resume and journal.path.exists():
-        journal.path.rename(journal.path.with_suffix(f".{int(time.time())}.jsonl"))
-    runner = (runner_factory or default_runner)(opts, kernel)
+    writer = FileLock(f"{journal.path}.writer.lock", timeout=0)
     try:
-        stamps = runner.stamps()
-        sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, _static_mode(opts, kernel, stamps))
-        return [sweep.bucket(b) for b in buckets]
+        writer.acquire()
+    except Timeout:
+        raise ValueError(f"{journal.path}: another sweep is writing this journal; give this one its own "
+                         f"(--journal, --worker or --out)") from None
+    try:
+        if not opts.resume and journal.path.exists():
+            journal.path.rename(journal.path.with_suffix(f".{int(time.time())}.jsonl"))
+        runner = (runner_factory or default_runner)(opts, kernel)
+        try:
+            stamps = runner.stamps()
+            static = _static_mode(opts, kernel, stamps)
+            sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, static)
+            return [sweep.bucket(b) for b in buckets]
+        finally:
+            runner.close()
     finally:
-        runner.close()
+        writer.release()
 
 
 def _static_mode(opts: SweepOptions, kernel: Kernel, stamps: dict[str, Any]) -> str | None:
@@ -156,7 +174,7 @@ def _static_mode(opts: SweepOptions, kernel: Kernel, stamps: dict[str, Any]) -> 
 
 def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
     if opts.replay is not None:
-        from kerneltune.backends.replay import ReplayRunner
+        from .replay import ReplayRunner
 
         return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.tile_defaults)
     from .runners import LiveRunner, device_groups
@@ -189,7 +207,10 @@ class _Sweep:
         """``static``: no device to time on; candidates are compiled and ranked by the kernel's static
         metrics, and no table is written."""
         kernel = self.kernel
-        problem = kernel.problem(bucket.problem)
+        try:
+            problem = kernel.problem(bucket.problem)
+        except (TypeError, ValueError) as e:
+            raise SpaceError(f"{bucket.where}: bucket {bucket.name!r}: problem: {e}") from None
         fields = kernel.problem_dict(problem)
         result = BucketResult(bucket.name, static_only=self.static)
         done = {key: rec for (b, key), rec in self.journal.done().items() if b == bucket.name}

@@ -4,8 +4,8 @@ Each entry's fallbacks are checked like its winner: a launch whose problem refus
 winner runs them.
 
 Exit codes: 0 everything holds; 1 a correctness failure, a slowdown beyond the
-recorded noise, a stale kernel source or an unreadable table; 2 this machine
-cannot run the check at all (the message names the hardware).
+recorded noise or a stale kernel source; 2 this machine cannot run the check at all
+(the message names the hardware); 3 the table is missing, unreadable or lacks a bucket asked for.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kerneltune.tables.store import TableError, read_table
 
 from .runners import LiveRunner, device_groups
 
-EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN = 0, 1, 2
+EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
 
 
 @dataclass
@@ -58,12 +58,15 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     try:
         table = read_table(table_path)
     except TableError as e:
-        return VerifyReport(table_path, [], EXIT_FAIL, [str(e)])
+        return VerifyReport(table_path, [], EXIT_BAD_INPUT, [str(e)])
     if table is None:
-        return VerifyReport(table_path, [], EXIT_FAIL, [f"{table_path}: no such table"])
+        return VerifyReport(table_path, [], EXIT_BAD_INPUT, [f"{table_path}: no such table"])
     entries = [e for e in table["entries"].values() if not buckets or e.get("bucket_name") in buckets]
+    schema_failures = [EntryReport("?", {}, correctness="not checked", verdict=why, failed=True)
+                       for why in table["skipped"]]
     if missing := sorted(set(buckets) - {e.get("bucket_name") for e in entries}):
-        return VerifyReport(table_path, [], EXIT_FAIL, [f"{table_path}: no entry for bucket {', '.join(missing)}"])
+        return VerifyReport(table_path, [], EXIT_BAD_INPUT,
+                            [f"{table_path}: no entry for bucket {', '.join(missing)}"])
     _seed_ceilings(table, work_dir / "logs")
     gpus = tuple(str(i) for i in range(kernel.devices))
     runner = LiveRunner(kernel_name, device_groups(gpus, kernel.devices), 0, work_dir / "logs",
@@ -88,6 +91,7 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                     on_entry(reports[-1])
     finally:
         runner.close()
+    reports = schema_failures + reports
     code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_OK
     return VerifyReport(table_path, reports, code, notes)
 
@@ -110,6 +114,9 @@ def _verify_entry(kernel_name: str, kernel: Kernel, runner: LiveRunner, entry: d
     if any(s.startswith("kernel_hash") for s in rep.stamps):
         rep.failed, rep.verdict = True, "stale: tuned for another kernel source"
     problem_fields = entry.get("problem") or {}
+    if (why := kernel.infeasibility(kernel.problem(problem_fields), entry["config"])) is not None:
+        rep.failed, rep.verdict, rep.correctness = True, f"config refused by the kernel: {why}", "not run"
+        return rep
     base = {"kernel": kernel_name, "problem": problem_fields, "bucket": rep.bucket,
             "inputs": entry.get("inputs", {}), "settings": settings.__dict__}
     if not on_gpu:

@@ -27,6 +27,17 @@ from typing import Any, cast
 from kerneltune.protocols import Backend, Capability, Kernel, SmallCheck, StaticRanking
 
 
+def die_with_parent() -> None:
+    """Linux: the kernel kills this process when the one that started it dies, even by ``kill -9``
+    (a worker must not compile on for minutes after its sweep is gone)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class WorkerDied(RuntimeError):
     """The worker crashed, hung past its timeout or broke the protocol."""
 
@@ -62,7 +73,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kerneltune.tuning.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=self.env, start_new_session=True,
+            env=self.env, start_new_session=True, preexec_fn=die_with_parent,
         )
         self._lines = queue.Queue()
         threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()

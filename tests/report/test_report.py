@@ -69,4 +69,4 @@ def test_html_bench_targets_are_shown_with_their_verdicts(tmp_path):
 def test_a_corrupt_bench_result_is_named(tmp_path):
     (tmp_path / "b.json").write_text('{"rows": [')
     r = CliRunner().invoke(app, ["report", str(JOURNAL), "--bench", str(tmp_path / "b.json")])
-    assert r.exit_code == 1 and "b.json" in r.output and "not a readable" in r.output
+    assert r.exit_code == 3 and "b.json" in r.output and "not a readable" in r.output

@@ -1,6 +1,7 @@
 import json
 import logging
 import multiprocessing as mp
+import re
 
 import pytest
 
@@ -70,20 +71,38 @@ def test_corrupt_table_names_the_file(tmp_path):
 
 @pytest.mark.parametrize(("broken", "match"), [
     ({"config": {"block_q": 64}}, "entry k1: field 'bucket' is missing"),
-    ({**entry(), "config": "q64"}, "entry k1: field 'config' is missing or not an object"),
+    ({**entry(), "config": "q64"}, "entry k1: field 'config' is missing, empty or not an object"),
     ({**entry(), "fallbacks": {"config": {}}}, "entry k1: field 'fallbacks' is not a list"),
-    ({**entry(), "fallbacks": [{"config": {"block_q": 128}}]}, r"entry k1: fallbacks\[0\] needs"),
+    ({**entry(), "fallbacks": [{"config": {"block_q": 128}}]}, r"entry k1: fallbacks\[0\].median_us: None"),
+    ({**entry(), "config": {"block_q": 64, "persistent": None}}, r"entry k1: config.persistent: None is not"),
+    ({**entry(), "config": {"block_q": [64]}}, r"entry k1: config.block_q: \[64\] is not"),
+    ({**entry(), "median_us": True}, "entry k1: median_us: True is not a number"),
+    ({**entry(), "median_us": "1.0"}, "entry k1: median_us: '1.0' is not a number"),
+    ({**entry(), "runner_ups": [{"config": {"block_q": 64}, "median_us": None}]}, r"runner_ups\[0\].median_us"),
 ])
-def test_a_malformed_entry_is_named_and_the_launch_falls_to_the_heuristic(tmp_path, on_h200, caplog, broken, match):
-    """A hand-edited or truncated entry must not crash a launch with a KeyError."""
+def test_a_malformed_entry_is_skipped_alone_and_named(tmp_path, on_h200, caplog, broken, match):
+    """A hand-edited or truncated entry must not crash a launch with a KeyError, nor take the table's other
+    entries with it: it is left out, named (file, entry, field) once in the log."""
     p = table_path(tmp_path, "nvidia-h200", "k")
     p.parent.mkdir(parents=True)
-    p.write_text(json.dumps({"schema": 1, "entries": {"k1": broken}}))
-    with pytest.raises(TableError, match=match):
-        read_table(p)
+    good = entry(bucket={**BUCKET, "seq_len": 8192}, config={"block_q": 128})
+    p.write_text(json.dumps({"schema": 1, "entries": {"k1": broken, "k2": good}}))
+    table = read_table(p)
+    assert list(table["entries"]) == ["k2"]
+    [skipped] = table["skipped"]
+    assert re.search(match, skipped) and str(p) in skipped
     with caplog.at_level("WARNING", logger="kerneltune.tables"):
-        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) is None
-    assert "entry k1" in caplog.text and "using the heuristic" in caplog.text
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) == {"block_q": 128}  # the nearest valid
+    assert re.search(match, caplog.text)
+
+
+def test_a_table_with_a_bad_entry_is_never_written(tmp_path):
+    p = table_path(tmp_path, "nvidia-h200", "k")
+    write(p, entry())
+    with pytest.raises(TableError, match=r"refusing to write entry .*config\.block_q: None"):
+        update_table(p, "k", "nvidia-h200", lambda t: t["entries"].update(bad={**entry(), "config": {"block_q": None}}))
+    assert list(read_table(p)["entries"]) == [bucket_key(BUCKET)]
+    assert oct(p.stat().st_mode & 0o777) == "0o644"
 
 
 def _writer(path, n, who):
@@ -146,3 +165,12 @@ def test_equally_near_entries_prefer_the_same_categories():
         assert select_entry(table, want, RUNNING, "h1", HARD)[0]["config"] == {"block_q": 2}
         kin_of_clamp = select_entry(table, want, RUNNING, "h1", HARD, kin=lambda b: b["cap_method"] != "clamp")
         assert kin_of_clamp[0]["config"] == {"block_q": 1}, "the kernel's kinship comes before shared categories"
+
+
+def test_a_temp_file_left_by_a_killed_writer_is_cleaned_on_the_next_write(tmp_path):
+    p = table_path(tmp_path, "nvidia-h200", "k")
+    write(p, entry())
+    stale = p.parent / f".{p.name}.abc123.tmp"
+    stale.write_text("")  # a writer killed between creating its temp file and renaming it
+    write(p, entry(bucket={**BUCKET, "seq_len": 8192}))
+    assert not stale.exists() and len(read_table(p)["entries"]) == 2

@@ -3,14 +3,16 @@ import pytest
 from kerneltune.tuning.journal import Journal, JournalError, config_key
 
 
-def test_torn_last_line_is_ignored_and_repaired(tmp_path):
+def test_torn_last_line_is_ignored_and_repaired_and_the_repair_said(tmp_path, caplog):
     j = Journal(tmp_path / "j.jsonl")
     j.append({"bucket": "b", "key": "1", "status": "ok"})
     with j.path.open("ab") as f:
         f.write(b'{"bucket": "b", "key": "2", "sta')  # kill -9 mid-write
     assert [r["key"] for r in j.records()] == ["1"]
-    j.append({"bucket": "b", "key": "3", "status": "ok"})
+    with caplog.at_level("WARNING", logger="kerneltune.journal"):
+        j.append({"bucket": "b", "key": "3", "status": "ok"})
     assert [r["key"] for r in j.records()] == ["1", "3"]
+    assert "dropped a torn last line of 32 bytes" in caplog.text
 
 
 def test_corrupt_middle_line_is_an_error(tmp_path):

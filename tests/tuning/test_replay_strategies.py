@@ -4,8 +4,8 @@ and within 5% at worst in every bucket the journal covers; the same seed propose
 
 import pytest
 
-from kerneltune.backends.replay import ReplayRunner
 from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.replay import ReplayRunner
 from kerneltune.tuning.sweep import ReplayOptions, SearchOptions, SweepOptions, run_sweep
 
 from ..paths import FIXTURES

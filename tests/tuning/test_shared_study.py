@@ -13,9 +13,9 @@ from collections import Counter
 
 import pytest
 
-from kerneltune.backends.replay import ReplayRunner
 from kerneltune.registry import load_kernel
 from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.replay import ReplayRunner
 from kerneltune.tuning.sweep import ReplayOptions, SweepOptions, run_sweep
 
 from ..paths import FIXTURES, REPO, SPACES

@@ -173,3 +173,64 @@ def test_the_sweep_sleeps_while_a_candidate_is_measured(tmp_path):
     assert result.measured == 4 and wall >= 1.2
     assert cpu / wall < 0.05, f"{cpu:.3f} s of CPU over {wall:.2f} s"
     assert len(runner.prefetched) == 4  # each candidate was handed over to compile before it was measured
+
+
+def test_a_replay_of_an_older_kernel_writes_entries_stamped_with_the_recorded_hash(tmp_path):
+    """A replay never passes an old measurement off as current: the runtime sees the old hash and skips it."""
+    live = options(tmp_path, ["good", "slow"])
+    run_sweep(live)
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps({**r, "kernel_hash": "0ld"}) + "\n" for r in Journal(live.journal_path).records()))
+    [result] = run_sweep(options(tmp_path, ["good", "slow"], replay=old, out=tmp_path / "replay"))
+    assert result.entry["stamps"]["kernel_hash"] == "0ld" and result.entry["stamps"]["replayed_from"] == str(old)
+    [fresh] = run_sweep(options(tmp_path, ["good", "slow"], replay=live.journal_path, out=tmp_path / "replay2"))
+    assert fresh.entry["stamps"]["kernel_hash"] == "fakehash"
+
+
+def test_two_sweeps_never_write_one_journal(tmp_path):
+    from filelock import FileLock
+
+    opts = options(tmp_path, ["good"])
+    opts.journal_path.parent.mkdir(parents=True)
+    with FileLock(f"{opts.journal_path}.writer.lock"), pytest.raises(ValueError, match="another sweep is writing"):
+        run_sweep(opts)
+
+
+def _children(pid):
+    kids = []
+    for stat in os.listdir("/proc"):
+        if stat.isdigit():
+            try:
+                fields = open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                kids.append(int(stat))
+    return kids
+
+
+def test_a_killed_sweeps_worker_dies_with_it(tmp_path):
+    """kill -9 of the sweep alone (not its process group): its worker, busy with a hanging candidate, goes too."""
+    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep; "
+            f"import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang']))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+    deadline = time.time() + 60
+    workers = []
+    while time.time() < deadline and not workers:
+        workers = _children(proc.pid)
+        time.sleep(0.1)
+    assert workers, "the sweep started no worker"
+    time.sleep(1.0)
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(os.path.exists(f"/proc/{w}") and _alive(w) for w in workers):
+        time.sleep(0.1)
+    assert not any(os.path.exists(f"/proc/{w}") and _alive(w) for w in workers)
+
+
+def _alive(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -6,7 +6,7 @@ import pytest
 
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import update_table
-from kerneltune.tuning.verify import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, verify_table
+from kerneltune.tuning.verify import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, verify_table
 
 from ..paths import REPO
 
@@ -51,7 +51,7 @@ def test_only_the_named_buckets_and_a_missing_one_is_named(tmp_path):
     path = table(tmp_path, "garbage")
     assert verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w", buckets=("small",)).entries
     r = verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w", buckets=("small", "large"))
-    assert r.exit_code == EXIT_FAIL and "no entry for bucket large" in r.notes[0]
+    assert r.exit_code == EXIT_BAD_INPUT and "no entry for bucket large" in r.notes[0]
 
 
 def test_exit_2_without_the_hardware(tmp_path):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +68,26 @@ def _compiled(problem: Problem, config: KernelConfig, interpret: bool) -> Forwar
     return build_forward(problem, config, interpret=interpret)
 
 
+_TILE_TYPES = {f.name: type(f.default) for f in dataclasses.fields(KernelConfig) if f.name in KernelConfig.TILE_FIELDS}
+
+
+def tile_type_error(tiles: Mapping[str, Any]) -> str | None:
+    """A tile field unknown or of another type than the config's (exactly: a bool is not an int, a
+    string "false" is not a bool, 3.0 is not an int), or None."""
+    for name, value in tiles.items():
+        want = _TILE_TYPES.get(name)
+        if want is None:
+            return f"{name}: not a tile field of the ranker ({', '.join(_TILE_TYPES)})"
+        if type(value) is not want:
+            return f"{name}: {value!r} is a {type(value).__name__}, not a {want.__name__}"
+    return None
+
+
 def _refusal(problem: Problem, tiles: dict[str, Any]) -> str | None:
-    """Why a tuned entry's tiles cannot run this problem (a field its cap forbids, a size that does
-    not fit), or None."""
+    """Why a tuned entry's tiles cannot run this problem (a field of the wrong type, a field its cap
+    forbids, a size that does not fit), or None."""
+    if (why := tile_type_error(tiles)) is not None:
+        return why
     try:
         return infeasibility(KernelConfig.for_problem(problem, **tiles), problem)
     except (TypeError, ValueError) as e:

@@ -11,7 +11,7 @@ import numpy as np
 
 from kerneltune.protocols import Capability, CheckResult
 
-from .api import kernel_source_hash
+from .api import kernel_source_hash, tile_type_error
 from .config import KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
 from .inputs import adversarial_bounds, make_device_tensors, ranker_bounds, useful_flops
@@ -49,6 +49,8 @@ class RankerAttentionPlugin:
         return d
 
     def infeasibility(self, problem: Problem, tiles: Mapping[str, Any]) -> str | None:
+        if (why := tile_type_error(tiles)) is not None:
+            return why
         return infeasibility(KernelConfig.for_problem(problem, **tiles), problem)
 
     def heuristic(self, problem: Problem) -> dict[str, Any]:

@@ -34,6 +34,6 @@ def test_a_timed_sweep_and_verify_say_what_hardware_they_need(tmp_path):
     for args in (["sweep", "drafter-wide", "--out", str(tmp_path)], ["verify", "drafter-wide"]):
         r = subprocess.run([sys.executable, "-m", "kerneltune", *args], capture_output=True, text=True, cwd=REPO,
                            timeout=120)
-        lines = [line for line in r.stdout.splitlines() if line.strip()]
-        assert r.returncode == 2 and len(lines) == 1, r.stdout + r.stderr
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and not r.stdout.strip(), r.stdout + r.stderr
         assert "4 AMD MI300X (gfx942) or MI355X (gfx950) GPUs" in lines[0]

@@ -118,3 +118,25 @@ def test_tanh_approx_takes_the_tanh_entry_over_an_equally_near_no_cap_one(tmp_pa
     none = {"bucket": {**problem.bucket(), "cap_method": "none"}, "config": {**TILES, "block_kv": 64}}
     install_table(tmp_path, monkeypatch, [none, tanh] if none_first else [tanh, none])
     assert api.choose_config(problem, None).static_max
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("persistent", "false", "persistent: 'false' is a str, not a bool"),
+    ("num_stages", 3.0, "num_stages: 3.0 is a float, not a int"),
+    ("persistent", 1, "persistent: 1 is a int, not a bool"),
+    ("block_q", True, "block_q: True is a bool, not a int"),
+    ("warps", 4, "warps: not a tile field"),
+])
+def test_an_entry_whose_tiles_have_other_types_is_refused_by_name(tmp_path, monkeypatch, caplog, field, value, why):
+    """A string "false" is truthy and 3.0 fails deep in JAX: the launch refuses the entry, says why, and runs
+    the heuristic; the plugin calls the config infeasible, so verify reports it."""
+    problem = Problem(batch=4, seq_len=4096, q_heads=16, kv_heads=16, head_dim=128, cap_method="none")
+    install_table(tmp_path, monkeypatch, [{"bucket": problem.bucket(), "config": {**TILES, field: value}}])
+    with caplog.at_level("WARNING", logger="kerneltune.tables"):
+        chosen = api.choose_config(problem, None)
+    assert why in caplog.text
+    assert chosen.tile() == api.choose_config(problem, KernelConfig.for_problem(problem, **api.heuristic_config(
+        problem))).tile()
+    from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+
+    assert why in PLUGIN.infeasibility(problem, {**TILES, field: value})

@@ -7,6 +7,8 @@ import pytest
 from kerneltune.kernels.ranker_attention.bench.spec import load_spec, result_verdicts
 from kerneltune.kernels.ranker_attention.bench.targets import Target, evaluate, parse_targets
 
+from ....paths import REPO
+
 
 def row(shape, cap, impl, ms, **extra):
     return {"shape": shape, "cap_method": cap, "impl": impl, "median_ms": ms, **extra}
@@ -85,3 +87,10 @@ def test_a_result_without_recorded_targets_is_judged_against_its_bench_file(tmp_
     recorded = {**result, "targets": [{"target": "t", "verdict": "missed"}]}
     assert result_verdicts(json.loads(json.dumps(recorded)))[0] == recorded["targets"]
     assert result_verdicts({"shapes": str(tmp_path / "gone.toml"), "rows": ROWS})[0] == []
+
+
+def test_bench_file_parses():
+    spec = load_spec(REPO / "search_spaces/bench_ranker_attention.toml")
+    assert [s.name for s in spec.shapes] == ["d128-b16-t2k-gqa", "d128-b4-t8k", "d64-b64-t1k"]
+    assert spec.caps == {"tanh": 30.0, "none": 0.0, "tanh_approx": 30.0}
+    assert {t.metric for t in spec.targets} == {"speedup", "dense_fraction"} and len(spec.targets) == 6

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.tuning.journal import config_key, merged_journals
+from .journal import config_key, merged_journals
 
 KEEP = ("status", "error", "timing", "tflops", "flops", "rel_error", "compile_s", "pct_ceiling", "time",
         "kernel_hash")

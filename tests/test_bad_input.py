@@ -1,0 +1,106 @@
+"""Every bad input ends in one line on stderr naming the culprit, with exit code 3, and no traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from .paths import FIXTURES, REPO
+
+RUN_C = FIXTURES / "ranker_attention/run-c-journals"
+
+
+def kerneltune(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "kerneltune", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def one_line(r, code=3):
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == code and len(lines) == 1 and "Traceback" not in r.stderr + r.stdout, r.stderr + r.stdout
+    return lines[0]
+
+
+def test_an_out_folder_under_a_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    line = one_line(kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--bucket", "d128-tanh-long",
+                               "--space", FIXTURES / "ranker_attention/run-c-space.toml", "--out", blocker / "out"))
+    assert str(blocker) in line
+
+
+def test_a_constraint_that_raises(tmp_path):
+    space = tmp_path / "s.toml"
+    space.write_text('kernel = "ranker_attention"\n[params]\nblock_q = [64, 128]\n[[constraints]]\n'
+                     'expr = "1 // (block_q - 64) >= 0"\n[[buckets]]\nname = "b"\n'
+                     'problem = { batch = 1, seq_len = 256, q_heads = 1, kv_heads = 1, head_dim = 64 }\n')
+    line = one_line(kerneltune("sweep", "ranker-attention", "--space", space, "--replay", RUN_C, "--out", tmp_path))
+    assert "s.toml:5" in line and "ZeroDivisionError" in line and "block_q=64" in line
+
+
+def test_a_space_value_error_names_file_line_and_bucket(tmp_path):
+    space = tmp_path / "s.toml"
+    space.write_text('kernel = "ranker_attention"\n[params]\nblock_q = [64]\n[[buckets]]\nname = "odd"\n'
+                     'problem = { batch = 1, seq_len = 256, q_heads = 1, kv_heads = 1, head_dim = 48 }\n')
+    line = one_line(kerneltune("sweep", "ranker-attention", "--space", space, "--replay", RUN_C, "--out", tmp_path))
+    assert "s.toml:4" in line and "bucket 'odd'" in line and "head_dim" in line
+
+
+def test_a_space_file_of_another_kernel(tmp_path):
+    line = one_line(kerneltune("sweep", "ranker-attention", "--space", REPO / "search_spaces/drafter_wide.toml",
+                               "--replay", RUN_C, "--out", tmp_path))
+    assert "drafter_wide" in line and "ranker_attention" in line
+
+
+def test_a_corrupt_journal_in_a_report(tmp_path):
+    journal = tmp_path / "j.jsonl"
+    journal.write_text('{"bucket": "b", "key": "k", "tiles": {}}\nnot json\n'
+                       '{"bucket": "b", "key": "k2", "tiles": {}}\n')
+    assert "j.jsonl:2: corrupt journal line" in one_line(kerneltune("report", journal))
+
+
+def test_a_baseline_that_is_not_json_or_of_another_kernel(tmp_path):
+    bad = tmp_path / "b.json"
+    bad.write_text("{")
+    assert "b.json: not a tuned table" in one_line(kerneltune("report", RUN_C, "--baseline", bad))
+    other = tmp_path / "o.json"
+    other.write_text(json.dumps({"schema": 1, "kernel": "drafter_wide", "device_kind": "nvidia-h200", "entries": {}}))
+    assert "kernel 'drafter_wide'" in one_line(kerneltune("report", RUN_C, "--baseline", other))
+    foreign = tmp_path / "f.json"
+    foreign.write_text(json.dumps({"schema": 1, "kernel": "ranker_attention", "device_kind": "nvidia-h100",
+                                   "entries": {}}))
+    assert "nvidia-h100" in one_line(kerneltune("report", RUN_C, "--baseline", foreign))
+
+
+def test_the_drafters_compile_only_journal_reports(tmp_path):
+    r = kerneltune("report", REPO / "results/drafter_wide/2026-11-30-offline-compile/journals", "--html",
+                   tmp_path / "d.html", "--csv", tmp_path / "d.csv")
+    assert r.returncode == 0, r.stderr
+    assert "static score" in (tmp_path / "d.html").read_text()
+
+
+def test_an_unknown_kernel_in_every_command():
+    for command in ("sweep", "verify", "bench"):
+        assert "unknown kernel 'nope'" in one_line(kerneltune(command, "nope"))
+
+
+@pytest.mark.parametrize("budget", ["0", "-1"])
+def test_a_budget_under_one(tmp_path, budget):
+    assert "--budget: must be at least 1" in one_line(kerneltune("sweep", "ranker-attention", "--budget", budget,
+                                                                 "--replay", RUN_C, "--out", tmp_path))
+
+
+def test_square_brackets_in_a_message_survive(tmp_path):
+    space = tmp_path / "s.toml"
+    space.write_text('kernel = "ranker_attention"\n[params]\nblock_q = []\n')
+    assert "params.block_q: the list of values is empty" in one_line(
+        kerneltune("sweep", "ranker-attention", "--space", space, "--out", tmp_path))
+    missing = tmp_path / "[x].toml"
+    assert "[x].toml" in one_line(kerneltune("sweep", "ranker-attention", "--space", missing, "--out", tmp_path))
+
+
+def test_a_replay_never_writes_the_tables_the_runtime_reads(tmp_path):
+    line = one_line(kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--out", REPO / "results",
+                               "--space", FIXTURES / "ranker_attention/run-c-space.toml"))
+    assert "a replay never writes into the tables the runtime reads" in line
