@@ -179,11 +179,13 @@ class Strategy(Protocol):
 
 @dataclass(frozen=True)
 class StrategyContext:
-    """What a strategy is built from: the bucket's feasible configs and what the journal already holds."""
+    """What a strategy is built from: the bucket's feasible configs (None where the space is searched
+    without enumerating it: ``check`` then says why a config is not feasible) and what the journal holds."""
 
     bucket: str
     params: Mapping[str, list[Any]]
-    feasible: list[dict[str, Any]]
+    feasible: list[dict[str, Any]] | None
+    check: Callable[[dict[str, Any]], str | None]
     known: Mapping[str, float | None]
     seed: int
     start: Mapping[str, Any] | None

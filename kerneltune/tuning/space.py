@@ -69,9 +69,13 @@ class Space:
         names = list(self.params)
         for values in itertools.product(*(self.params[n] for n in names)):
             config = dict(zip(names, values, strict=True))
-            env = {**problem_fields, **config}
-            if all(c.holds(env) for c in self.constraints):
+            if self.allows(config, problem_fields):
                 yield config
+
+    def allows(self, config: Mapping[str, Any], problem_fields: Mapping[str, Any]) -> bool:
+        """Whether one config satisfies every constraint for this problem."""
+        env = {**problem_fields, **config}
+        return all(c.holds(env) for c in self.constraints)
 
     def bucket(self, name: str) -> Bucket:
         for b in self.buckets:

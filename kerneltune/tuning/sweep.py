@@ -217,21 +217,25 @@ class _Sweep:
         base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "inputs": bucket.bounds,
                 "stamps": self.stamps, "kernel_hash": kernel.source_hash(), "strategy": self.opts.search.strategy,
                 "seed": self.opts.search.seed}
-        feasible: list[dict[str, Any]] = []
-        for tiles in self.space.configs(fields):
-            key = config_key(tiles)
-            why = kernel.infeasibility(problem, tiles)
-            if why is None:
-                feasible.append(tiles)
-                continue
-            result.pruned_by_constraints += 1
-            if key not in done:
-                rec = {**base, "key": key, "tiles": tiles, "status": "constraint", "error": why, "time": now_stamp()}
-                self.journal.append(rec)
-                done[key] = rec
-        if not feasible:
-            raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config "
-                             f"(every config breaks a constraint or the kernel's static checks)")
+        search = self.opts.search
+        feasible: list[dict[str, Any]] | None = None
+        if search.strategy == "exhaustive" or search.budget is None:  # else sampled without enumerating
+            feasible = []
+            for tiles in self.space.configs(fields):
+                key = config_key(tiles)
+                why = kernel.infeasibility(problem, tiles)
+                if why is None:
+                    feasible.append(tiles)
+                    continue
+                result.pruned_by_constraints += 1
+                if key not in done:
+                    rec = {**base, "key": key, "tiles": tiles, "status": "constraint", "error": why,
+                           "time": now_stamp()}
+                    self.journal.append(rec)
+                    done[key] = rec
+            if not feasible:
+                raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config "
+                                 f"(every config breaks a constraint or the kernel's static checks)")
         if self.opts.shared is not None and self.opts.search.strategy == "exhaustive":
             self._shared(bucket, base, feasible, result)
         else:
@@ -249,11 +253,18 @@ class _Sweep:
             self.observer.on_bucket_end(bucket.name, result.entry)
         return result
 
-    def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]],
+    def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]] | None,
                   done: dict[str, dict[str, Any]]) -> Any:
         heuristic = self.kernel.heuristic(problem)
+        fields = self.kernel.problem_dict(problem)
+
+        def check(tiles: dict[str, Any]) -> str | None:
+            if not self.space.allows(tiles, fields):
+                return "excluded by a constraint of the space"
+            return self.kernel.infeasibility(problem, tiles)
+
         ctx = StrategyContext(
-            bucket=bucket.name, params=self.space.params, feasible=feasible,
+            bucket=bucket.name, params=self.space.params, feasible=feasible, check=check,
             known={k: record_value(r) for k, r in done.items()}, seed=self.opts.search.seed,
             start={n: heuristic.get(n, values[0]) for n, values in self.space.params.items()},
             study_name=f"{self.kernel.name}:{bucket.name}:{self.opts.search.strategy}:{self.opts.search.seed}",
@@ -270,18 +281,25 @@ class _Sweep:
         path = self.journal.path.with_suffix(".optuna.log")
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
-    def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]],
+    def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]] | None,
                done: dict[str, dict[str, Any]], result: BucketResult) -> None:
         """Propose, compile ahead and measure on every route, one candidate in flight per route."""
         strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done)
         ok = [record_value(r) for r in done.values() if r["status"] == "ok"]
         best = min((v for v in ok if v is not None), default=None)
-        budget = self.opts.search.budget if self.opts.search.budget is not None else len(feasible)
-        already = sum(1 for t in feasible if config_key(t) in done)
+        search = self.opts.search
+        if feasible is not None:
+            budget = search.budget if search.budget is not None else len(feasible)
+            already = sum(1 for t in feasible if config_key(t) in done)
+            total = min(budget, len(feasible))
+        else:  # a budgeted search: every candidate the journal holds counts against the budget
+            assert search.budget is not None
+            budget = total = search.budget
+            already = sum(1 for r in done.values() if r["status"] != "constraint")
         result.skipped = already
         if self.observer:
-            self.observer.on_bucket_start(bucket.name, min(budget, len(feasible)), min(already, budget))
-        remaining = max(budget - already, 0) if self.opts.search.strategy == "exhaustive" else budget
+            self.observer.on_bucket_start(bucket.name, total, min(already, budget))
+        remaining = max(budget - already, 0)
         routes = self.runner.parallel_measures
         in_flight = 2 * routes if self.runner.compiles_ahead else routes
         waiting: list[tuple[dict[str, Any], int]] = []  # proposed and compiling ahead, not yet measured

@@ -102,3 +102,21 @@ class FakeKernelNeedingGpu(FakeKernel):
 
 
 NEEDS_GPU = FakeKernelNeedingGpu()
+
+
+class WideKernel(FakeKernel):
+    """Seven tunables of ten values each: 10^7 configs, every one feasible but those with p0 == p1."""
+
+    name = "wide"
+    tunables = frozenset(f"p{i}" for i in range(7))
+    tile_defaults = MappingProxyType({})
+    gated_tiles = ()
+
+    def infeasibility(self, problem: FakeProblem, tiles: Mapping[str, Any]) -> str | None:
+        return "p0 equals p1" if tiles["p0"] == tiles["p1"] else None
+
+    def heuristic(self, problem: FakeProblem) -> dict[str, Any]:
+        return {f"p{i}": i for i in range(7)}
+
+
+WIDE = WideKernel()

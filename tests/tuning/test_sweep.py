@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -150,9 +151,12 @@ class SlowRunner:
         import threading
 
         fut = cf.Future()
-        reply = {"status": "ok", "timing": {"median_us": 10.0 * req["tiles"]["work"], "spread": 0.0, "samples": 3,
-                                            "noise": 0.0}}
-        threading.Timer(self.seconds, fut.set_result, args=(reply,)).start()
+        median = 10.0 + sum(v for v in req["tiles"].values() if type(v) is int)
+        reply = {"status": "ok", "timing": {"median_us": median, "spread": 0.0, "samples": 3, "noise": 0.0}}
+        if self.seconds:
+            threading.Timer(self.seconds, fut.set_result, args=(reply,)).start()
+        else:
+            fut.set_result(reply)
         return fut
 
     def request(self, req):
@@ -180,7 +184,8 @@ def test_a_replay_of_an_older_kernel_writes_entries_stamped_with_the_recorded_ha
     live = options(tmp_path, ["good", "slow"])
     run_sweep(live)
     old = tmp_path / "old.jsonl"
-    old.write_text("".join(json.dumps({**r, "kernel_hash": "0ld"}) + "\n" for r in Journal(live.journal_path).records()))
+    recs = Journal(live.journal_path).records()
+    old.write_text("".join(json.dumps({**r, "kernel_hash": "0ld"}) + "\n" for r in recs))
     [result] = run_sweep(options(tmp_path, ["good", "slow"], replay=old, out=tmp_path / "replay"))
     assert result.entry["stamps"]["kernel_hash"] == "0ld" and result.entry["stamps"]["replayed_from"] == str(old)
     [fresh] = run_sweep(options(tmp_path, ["good", "slow"], replay=live.journal_path, out=tmp_path / "replay2"))
@@ -201,7 +206,7 @@ def _children(pid):
     for stat in os.listdir("/proc"):
         if stat.isdigit():
             try:
-                fields = open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()
+                fields = Path(f"/proc/{stat}/stat").read_text().rsplit(")", 1)[1].split()
             except OSError:
                 continue
             if int(fields[1]) == pid:
@@ -231,6 +236,6 @@ def test_a_killed_sweeps_worker_dies_with_it(tmp_path):
 
 def _alive(pid):
     try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False

@@ -125,6 +125,19 @@ def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig
     return chosen
 
 
+def clamp_bounds(bounds: jax.Array, seq_len: int) -> jax.Array:
+    """What traced bounds mean (concrete ones that break a rule raise ``ValueError`` instead): each value
+    clipped into [0, T]; an inverted range empty; where the ranges overlap, history keeps the overlap and
+    the candidates keep only their part before the history (if they start before it) or after it."""
+    hl, hu, cl, cu = (jnp.clip(bounds[:, i], 0, seq_len) for i in range(4))
+    hu, cu = jnp.maximum(hu, hl), jnp.maximum(cu, cl)
+    overlap = (hl < hu) & (cl < cu) & (hl < cu) & (cl < hu)
+    before = cl < hl
+    cl2 = jnp.where(overlap & ~before, hu, cl)
+    cu2 = jnp.where(overlap & before, hl, jnp.maximum(cu, cl2))
+    return jnp.stack([hl, hu, cl2, cu2], axis=1).astype(bounds.dtype)
+
+
 def ranker_attention(q: jax.Array, k: jax.Array, v: jax.Array, bounds: jax.Array, *,
                      sm_scale: float | None = None, cap_method: CapMethod | str = "none",
                      cap: float | None = None, config: KernelConfig | None = None,
@@ -134,9 +147,12 @@ def ranker_attention(q: jax.Array, k: jax.Array, v: jax.Array, bounds: jax.Array
     q ``[B, T, Hq, D]``, k and v ``[B, T, Hkv, D]``, bounds ``[B, 4]`` int32 as
     (history_lower, history_upper, candidate_lower, candidate_upper). Returns
     ``out`` ``[B, T, Hq, D]`` or ``(out, lse)`` with lse ``[B, Hq, T]`` float32
-    (natural log; -inf and out = 0 for rows in neither segment).
+    (natural log; -inf and out = 0 for rows in neither segment). Concrete bounds that break a rule
+    raise ``ValueError``; traced bounds (under ``jax.jit``) mean what ``clamp_bounds`` makes of them.
     """
     problem = problem_of(q, k, v, bounds, sm_scale=sm_scale, cap_method=cap_method, cap=cap)
+    if isinstance(bounds, jax.core.Tracer):  # not checkable here: given the defined meaning instead
+        bounds = clamp_bounds(bounds, problem.seq_len)
     chosen = choose_config(problem, config)
     out, lse = _compiled(problem, chosen, interpret)(q, k, v, bounds)
     return (out, lse) if return_lse else out

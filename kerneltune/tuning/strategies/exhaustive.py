@@ -12,6 +12,7 @@ from ..journal import config_key
 
 class Exhaustive:
     def __init__(self, ctx: StrategyContext):
+        assert ctx.feasible is not None, "an exhaustive search enumerates the space"
         self._todo = [c for c in ctx.feasible if config_key(c) not in ctx.known]
         self._todo.reverse()
 

@@ -8,7 +8,7 @@ sampler learns from both and no config is measured twice.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kerneltune.protocols import StrategyContext
@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # optuna is imported only when a sampler strategy is built
     import optuna
 
 _MAX_REJECTS = 500
+_MAX_RANDOM_DRAWS = 10_000
 
 
 def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
@@ -37,16 +38,22 @@ def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
 
 
 class OptunaStrategy:
-    """Ask/tell over an Optuna study; ``value`` None marks a failed candidate."""
+    """Ask/tell over an Optuna study; ``value`` None marks a failed candidate.
 
-    def __init__(self, study: optuna.Study, params: Mapping[str, list[Any]], feasible: list[dict[str, Any]],
-                 done: Mapping[str, float | None], seed: int, start: Mapping[str, Any] | None = None):
+    Given the bucket's ``feasible`` configs it draws only among them. Without them (a budgeted search of a
+    space too large to enumerate) it asks ``check`` about each proposal instead, so that memory and the
+    study's log grow with the proposals made, not with the size of the space."""
+
+    def __init__(self, study: optuna.Study, params: Mapping[str, list[Any]], feasible: list[dict[str, Any]] | None,
+                 done: Mapping[str, float | None], seed: int, start: Mapping[str, Any] | None = None,
+                 check: Callable[[dict[str, Any]], str | None] | None = None):
         import optuna
 
         self._fail = optuna.trial.TrialState.FAIL
         self.study = study
         self.params = dict(params)
-        self.feasible = {config_key(c): c for c in feasible}
+        self.feasible = None if feasible is None else {config_key(c): c for c in feasible}
+        self.check = check
         self.known: dict[str, float | None] = dict(done)
         self.pending: dict[str, optuna.trial.Trial] = {}
         self.rng = random.Random(seed)
@@ -55,17 +62,24 @@ class OptunaStrategy:
         self.dists = {n: optuna.distributions.CategoricalDistribution(list(range(len(v))))
                       for n, v in self.params.items()}
         # Start where an engineer would: the kernel's heuristic config, if it is in this space.
-        if start is not None and config_key(start) in self.feasible and config_key(start) not in self.known:
+        if start is not None and config_key(start) not in self.known and self._allowed(dict(start)):
             self.study.enqueue_trial({n: self.params[n].index(start[n]) for n in self.params})
+
+    def _allowed(self, tiles: dict[str, Any]) -> bool:
+        if self.feasible is not None:
+            return config_key(tiles) in self.feasible
+        return all(tiles.get(n) in v for n, v in self.params.items()) and self.check is not None and \
+            self.check(tiles) is None
 
     def _tiles(self, trial: optuna.trial.Trial) -> dict[str, Any]:
         return {n: self.params[n][trial.params[n]] for n in self.params}
 
     def _untried(self) -> list[str]:
+        assert self.feasible is not None
         return [k for k in self.feasible if k not in self.known and k not in self.pending]
 
     def propose(self) -> dict[str, Any] | None:
-        if not self._untried():
+        if self.feasible is not None and not self._untried():
             return None
         for _ in range(_MAX_REJECTS):
             trial = self.study.ask(self.dists)
@@ -73,18 +87,31 @@ class OptunaStrategy:
             key = config_key(tiles)
             if key in self.known and self.known[key] is not None:
                 self.study.tell(trial, self.known[key])  # a duplicate: its recorded value, no new measurement
-            elif key not in self.feasible or key in self.known or key in self.pending:
+            elif key in self.known or key in self.pending or not self._allowed(tiles):
+                self.known.setdefault(key, None)
                 self.study.tell(trial, state=self._fail)
             else:
                 self.pending[key] = trial
                 return tiles
         # The sampler keeps proposing what is known: take an untried config at random.
-        key = self.rng.choice(self._untried())
-        tiles = self.feasible[key]
+        tiles = self._random_untried()
+        if tiles is None:
+            return None
         self.study.enqueue_trial({n: self.params[n].index(tiles[n]) for n in self.params})
         trial = self.study.ask(self.dists)
-        self.pending[key] = trial
+        self.pending[config_key(tiles)] = trial
         return tiles
+
+    def _random_untried(self) -> dict[str, Any] | None:
+        if self.feasible is not None:
+            untried = self._untried()
+            return self.feasible[self.rng.choice(untried)] if untried else None
+        for _ in range(_MAX_RANDOM_DRAWS):
+            tiles = {n: self.rng.choice(v) for n, v in self.params.items()}
+            key = config_key(tiles)
+            if key not in self.known and key not in self.pending and self._allowed(tiles):
+                return tiles
+        return None
 
     def observe(self, tiles: Mapping[str, Any], value: float | None) -> None:
         key = config_key(tiles)
@@ -105,7 +132,7 @@ def _sampled(name: str) -> Any:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(study_name=ctx.study_name, storage=ctx.storage(),
                                     sampler=make_sampler(name, ctx.seed), direction="minimize", load_if_exists=True)
-        return OptunaStrategy(study, ctx.params, ctx.feasible, ctx.known, ctx.seed, ctx.start)
+        return OptunaStrategy(study, ctx.params, ctx.feasible, ctx.known, ctx.seed, ctx.start, ctx.check)
 
     return build
 

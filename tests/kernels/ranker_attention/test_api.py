@@ -1,3 +1,4 @@
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -140,3 +141,27 @@ def test_an_entry_whose_tiles_have_other_types_is_refused_by_name(tmp_path, monk
     from kerneltune.kernels.ranker_attention.plugin import PLUGIN
 
     assert why in PLUGIN.infeasibility(problem, {**TILES, field: value})
+
+
+@pytest.mark.parametrize(("given", "meant"), [
+    ([50, 100, 20, 60], [50, 100, 20, 50]),  # candidates start before the history: they keep [20, 50)
+    ([0, 100, 50, 150], [0, 100, 100, 128]),  # after, and past T: [100, T)
+    ([60, 50, 70, 80], [60, 60, 70, 80]),  # an inverted history is empty
+    ([-5, 40, 40, 40], [0, 40, 40, 40]),  # clipped into [0, T]; no candidates
+    ([0, 128, 0, 128], [0, 128, 128, 128]),  # candidates inside the history are dropped
+    ([10, 20, 30, 40], [10, 20, 30, 40]),  # valid bounds are kept as they are
+])
+def test_traced_bounds_have_a_defined_meaning(given, meant):
+    """Under jit the bounds cannot be checked: they are clamped, never left to undefined output."""
+    got = jax.jit(lambda b: api.clamp_bounds(b, T))(jnp.asarray([given], jnp.int32))
+    assert np.asarray(got).tolist() == [meant]
+
+
+@pytest.mark.slow
+def test_overlapping_bounds_under_jit_compute_the_clamped_problem():
+    a = args(bounds=jnp.asarray([[50, 100, 20, 60], [0, 100, 50, 150]], jnp.int32))
+    out = jax.jit(lambda q, k, v, b: ranker_attention(q, k, v, b, interpret=True))(a["q"], a["k"], a["v"], a["bounds"])
+    f = [np.asarray(a[n].astype(jnp.float32)) for n in ("q", "k", "v")]
+    ro, _ = reference_f64(*f, np.asarray([[50, 100, 20, 50], [0, 100, 100, 128]]), sm_scale=D ** -0.5,
+                          cap_method="none", cap=None)
+    np.testing.assert_allclose(np.asarray(out.astype(jnp.float32)), ro, atol=3e-2)
