@@ -174,3 +174,24 @@ def test_a_temp_file_left_by_a_killed_writer_is_cleaned_on_the_next_write(tmp_pa
     stale.write_text("")  # a writer killed between creating its temp file and renaming it
     write(p, entry(bucket={**BUCKET, "seq_len": 8192}))
     assert not stale.exists() and len(read_table(p)["entries"]) == 2
+
+
+def test_a_writer_that_dies_mid_write_leaves_the_old_table_readable(tmp_path, monkeypatch):
+    """The table is written to a temp file and renamed: a crash in the middle of the JSON leaves the old
+    file whole (a write straight to the final path would leave half a table)."""
+    import kerneltune.tables.store as store
+
+    p = table_path(tmp_path, "nvidia-h200", "k")
+    write(p, entry())
+    before = p.read_text()
+
+    def dies_mid_write(obj, f, **kw):
+        f.write('{"schema": 1, "entr')
+        f.flush()
+        raise KeyboardInterrupt("killed")
+
+    monkeypatch.setattr(store.json, "dump", dies_mid_write)
+    with pytest.raises(KeyboardInterrupt):
+        write(p, entry(bucket={**BUCKET, "seq_len": 8192}))
+    assert p.read_text() == before and len(read_table(p)["entries"]) == 1
+    assert not list(p.parent.glob("*.tmp"))

@@ -50,3 +50,16 @@ def test_good_space(tmp_path):
 def test_bad_space_names_file_line_and_field(tmp_path, text, match):
     with pytest.raises(SpaceError, match=match):
         load(tmp_path, text)
+
+
+def test_constraints_combine_as_a_conjunction(tmp_path):
+    """Each constraint alone removes its own configs; together they remove both sets."""
+    p = tmp_path / "s.toml"
+    p.write_text('kernel = "k"\n[params]\na = [1, 2, 3]\nb = [1, 2, 3]\n'
+                 '[[constraints]]\nexpr = "a != 2"\n[[constraints]]\nexpr = "b != 3"\n'
+                 '[[constraints]]\nexpr = "a + b <= n"\n[[buckets]]\nname = "x"\nproblem = { n = 5 }\n')
+    space = load_space(p, {"a", "b"}, {"n"})
+    got = {(c["a"], c["b"]) for c in space.configs({"n": 5})}
+    assert got == {(a, b) for a in (1, 3) for b in (1, 2) if a + b <= 5}
+    assert not space.allows({"a": 2, "b": 1}, {"n": 5}) and not space.allows({"a": 1, "b": 3}, {"n": 5})
+    assert space.allows({"a": 1, "b": 1}, {"n": 5}) and not space.allows({"a": 3, "b": 2}, {"n": 4})

@@ -24,3 +24,25 @@ def test_entry_keeps_the_fastest_config_of_each_other_gated_setting_as_its_fallb
 def test_entry_without_gated_alternatives_has_no_fallbacks():
     e = bucket_entry([record("good", 1, 10.0), record("good", 2, 30.0)], PLUGIN, rel_noise=0.01)
     assert e["fallbacks"] == []
+
+
+def test_runner_ups_are_the_candidates_within_the_winners_noise():
+    """Noise is the largest of the winner's spread, its median's noise and the sweep's threshold (1%):
+    100.9 is within 1% of 100, 101.1 is not; failed and unverified candidates never are."""
+    records = [record("good", 1, 100.0), record("good", 2, 100.9), record("slow", 1, 101.1),
+               record("slow", 2, 100.5, status="correctness"), record("good", 3, 100.2)]
+    e = bucket_entry(records, PLUGIN, rel_noise=0.01)
+    assert [(r["config"]["work"], r["median_us"]) for r in e["runner_ups"]] == [(3, 100.2), (2, 100.9)]
+    wide = bucket_entry(records, PLUGIN, rel_noise=0.02)
+    assert len(wide["runner_ups"]) == 3
+
+
+def test_ties_on_the_median_break_by_the_config_text_so_the_table_is_reproducible():
+    a, b = record("slow", 1, 10.0), record("good", 1, 10.0)
+    assert bucket_entry([a, b], PLUGIN, 0.01)["config"] == bucket_entry([b, a], PLUGIN, 0.01)["config"]
+
+
+def test_only_records_of_the_current_kernel_source_make_the_entry():
+    stale = {**record("good", 1, 1.0), "kernel_hash": "old"}
+    e = bucket_entry([stale, record("good", 2, 10.0)], PLUGIN, 0.01)
+    assert e["config"]["work"] == 2 and e["stamps"]["kernel_hash"] == PLUGIN.source_hash()

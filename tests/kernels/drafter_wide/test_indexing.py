@@ -100,3 +100,24 @@ def test_lds_partials_have_one_word_each_and_are_read_back_where_written(threads
     assert len(written) == 2 * layout.waves * 256 and max(written) < layout.pool_words
     for slot, w, m, n in itertools.product(range(2), range(layout.waves), range(16), range(16)):
         assert written[ix.red_element(layout, slot, w, m, n)] == (slot, w, m, n)
+
+
+def test_tags_are_distinct_growing_and_never_zero():
+    """Every (launch, layer) has its own tag, later launches have larger ones (waiters ask for a tag at least
+    as new as their own), and no tag is the zero a fresh flag word holds."""
+    from kerneltune.kernels.drafter_wide import indexing as ix
+
+    tags = {(s, layer): ix.tag(s, layer) for s in range(1, 50) for layer in range(8)}
+    assert len(set(tags.values())) == len(tags) and min(tags.values()) > 0
+    assert all(ix.tag(s + 1, 0) > ix.tag(s, 7) for s in range(1, 49))
+    assert ix.tag(1, 0) == 9  # step * 8 + layer + 1
+
+
+def test_flag_words_are_distinct_aligned_and_inside_the_layer():
+    from kerneltune.kernels.drafter_wide import indexing as ix
+    from kerneltune.kernels.drafter_wide.layout import DrafterLayout
+
+    layout = DrafterLayout(qpr=4)
+    words = [ix.flag_word(layout, name, i) for name, n in layout._flag_counts().items() for i in range(n)]
+    assert len(set(words)) == len(words) and all(w % 8 == 0 for w in words)
+    assert 0 <= min(words) and max(words) + 8 <= layout.W_LAYER_BYTES

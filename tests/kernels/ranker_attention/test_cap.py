@@ -56,3 +56,16 @@ def test_tanh_from_exp2_in_float32_saturates_without_nan():
     want = post * c * np.tanh(np.float32(x).astype(np.float64) / c)
     # A few float32 ulps of the cap: far inside bf16's rounding of the output.
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=0, atol=16 * np.finfo(np.float32).eps * c * post)
+
+
+@pytest.mark.parametrize("c", [0.5, 5.0, 30.0])
+@pytest.mark.parametrize(("method", "plain"), [
+    (CapMethod.TANH, lambda x, c: [c * math.tanh(v / c) for v in x]),
+    (CapMethod.SOFTSIGN, lambda x, c: [v / (1 + abs(v) / c) for v in x]),
+    (CapMethod.CLAMP, lambda x, c: [min(max(v, -c), c) for v in x]),
+])
+def test_every_cap_against_a_plain_oracle_through_its_saturating_region(method, plain, c):
+    """Written again with math, value by value: |x| from 0 to 20 c, where each cap bends and saturates."""
+    x = np.concatenate([np.linspace(-20 * c, 20 * c, 801), [c, -c, 0.999 * c, 1.001 * c]])
+    got = cap_forward(x, method, CapParams(c), pre=1.0, post=1.0, xp=np)
+    np.testing.assert_allclose(got, plain(x.tolist(), c), rtol=1e-12, atol=1e-12 * c)

@@ -66,3 +66,4 @@ def test_static_max_needs_a_small_bounding_cap():
         assert re.match(r"static_max: needs a bounding cap of at most 44\.36", why)
         with pytest.raises(ValueError, match="static_max"):  # it would compile and overflow: never built
             build_forward(problem(method, cap), config)
+

@@ -1,6 +1,7 @@
 """The references agree, and the output check can fail: it rejects the seed's double counting."""
 
 import numpy as np
+import pytest
 
 from kerneltune.kernels.ranker_attention.cap import CapMethod
 from kerneltune.kernels.ranker_attention.inputs import adversarial_bounds, kept_pairs, ranker_bounds
@@ -68,3 +69,20 @@ def test_check_rejects_nan_and_nonzero_padding():
     bad[0, 100, 0, 0] = 1e-3
     assert any("padding" in e for e in compare(bad, lse, o, lse, b, "bfloat16", CapMethod.NONE).errors)
     assert compare(o, lse, o, lse, b, "bfloat16", CapMethod.NONE).ok
+
+
+@pytest.mark.parametrize("method", ["none", "tanh", "softsign", "clamp"])
+def test_the_float64_reference_against_a_plain_oracle(method):
+    """The reference judges the kernel; it is judged here by code that shares nothing with either, on
+    segments touching, straddling, empty, inside one another's neighbourhood, and padding rows."""
+    from .oracle import attention
+
+    rng = np.random.default_rng(3)
+    t, hq, hkv, d, c = 12, 2, 1, 4, 0.7
+    bounds = np.array([[0, 5, 5, 9], [2, 7, 0, 2], [0, 0, 3, 6], [4, 4, 4, 4], [0, 12, 12, 12], [6, 9, 1, 3]])
+    q, k, v = (rng.standard_normal((len(bounds), t, h, d)) * 2 for h in (hq, hkv, hkv))
+    cap = None if method == "none" else c
+    ro, rl = reference_f64(q, k, v, bounds, sm_scale=0.9, cap_method=method, cap=cap)
+    oo, ol = attention(q, k, v, bounds, 0.9, method, cap)
+    np.testing.assert_allclose(np.asarray(ro), oo, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(rl), ol, rtol=1e-10, atol=1e-12)
