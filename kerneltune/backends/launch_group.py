@@ -260,7 +260,10 @@ def _rank_main(rank: int, size: int, device: str, workdir: str, group_id: str, p
 class LaunchGroup:
     """N rank processes running one program; ``check()`` and ``take(n)`` run steps on all of them."""
 
-    def __init__(self, program: str, params: dict[str, Any], size: int, device: str, timeout: float = 120.0):
+    def __init__(self, program: str, params: dict[str, Any], size: int, device: str, timeout: float = 120.0,
+                 setup_timeout: float = 300.0):
+        """``timeout`` bounds each command after the setup, which ``setup_timeout`` bounds (processes start,
+        import their framework, meet and build the program)."""
         self.size, self.device, self.timeout = size, device, timeout
         self.workdir = Path(tempfile.mkdtemp(prefix="kerneltune-group-"))
         ctx = mp.get_context("spawn")
@@ -280,7 +283,7 @@ class LaunchGroup:
                 child.close()
                 self.conns.append(parent)
                 self.procs.append(proc)
-            self._replies("setup")
+            self._replies("setup", setup_timeout)
         except BaseException:
             self.close()
             raise
@@ -288,9 +291,10 @@ class LaunchGroup:
             os.environ.clear()
             os.environ.update(env_before)
 
-    def _replies(self, what: str) -> list[Any]:
+    def _replies(self, what: str, timeout: float | None = None) -> list[Any]:
         """Every rank's answer to the command just sent, within the timeout; else the group is ended."""
-        deadline = time.monotonic() + self.timeout
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         out: list[Any] = [None] * self.size
         pending = set(range(self.size))
         while pending:
@@ -298,7 +302,7 @@ class LaunchGroup:
             if not ready:
                 self.kill()
                 raise GroupError(f"launch group {what}: rank(s) {sorted(pending)} gave no answer within "
-                                 f"{self.timeout:.0f} s; every rank ended")
+                                 f"{timeout:.0f} s; every rank ended")
             for conn in ready:
                 r = self.conns.index(conn)
                 try:

@@ -17,7 +17,7 @@ SPACE = 'kernel = "wide"\n[params]\n' + "".join(f"p{i} = {{ range = [0, 9] }}\n"
     '[[buckets]]\nname = "b"\nproblem = { n = 4 }\n')
 
 SCRIPT = """
-import json, pathlib, resource, sys, time
+import json, pathlib, sys, time
 from kerneltune.tuning.sweep import SearchOptions, SweepOptions, run_sweep
 from tests.tuning.test_sweep import SlowRunner
 out = pathlib.Path(sys.argv[1])
@@ -26,8 +26,9 @@ opts = SweepOptions(kernel="tests.tuning.fake_kernel:WIDE", space_path=out / "wi
 t0 = time.perf_counter()
 [r] = run_sweep(opts, runner_factory=lambda o, k: SlowRunner(0.0))
 log = opts.journal_path.with_suffix(".optuna.log")
-print(json.dumps({"s": time.perf_counter() - t0, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "measured": r.measured, "log_mb": log.stat().st_size / 2**20}))
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM"))
+print(json.dumps({"s": time.perf_counter() - t0, "rss_mb": peak / 1024, "measured": r.measured,
+                  "log_mb": log.stat().st_size / 2**20}))
 """
 
 
