@@ -104,3 +104,23 @@ def test_a_replay_never_writes_the_tables_the_runtime_reads(tmp_path):
     line = one_line(kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--out", REPO / "results",
                                "--space", FIXTURES / "ranker_attention/run-c-space.toml"))
     assert "a replay never writes into the tables the runtime reads" in line
+
+
+def test_tables_that_cannot_be_written_lose_no_measurement(tmp_path):
+    """The bucket is measured, then its table cannot be written: one line names the path and the journal
+    that keeps the measurements; a rerun with a writable --out resumes from that journal."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tables").write_text("")  # a file where the tables folder goes
+    args = ("sweep", "ranker-attention", "--replay", RUN_C, "--bucket", "d128-tanh-long",
+            "--space", FIXTURES / "ranker_attention/run-c-space.toml")
+    line = one_line(kerneltune(*args, "--out", out))
+    assert str(out / "tables") in line and "keeps every measurement" in line
+    journal = out / "journals/ranker_attention-replay.jsonl"
+    measured = [r for r in (json.loads(x) for x in journal.read_text().splitlines()) if r["status"] != "constraint"]
+    assert measured
+    r = kerneltune(*args, "--out", tmp_path / "elsewhere", "--journal", journal)
+    assert r.returncode == 0, r.stdout + r.stderr
+    again = [x for x in journal.read_text().splitlines() if json.loads(x)["status"] != "constraint"]
+    assert len(again) == len(measured)  # nothing measured twice
+    assert (tmp_path / "elsewhere/tables/nvidia-h200/ranker_attention.json").exists()

@@ -247,8 +247,13 @@ class _Sweep:
                 records = merged_records(self.journal.path.parent, kernel.name, bucket.name)
             else:
                 records = list(self.journal.records())
-            result.entry = write_bucket_table(self.opts.out, kernel, bucket.name, records,
-                                              self.opts.settings.rel_noise)
+            try:
+                result.entry = write_bucket_table(self.opts.out, kernel, bucket.name, records,
+                                                  self.opts.settings.rel_noise)
+            except OSError as e:
+                raise OSError(e.errno, f"{e.strerror}; the table of bucket {bucket.name!r} was not written, the "
+                                       f"journal {self.journal.path} keeps every measurement and a rerun with a "
+                                       f"writable --out resumes from it", e.filename) from None
         if self.observer:
             self.observer.on_bucket_end(bucket.name, result.entry)
         return result

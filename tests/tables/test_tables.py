@@ -195,3 +195,14 @@ def test_a_writer_that_dies_mid_write_leaves_the_old_table_readable(tmp_path, mo
         write(p, entry(bucket={**BUCKET, "seq_len": 8192}))
     assert p.read_text() == before and len(read_table(p)["entries"]) == 1
     assert not list(p.parent.glob("*.tmp"))
+
+
+def test_a_nearer_entry_tuned_elsewhere_is_logged_when_it_is_passed_over(tmp_path, on_h200, caplog):
+    """No entry for the bucket itself; the nearest one was tuned on an H100, a farther one here: the
+    farther one serves and the log names the nearer one and why it was skipped."""
+    near = entry(bucket={**BUCKET, "seq_len": 8192}, config={"block_q": 1}, gpu="NVIDIA H100 80GB HBM3")
+    far = entry(bucket={**BUCKET, "seq_len": 512}, config={"block_q": 2})
+    write(table_path(tmp_path, "nvidia-h200", "k"), near, far)
+    with caplog.at_level(logging.WARNING, logger="kerneltune.tables"):
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) == {"block_q": 2}
+    assert "seq_len=8192" in caplog.text and "gpu: table 'NVIDIA H100 80GB HBM3'" in caplog.text

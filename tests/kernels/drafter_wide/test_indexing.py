@@ -120,4 +120,4 @@ def test_flag_words_are_distinct_aligned_and_inside_the_layer():
     layout = DrafterLayout(qpr=4)
     words = [ix.flag_word(layout, name, i) for name, n in layout._flag_counts().items() for i in range(n)]
     assert len(set(words)) == len(words) and all(w % 8 == 0 for w in words)
-    assert 0 <= min(words) and max(words) + 8 <= layout.W_LAYER_BYTES
+    assert min(words) >= 0 and max(words) + 8 <= layout.W_LAYER_BYTES
