@@ -38,6 +38,8 @@ from typing import Any, Protocol
 from kerneltune.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind
 
+from .host import wall_clock_sampler
+
 DEVICE_ENV = "KERNELTUNE_GROUP_DEVICE"
 MATCHED = ("gpu", "gpu_count", "group_device", "runtime", "torch", "kernel_hash")
 EMULATED_RANKS = 8  # the most ranks an emulated group offers
@@ -160,12 +162,7 @@ class RankContext:
         """n steps, each timed on this rank (device events, or the host clock emulated), in ms."""
         self.barrier()
         if not self.on_gpu:
-            out = []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                launch()
-                out.append((time.perf_counter() - t0) * 1e3)
-            return out
+            return wall_clock_sampler(launch)(n)
         import torch
 
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]

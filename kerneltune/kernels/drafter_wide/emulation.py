@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from kerneltune.protocols import EmulationCheck
+
 from . import indexing as ix
 from .health import SITES
 from .layout import TP, DrafterLayout
@@ -403,20 +405,6 @@ def max_relative_error(h_out: np.ndarray, reference: np.ndarray) -> float:
     """Largest |difference| over the reference's largest magnitude (NaN counts as infinite)."""
     diff = np.abs(h_out - reference)
     return math.inf if np.isnan(diff).any() else float(diff.max() / np.abs(reference).max())
-
-
-@dataclass(frozen=True)
-class EmulationCheck:
-    layout: str
-    shape: str
-    worst_error: float
-    blocks: int
-    resumes: int
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.worst_error < 1e-12
 
 
 # (requests, rows per request, cached tokens per request): young, page-straddling and past-window requests.
