@@ -162,9 +162,9 @@ def sweep(
             results = run_sweep(opts, observer)
     except HardwareMissing as e:
         _fail(f"{e}; --replay JOURNAL replays a recorded sweep here", EXIT_NO_HARDWARE)
-    if any(r.static_only for r in results):
-        console.print("[yellow]Compile-only sweep: no timings on this machine. Candidates are ranked by the "
-                      "kernel's offline compile; no table written.", soft_wrap=True)
+    if need := next((r.static_only for r in results if r.static_only), None):
+        console.print(f"[yellow]Compile-only sweep: no timings on this machine; timings need {escape(need)}. "
+                      f"Candidates are ranked by the kernel's offline compile; no table written.", soft_wrap=True)
     table = Table(title=f"{opts.kernel}: {opts.search.strategy} sweep")
     for col in ("bucket", "measured", "pruned", "failures", "best config", "median µs", "TFLOP/s"):
         table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
