@@ -140,8 +140,6 @@ def sweep(
         run_sweep,
     )
 
-    if budget is not None and budget < 1:
-        _fail(f"--budget: must be at least 1, got {budget}")
     with _bad_input_is_one_line():
         opts = SweepOptions(
             kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),

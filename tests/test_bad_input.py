@@ -87,8 +87,8 @@ def test_an_unknown_kernel_in_every_command():
 
 @pytest.mark.parametrize("budget", ["0", "-1"])
 def test_a_budget_under_one(tmp_path, budget):
-    assert "--budget: must be at least 1" in one_line(kerneltune("sweep", "ranker-attention", "--budget", budget,
-                                                                 "--replay", RUN_C, "--out", tmp_path))
+    r = kerneltune("sweep", "ranker-attention", "--budget", budget, "--replay", RUN_C, "--out", tmp_path)
+    assert f"budget: must be at least 1, got {budget}" in one_line(r)
 
 
 def test_square_brackets_in_a_message_survive(tmp_path):

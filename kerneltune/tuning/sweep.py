@@ -236,12 +236,13 @@ class _Sweep:
             if not feasible:
                 raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config "
                                  f"(every config breaks a constraint or the kernel's static checks)")
-        if self.opts.shared is not None and self.opts.search.strategy == "exhaustive":
+        queued = self.opts.shared is not None and search.strategy == "exhaustive"  # a queue shared by workers
+        if queued:
             self._shared(bucket, base, feasible, result)
         else:
             self._local(bucket, base, feasible, done, result)
         if not self.static:
-            if self.opts.shared is not None and self.opts.search.strategy == "exhaustive":
+            if queued:
                 from .shared_study import merged_records
 
                 records = merged_records(self.journal.path.parent, kernel.name, bucket.name)

@@ -37,7 +37,8 @@ def _entry_hash(records: list[dict[str, Any]], kernel: Kernel) -> str | None:
 
 def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float) -> dict[str, Any] | None:
     """The table entry for one bucket's records, or None if none verified and timed."""
-    ok = [r for r in records if r.get("status") == "ok" and r.get("kernel_hash") == _entry_hash(records, kernel)]
+    source = _entry_hash(records, kernel)  # once: it reads the kernel's source files
+    ok = [r for r in records if r.get("status") == "ok" and r.get("kernel_hash") == source]
     if not ok:
         return None
     ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))
