@@ -151,6 +151,10 @@ def ranker_attention(q: jax.Array, k: jax.Array, v: jax.Array, bounds: jax.Array
     raise ``ValueError``; traced bounds (under ``jax.jit``) mean what ``clamp_bounds`` makes of them.
     """
     problem = problem_of(q, k, v, bounds, sm_scale=sm_scale, cap_method=cap_method, cap=cap)
+    if not interpret and jax.default_backend() != "gpu":
+        raise RuntimeError(f"ranker_attention: the kernel runs on an NVIDIA Hopper GPU (sm_90), and JAX's "
+                           f"default backend here is {jax.default_backend()}; pass interpret=True to run it "
+                           "in Mosaic GPU's CPU interpreter (slow, for tests)")
     if isinstance(bounds, jax.core.Tracer):  # not checkable here: given the defined meaning instead
         bounds = clamp_bounds(bounds, problem.seq_len)
     chosen = choose_config(problem, config)

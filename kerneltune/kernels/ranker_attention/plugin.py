@@ -177,7 +177,7 @@ class RankerAttentionPlugin:
     bench_columns = (("shape", "shape", "s"), ("cap_method", "cap", "s"), ("impl", "impl", "s"),
                      ("median_ms", "ms", ".3f"), ("spread", "spread", ".2%"),
                      ("useful_tflops", "useful TFLOP/s", ".0f"), ("dense_tflops", "dense TFLOP/s", ".0f"),
-                     ("rel_error", "rel err", ".1e"))
+                     ("rel_error", "rel err", ".1e"), ("kernel_over_call", "kernel/call", ".3f"))
 
     def report_view(self, rows: Any, bucket: str) -> str:
         from .report_view import tile_heatmap

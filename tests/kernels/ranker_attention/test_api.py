@@ -42,6 +42,14 @@ def test_bad_input_names_the_argument(over, match):
         ranker_attention(**args(**over), interpret=True)
 
 
+@pytest.mark.skipif(jax.default_backend() == "gpu", reason="the GPU runs the kernel without interpret=True")
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_cpu_call_without_interpret_names_interpret_and_the_gpu_it_needs(jit):
+    call = jax.jit(ranker_attention) if jit else ranker_attention
+    with pytest.raises(RuntimeError, match=r"NVIDIA Hopper GPU \(sm_90\).*backend here is cpu.*interpret=True"):
+        call(**args())
+
+
 def test_tile_that_does_not_divide_t():
     with pytest.raises(ValueError, match="config: seq_len 128 is not a multiple of 2 \\* block_q = 256"):
         ranker_attention(**args(), config=KernelConfig(block_q=128, block_kv=64), interpret=True)

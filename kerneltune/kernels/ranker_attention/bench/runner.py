@@ -39,19 +39,57 @@ def _rel(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
 
 
+def user_call_times(fn: Any, args: tuple[Any, ...], kernel_us: float) -> dict[str, Any]:
+    """What the user's jitted call costs on the wall clock beside its kernels' CUPTI time.
+
+    ``call_loop_us``: a loop of calls with one sync at the end (dispatch overlapped with the GPU);
+    ``call_single_us``: single calls each followed by a sync (launch latency exposed). Both are medians
+    of repeats. ``kernel_sustained_us`` is the call's kernels under CUPTI in a back-to-back run as long as
+    one loop, right after the loops, so the GPU is in the same sustained state (run K found the kernel
+    itself up to 12% slower there than in the sampler's short batches); ``kernel_over_call`` compares the
+    loop against it, so what is left is the cost of the ops between the user and the kernel, which
+    ``call_kernels`` names with their times. The clocks read after the loops say why the two differ.
+    """
+    import time
+
+    from jax.experimental.mosaic.gpu import profiler
+
+    from kerneltune.backends.cuda_jax import gpu_clocks
+
+    fn(*args).block_until_ready()
+    n = max(10, min(2000, int(0.2 / max(kernel_us * 1e-6, 1e-6))))
+    loops, singles = [], []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            out = fn(*args)
+        out.block_until_ready()
+        loops.append((time.perf_counter() - t0) / n * 1e6)
+    clocks = gpu_clocks()
+    _, per_call = profiler.measure(fn, aggregate=False, iterations=n)(*args)
+    sustained = float(np.median([sum(t for _, t in kernels) for kernels in per_call])) * 1e3
+    for _ in range(50):
+        t0 = time.perf_counter()
+        fn(*args).block_until_ready()
+        singles.append((time.perf_counter() - t0) * 1e6)
+    loop_us, single_us = float(np.median(loops)), float(np.median(singles))
+    return {"call_loop_us": loop_us, "call_single_us": single_us, "kernel_us": kernel_us,
+            "kernel_sustained_us": sustained, "kernel_over_call": sustained / loop_us, "clocks_after_loop": clocks,
+            "call_kernels": [[name, float(ms) * 1e3] for name, ms in per_call[len(per_call) // 2]]}
+
+
 def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: tuple[str, ...],
                 settings: MeasureSettings, seed: int = 0) -> list[dict[str, Any]]:
     import jax
     import jax.numpy as jnp
 
     from .. import ranker_attention
-    from ..api import choose_config, problem_of
     from ..reference import reference_f32
 
     problem = Problem(**shape.problem, cap_method=method, cap=cap)
     bounds = ranker_bounds(problem.batch, problem.seq_len, shape.history, shape.candidates,
                            np.random.default_rng(seed))
-    if "composite" in which:  # equal segments on every row, so the composite applies
+    if not shape.ragged:  # one history length drawn for every row, so the composite applies
         bounds[:] = bounds[0]
     q, k, v = make_device_tensors(problem, seed)
     jb = jnp.asarray(bounds)
@@ -74,7 +112,7 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     del per_row
     rows: list[dict[str, Any]] = []
 
-    def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool) -> None:
+    def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool, user_call: bool = False) -> None:
         row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
         try:
             runnable, out = make()
@@ -84,24 +122,26 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
                        rel_error=None if reference is None else _rel(out, reference))
             if dense_rate:
                 row["dense_tflops"] = dense_flops / (t.median_us * 1e-6) / 1e12
+            if user_call:
+                row.update(user_call_times(runnable.fn, runnable.args, t.median_us))
         except Exception as e:  # a baseline that cannot run is a finding, not a reason to stop
             row.update(error=f"{type(e).__name__}: {e}"[:1000], trace=traceback.format_exc()[-1500:])
         rows.append(row)
 
     def tuned() -> tuple[baselines.Runnable, np.ndarray]:
-        config = choose_config(problem_of(q, k, v, jb, sm_scale=None, cap_method=method, cap=cap), None)
-        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap, config=config))
+        # The user's call: the config comes from the runtime's lookup, traced bounds are clamped.
+        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap))
         out = np.asarray(fn(q, k, v, jb).astype(jnp.float32))
         return baselines.Runnable("jax", fn, (q, k, v, jb)), out
 
-    record("kerneltune", tuned, ref, False)
+    record("kerneltune", tuned, ref, False, user_call=True)
     if "flex" in which:
         record("flex", lambda: baselines.flex_attention(q, k, v, bounds, problem.scale, method, cap), ref, False)
     if "cudnn_dense" in which:
         record("cudnn_dense", lambda: baselines.dense_sdpa(q, k, v, problem.scale, "cudnn"), dense_ref, True)
     if "flash_dense" in which:
         record("flash_dense", lambda: baselines.dense_sdpa(q, k, v, problem.scale, "flash"), dense_ref, True)
-    if "composite" in which and method is CapMethod.NONE:
+    if "composite" in which and method is CapMethod.NONE and not shape.ragged:
         record("composite", lambda: baselines.composite(q, k, v, bounds, problem.scale), ref, False)
     if "jax_mgpu_dense" in which:
         record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v, problem.scale), dense_ref, True)

@@ -18,6 +18,7 @@ class BenchShape:
     problem: dict[str, Any]
     history: tuple[int, int]
     candidates: int
+    ragged: bool = False  # each row draws its own history length (else one length for every row)
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ def load_spec(path: Path) -> BenchSpec:
     for i, s in enumerate(data.get("shapes", [])):
         try:
             shapes.append(BenchShape(s["name"], dict(s["problem"]), tuple(s["bounds"]["history"]),
-                                     int(s["bounds"]["candidates"])))
+                                     int(s["bounds"]["candidates"]), bool(s["bounds"].get("ragged", False))))
         except (KeyError, TypeError) as e:
             raise ValueError(f"{path}: shapes[{i}]: missing or malformed field {e}") from None
     caps = dict(data.get("caps", {"none": 0.0}))

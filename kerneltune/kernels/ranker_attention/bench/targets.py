@@ -3,9 +3,11 @@
 A target is declared in the bench's shapes TOML (``[[targets]]``) so the run that measures also says
 which targets it met: either a speedup over another implementation (its median time over ours) or
 the fraction of the dense rate that our useful rate reaches (against the fastest dense baseline of
-the same run, the upper bound that ignores the mask and the cap). The dense problem of a shape is the
-same whatever the cap, and each cap's rows time it again: the fastest of those timings is the bound,
-so one slow re-timing (cuDNN at T=8k varied by 10% within one bench) cannot flatter the fraction.
+the same run, the upper bound that ignores the mask and the cap), or the user's jitted call against
+its kernels (their CUPTI time back to back over the wall time per call in a loop of calls). The dense
+problem of a shape is the same whatever the cap, and each cap's rows time it again: the fastest of
+those timings is the bound, so one slow re-timing (cuDNN at T=8k varied by 10% within one bench)
+cannot flatter the fraction.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 # The baselines whose dense rate bounds ours (fastest one wins).
 DENSE_IMPLS = ("cudnn_dense", "jax_mgpu_dense")
-METRICS = ("speedup", "dense_fraction")
+METRICS = ("speedup", "dense_fraction", "kernel_over_call")
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ def evaluate(targets: list[Target], rows: list[dict[str, Any]], head_dims: dict[
                 value = impls[t.over]["median_ms"] / ours["median_ms"]
             elif ours is not None and t.metric == "dense_fraction" and shape in dense_bound:
                 value = ours["useful_tflops"] / dense_bound[shape]
+            elif ours is not None and t.metric == "kernel_over_call":
+                value = ours.get("kernel_over_call")
             verdict = "n/a" if value is None else "met" if value >= t.at_least else "missed"
             out.append({"target": t.name, "shape": shape, "cap_method": cap, "value": value,
                         "at_least": t.at_least, "verdict": verdict})

@@ -11,6 +11,11 @@ name = "small"
 problem = { batch = 4, seq_len = 1024, q_heads = 4, kv_heads = 2, head_dim = 128 }
 bounds = { history = [700, 700], candidates = 128 }
 
+[[shapes]]
+name = "ragged"
+problem = { batch = 4, seq_len = 1024, q_heads = 4, kv_heads = 2, head_dim = 128 }
+bounds = { history = [256, 896], candidates = 128, ragged = true }
+
 [caps]
 tanh = 30.0
 none = 0.0
@@ -34,7 +39,11 @@ def test_every_baseline_runs_and_agrees(tmp_path):
     assert not [r for r in rows if "error" in r], [r.get("error") for r in rows]
     for r in rows:
         assert r["rel_error"] < 2e-2 and r["median_ms"] > 0
-    assert {r["impl"] for r in rows} == {"kerneltune", *BASELINES}
+    assert {r["impl"] for r in rows if r["shape"] == "small"} == {"kerneltune", *BASELINES}
+    assert {r["impl"] for r in rows if r["shape"] == "ragged"} == {"kerneltune", *BASELINES} - {"composite"}
+    for r in (r for r in rows if r["impl"] == "kerneltune"):  # the user's call timed beside the kernel
+        assert r["call_loop_us"] > 0 and r["call_single_us"] > 0 and r["call_kernels"]
+        assert 0 < r["kernel_over_call"] < 1.2
 
 
 def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
@@ -53,7 +62,9 @@ def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "bench_shape", fake)
     monkeypatch.setattr(bench, "system_stamps", lambda: {"gpu": "NVIDIA H200"})
     path, rows, verdicts = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
-    assert [(r["cap_method"], r["impl"]) for r in rows] == [("tanh", "reference"), ("none", "kerneltune")]
-    assert [v["verdict"] for v in verdicts] == ["n/a"]  # flex never ran: no speedup to judge
+    assert [(r["shape"], r["cap_method"], r["impl"]) for r in rows] == [
+        ("small", "tanh", "reference"), ("small", "none", "kerneltune"),
+        ("ragged", "tanh", "reference"), ("ragged", "none", "kerneltune")]
+    assert [v["verdict"] for v in verdicts] == ["n/a"] * 2  # flex never ran: no speedup to judge
     assert "MemoryError: reference: 16 GiB" in rows[0]["error"]
-    assert path.read_text().count('"impl"') == 2
+    assert path.read_text().count('"impl"') == 4

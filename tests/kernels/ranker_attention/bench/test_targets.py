@@ -91,6 +91,20 @@ def test_a_result_without_recorded_targets_is_judged_against_its_bench_file(tmp_
 
 def test_bench_file_parses():
     spec = load_spec(REPO / "search_spaces/bench_ranker_attention.toml")
-    assert [s.name for s in spec.shapes] == ["d128-b16-t2k-gqa", "d128-b4-t8k", "d64-b64-t1k"]
+    assert [s.name for s in spec.shapes] == ["d128-b16-t2k-gqa", "d128-b4-t8k", "d64-b64-t1k",
+                                             "d128-b8-t4k-ragged", "d64-b64-t1k-ragged", "d128-b8-t4k-gqa8"]
+    assert [s.name for s in spec.shapes if s.ragged] == ["d128-b8-t4k-ragged", "d64-b64-t1k-ragged"]
+    for s in spec.shapes:  # a ragged row's history spans [T/4, T - candidates]
+        t = s.problem["seq_len"]
+        assert not s.ragged or s.history == (t // 4, t - s.candidates)
     assert spec.caps == {"tanh": 30.0, "none": 0.0, "tanh_approx": 30.0}
-    assert {t.metric for t in spec.targets} == {"speedup", "dense_fraction"} and len(spec.targets) == 6
+    assert {t.metric for t in spec.targets} == {"speedup", "dense_fraction", "kernel_over_call"}
+    assert len(spec.targets) == 11
+
+
+def test_the_user_call_is_judged_by_kernel_time_over_call_time():
+    rows = [row("a", "none", "kerneltune", 1.0, kernel_over_call=0.99),
+            row("b", "none", "kerneltune", 1.0, kernel_over_call=0.90), row("b", "tanh", "kerneltune", 1.0)]
+    verdicts = evaluate([Target("call", "kernel_over_call", ("none", "tanh"), (64, 128), 0.98)], rows, HEAD_DIMS)
+    assert [(v["shape"], v["cap_method"], v["verdict"]) for v in verdicts] == [
+        ("a", "none", "met"), ("b", "none", "missed"), ("b", "tanh", "n/a")]
