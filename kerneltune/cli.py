@@ -24,6 +24,7 @@ from kerneltune.tuning.strategies import names as strategy_names
 
 if TYPE_CHECKING:
     from kerneltune.protocols import Kernel
+    from kerneltune.tuning.verify import VerifyReport
 
 app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape.",
                   no_args_is_help=True, add_completion=False)
@@ -174,12 +175,13 @@ def sweep(
                       f"{e['median_us']:.1f}" if e else f"score {r.best['score']:.0f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
-    for path in sorted({r.entry["table"] for r in results if r.entry}):
-        console.print(f"table: {path}", soft_wrap=True)
     stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
+    for path in sorted({r.entry["table"] for r in results if r.entry}):
+        hint = "" if stale else f" (the runtime reads it once installed: kerneltune install {path})"
+        console.print(f"table: {escape(str(path))}{hint}", soft_wrap=True)
     if stale:
         console.print(f"[yellow]Entries written from a replay ({', '.join(stale)}) keep the recorded kernel hash "
-                      f"and stamps: the runtime uses them only where those match.", soft_wrap=True)
+                      f"and stamps, and are never installed.", soft_wrap=True)
     console.print(f"journal: {opts.journal_path}")
 
 
@@ -190,40 +192,75 @@ def _config_text(config: dict) -> str:
 @app.command()
 def verify(
     kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. ranker-attention.")],
-    table: Annotated[Path | None, typer.Option(help="Tuned table (default: the shipped one for this GPU).")] = None,
+    table: Annotated[Path | None, typer.Option(help="Tuned table (default: the tables the runtime reads for this "
+                                                    "GPU, the user's and the shipped one; on a machine without the "
+                                                    "kernel's GPU, every shipped table, checked as far as it can "
+                                                    "be here).")] = None,
     emulate: Annotated[bool, typer.Option(help="Check the kernel's launch in its CPU emulation instead "
                                                "(kernels that have one: drafter-wide).")] = False,
     bucket: Annotated[list[str] | None, typer.Option(help="Check only this bucket's entry (repeatable).")] = None,
+    junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here: one test case per entry and "
+                                                    "fallback (passed, failed with the figures, or skipped with "
+                                                    "the reason), for CI systems to show.")] = None,
 ) -> None:
-    """Re-check a tuned table here: stamps, correctness on fresh inputs, time against the record."""
+    """Re-check a tuned table here: stamps, correctness on fresh inputs, time against the record.
+
+    Exit codes: 0 everything checked on the target and passed; 1 wrong or slower; 2 the target hardware
+    is absent (what could be checked here is shown, with its verdict); 3 bad input (a missing or
+    malformed table, an unknown kernel)."""
     import tempfile
 
     from kerneltune.protocols import Capability
     from kerneltune.registry import canonical_name, load_backend, load_kernel
-    from kerneltune.tables.store import default_tables_dir
-    from kerneltune.tuning.verify import EntryReport, verify_table
+    from kerneltune.tuning.verify import EntryReport, verify_table, worst_exit_code
 
     name = canonical_name(kernel)
     with _bad_input_is_one_line():
         plugin = load_kernel(name)
     if emulate:
         _verify_emulated(kernel, plugin)
-    if Capability.CHECK_SMALL not in plugin.capabilities and (
-            need := plugin.supported_on(load_backend(plugin.backend).stamps())) is not None:
+    stamps = load_backend(plugin.backend).stamps()
+    need = plugin.supported_on(stamps)
+    if Capability.CHECK_SMALL not in plugin.capabilities and need is not None:
         hint = " (`--emulate` checks the launch on the CPU)" if Capability.EMULATE in plugin.capabilities else ""
         _fail(f"verify {kernel}: needs {need}; this machine cannot run it{hint}", EXIT_NO_HARDWARE)
-    if table is None:
-        tables = sorted(default_tables_dir().glob(f"*/{name}.json"))
-        if not tables:
-            _fail(f"no tuned table for {name} under {default_tables_dir()}")
-        table = tables[0]
+    tables = [table] if table is not None else _runtime_tables(name, str(stamps["device_kind"]), need is None)
 
     def progress(r: EntryReport) -> None:
         console.print(f"{r.bucket}: {r.correctness}, {r.verdict}", soft_wrap=True)
 
-    with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
-        report = verify_table(name, table, Path(work), on_entry=progress, buckets=tuple(bucket or ()))
-    out = Table(title=f"verify {name}: {table}")
+    reports = []
+    for path in tables:
+        with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
+            reports.append(verify_table(name, path, Path(work), on_entry=progress, buckets=tuple(bucket or ())))
+    if junit is not None:
+        from kerneltune.report.junit import write_junit
+
+        write_junit(junit, name, reports)
+        console.print(f"JUnit: {junit}")
+    for report in reports:
+        _print_verify_report(name, report)
+    raise typer.Exit(worst_exit_code([r.exit_code for r in reports]))
+
+
+def _runtime_tables(name: str, kind: str, hardware_here: bool) -> list[Path]:
+    """The files the runtime reads for this device kind (the user's, then the shipped one); where the
+    kernel's hardware is absent, every shipped table instead, checked as far as this machine can."""
+    from kerneltune.tables.locations import shipped_tables_dir, table_roots
+    from kerneltune.tables.store import table_path
+
+    found = [p for p in (table_path(root, kind, name) for root in table_roots()) if p.is_file()]
+    if not found and not hardware_here:
+        found = sorted(shipped_tables_dir().glob(f"*/{name}.json"))
+    if not found:
+        where = " or ".join(str(table_path(root, kind, name)) for root in table_roots())
+        _fail(f"no tuned table for {name} on {kind} at {where}")
+    return found
+
+
+def _print_verify_report(name: str, report: VerifyReport) -> None:
+    """The report's table, its notes; a table that could not be read ends the command (exit 3)."""
+    out = Table(title=f"verify {name}: {report.table}")
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
         out.add_column(col, overflow="fold")
     fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
@@ -235,11 +272,10 @@ def verify(
                     fmt(r.recorded_us), fmt(r.now_us), heuristic, ("[red]" if r.failed else "") + r.verdict)
     if report.entries:
         console.print(out)
-    if report.exit_code == 3:
+    if report.exit_code == EXIT_BAD_INPUT:
         _fail("; ".join(report.notes))
     for note in report.notes:
         console.print(escape(note), soft_wrap=True)
-    raise typer.Exit(report.exit_code)
 
 
 def _verify_emulated(kernel: str, plugin: Kernel) -> None:
@@ -270,6 +306,25 @@ def targets_table(verdicts: list[dict], title: str) -> Table:
         table.add_row(v["target"], v["shape"], v.get("cap_method", ""), value, f"{v['at_least']:g}",
                       f"[{colour[verdict]}]{verdict}[/]" if verdict in colour else verdict)
     return table
+
+
+@app.command()
+def install(
+    tables: Annotated[list[Path], typer.Argument(help="Tables a live sweep wrote (OUT/tables/<device-kind>/"
+                                                      "<kernel>.json).")],
+    to: Annotated[Path | None, typer.Option(help="Tables folder to install into (default: the user's, "
+                                                 "$KERNELTUNE_TABLES or the per-user data folder; a maintainer "
+                                                 "gives kerneltune/tables/shipped to ship them).")] = None,
+) -> None:
+    """Install tuned tables where the runtime reads them; their entries overlay the shipped ones."""
+    from kerneltune.tables.install import install_table
+    from kerneltune.tables.locations import user_tables_dir
+
+    root = to or user_tables_dir()
+    for table in tables:
+        with _bad_input_is_one_line():
+            dest, n = install_table(table, root)
+        console.print(f"installed {n} entries of {escape(str(table))} into {escape(str(dest))}", soft_wrap=True)
 
 
 @app.command()

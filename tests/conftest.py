@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 
 import pytest
+
+# The user's own installed tables must not steer a test: each run gets an empty user tables folder
+# (the shipped tables are still read), inherited by every subprocess a test starts.
+os.environ["KERNELTUNE_TABLES"] = tempfile.mkdtemp(prefix="kerneltune-test-user-tables-")
 
 
 @functools.cache

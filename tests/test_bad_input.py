@@ -1,6 +1,7 @@
 """Every bad input ends in one line on stderr naming the culprit, with exit code 3, and no traceback."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -11,9 +12,9 @@ from .paths import FIXTURES, REPO
 RUN_C = FIXTURES / "ranker_attention/run-c-journals"
 
 
-def kerneltune(*args, cwd=REPO):
+def kerneltune(*args, cwd=REPO, env=None):
     return subprocess.run([sys.executable, "-m", "kerneltune", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+                          cwd=cwd, timeout=300, env=None if env is None else {**os.environ, **env})
 
 
 def one_line(r, code=3):
@@ -100,10 +101,14 @@ def test_square_brackets_in_a_message_survive(tmp_path):
     assert "[x].toml" in one_line(kerneltune("sweep", "ranker-attention", "--space", missing, "--out", tmp_path))
 
 
-def test_a_replay_never_writes_the_tables_the_runtime_reads(tmp_path):
-    line = one_line(kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--out", REPO / "results",
-                               "--space", FIXTURES / "ranker_attention/run-c-space.toml"))
-    assert "a replay never writes into the tables the runtime reads" in line
+@pytest.mark.parametrize("into", ["shipped", "user"])
+def test_a_sweep_never_writes_the_tables_the_runtime_reads(tmp_path, into):
+    """Neither the shipped tables (``results/tables`` links to them) nor the user's: installing is explicit."""
+    out = REPO / "results" if into == "shipped" else tmp_path
+    line = one_line(kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--out", out,
+                               "--space", FIXTURES / "ranker_attention/run-c-space.toml",
+                               env={"KERNELTUNE_TABLES": str(tmp_path / "tables")}))
+    assert "a sweep never writes into the tables the runtime reads" in line and "kerneltune install" in line
 
 
 def test_tables_that_cannot_be_written_lose_no_measurement(tmp_path):

@@ -37,3 +37,29 @@ def test_bench_without_hopper_exits_2_naming_the_hardware():
     r = subprocess.run([sys.executable, "-m", "kerneltune", "bench", "ranker-attention"], capture_output=True,
                        text=True, cwd=REPO, timeout=300)
     assert r.returncode == 2 and "Hopper" in r.stderr
+
+
+def test_verify_without_table_checks_the_tables_the_runtime_reads_for_this_device(tmp_path, monkeypatch, capsys):
+    import typer
+
+    from kerneltune import cli
+    from kerneltune.tables import locations
+
+    user, shipped = tmp_path / "user", tmp_path / "shipped"
+    for root, kind in ((user, "nvidia-h200"), (shipped, "nvidia-h200"), (shipped, "nvidia-h100")):
+        (root / kind).mkdir(parents=True)
+        (root / kind / "k.json").write_text("{}")
+    monkeypatch.setattr(locations, "table_roots", lambda: (user, shipped))
+    monkeypatch.setattr(locations, "shipped_tables_dir", lambda: shipped)
+    assert cli._runtime_tables("k", "nvidia-h200", True) == [user / "nvidia-h200/k.json",
+                                                             shipped / "nvidia-h200/k.json"]
+    # Without the kernel's GPU: every shipped table, checked as far as this machine can.
+    assert cli._runtime_tables("k", "cpu", False) == [shipped / "nvidia-h100/k.json", shipped / "nvidia-h200/k.json"]
+    # With the GPU but no table for it: bad input, naming where the runtime looked.
+    try:
+        cli._runtime_tables("k", "nvidia-b200", True)
+        raise AssertionError("no table for the device must end the command")
+    except typer.Exit as e:
+        assert e.exit_code == 3
+    err = capsys.readouterr().err
+    assert str(user / "nvidia-b200/k.json") in err and str(shipped / "nvidia-b200/k.json") in err

@@ -17,8 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .locations import table_roots
 from .stamps import mismatches
-from .store import TableError, default_tables_dir, read_table, table_path
+from .store import TableError, read_table, table_path
 
 log = logging.getLogger("kerneltune.tables")
 _logged: set[str] = set()
@@ -146,25 +147,42 @@ def _read_at(path: Path, mtime_ns: int) -> dict[str, Any] | None:
     return read_table(path)
 
 
+def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tuple[dict[str, Any] | None, str]:
+    """The table of ``kernel`` on ``device_kind`` as the runtime sees it: each root's file overlaying the
+    ones after it entry by entry (the user's tables over the shipped ones), and where it came from.
+    A file that cannot be used is logged and left out; the others still serve."""
+    merged: dict[str, Any] | None = None
+    used = []
+    for root in reversed(roots):
+        path = table_path(root, device_kind, kernel)
+        try:
+            table = _read_cached(path)
+        except TableError as e:
+            log_miss(f"{kernel}: {e}; left out")
+            continue
+        if table is None:
+            continue
+        for skipped in table["skipped"]:
+            log_miss(f"{kernel}: {skipped}")
+        used.append(str(path))
+        merged = {"entries": {**(merged or {}).get("entries", {}), **table["entries"]}}
+    where = " over ".join(reversed(used)) or " or ".join(str(table_path(r, device_kind, kernel)) for r in roots)
+    return merged, where
+
+
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
-                 running: dict[str, Any], root: Path | None = None, refuses: Refusal | None = None,
+                 running: dict[str, Any], roots: tuple[Path, ...] | None = None, refuses: Refusal | None = None,
                  kin: Kinship | None = None) -> dict[str, Any] | None:
     """The tuned config fields for ``bucket`` on the system ``running`` describes (its backend's stamps,
-    with their ``device_kind`` and ``matched`` list), or None (heuristic)."""
-    path = table_path(root or default_tables_dir(), str(running["device_kind"]), kernel)
-    try:
-        table = _read_cached(path)
-    except TableError as e:
-        log_miss(f"{kernel}: {e}; using the heuristic")
-        return None
+    with their ``device_kind`` and ``matched`` list), or None (heuristic). ``roots``: the table folders in
+    overlay order, by default the user's and then the shipped ones."""
+    table, where = read_overlaid(kernel, str(running["device_kind"]), roots or table_roots())
     if table is None:
-        log_miss(f"{kernel}: no tuned table at {path}; using the heuristic")
+        log_miss(f"{kernel}: no tuned table at {where}; using the heuristic")
         return None
-    for skipped in table["skipped"]:
-        log_miss(f"{kernel}: {skipped}")
     entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, kin)
     for m in misses:
-        log_miss(f"{kernel}: {m} ({path})")
+        log_miss(f"{kernel}: {m} ({where})")
     if entry is None:
         log_miss(f"{kernel}: no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
         return None

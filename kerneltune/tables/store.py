@@ -11,21 +11,11 @@ from typing import Any
 
 from filelock import FileLock
 
-from kerneltune.paths import RESULTS
-
 SCHEMA = 1
 
 
 class TableError(ValueError):
     """A table file that cannot be used, with the file named."""
-
-
-def default_tables_dir() -> Path:
-    """``$KERNELTUNE_TABLES`` or the repository's ``results/tables``."""
-    env = os.environ.get("KERNELTUNE_TABLES")
-    if env:
-        return Path(env)
-    return RESULTS / "tables"
 
 
 def table_path(root: Path, device_kind: str, kernel: str) -> Path:
@@ -130,12 +120,16 @@ def _write_atomic(path: Path, table: dict[str, Any]) -> None:
 
 def update_table(path: Path, kernel: str, device_kind: str,
                  change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Read-modify-write under an exclusive lock, so concurrent writers lose nothing."""
+    """Read-modify-write under an exclusive lock, so concurrent writers lose nothing. A table holding
+    entries that break the schema is not rewritten: the rewrite would drop them unseen."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write (we hold the lock)
             stale.unlink(missing_ok=True)
         table = read_table(path) or empty_table(kernel, device_kind)
+        if table.get("skipped"):
+            raise TableError(f"{path}: not rewritten, it holds entries that break the schema "
+                             f"({'; '.join(table['skipped'])}); mend or remove them first")
         change(table)
         _write_atomic(path, table)
     return table

@@ -21,8 +21,8 @@ from filelock import FileLock, Timeout
 from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
 from kerneltune.registry import load_kernel
+from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.tables.store import default_tables_dir
 
 from .journal import Journal, config_key, make_record
 from .space import Bucket, Space, SpaceError, load_space
@@ -133,9 +133,10 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
     if not buckets:
         raise ValueError(f"{opts.space_path}: no buckets to sweep")
     make_strategy(opts.search.strategy)  # an unknown name fails before any worker starts
-    if opts.replay is not None and (opts.out / "tables").resolve() == default_tables_dir().resolve():
-        raise ValueError(f"--out {opts.out}: a replay never writes into the tables the runtime reads "
-                         f"({default_tables_dir()}); give another --out")
+    runtime = [root for root in table_roots() if (opts.out / "tables").resolve() == root.resolve()]
+    if runtime:
+        raise ValueError(f"--out {opts.out}: a sweep never writes into the tables the runtime reads "
+                         f"({runtime[0]}); give a working folder and install its table with `kerneltune install`")
     journal = Journal(opts.journal_path)
     writer = FileLock(f"{journal.path}.writer.lock", timeout=0)
     try:

@@ -55,6 +55,7 @@ class VerifyReport:
     entries: list[EntryReport]
     exit_code: int
     notes: list[str]
+    timing_absent: str | None = None  # why timing could not be checked here (the hardware it needs)
 
 
 def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: MeasureSettings | None = None,
@@ -101,7 +102,15 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         runner.close()
     reports = schema_failures + reports
     code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_CANNOT_RUN if need is not None else EXIT_OK
-    return VerifyReport(table_path, reports, code, notes)
+    return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}")
+
+
+def worst_exit_code(codes: list[int]) -> int:
+    """One exit code for several tables: bad input over a failure over hardware absent over success."""
+    for code in (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_CANNOT_RUN):
+        if code in codes:
+            return code
+    return EXIT_OK
 
 
 def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:

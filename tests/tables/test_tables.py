@@ -33,7 +33,7 @@ def on_h200():
 
 def test_round_trip(tmp_path, on_h200):
     write(table_path(tmp_path, "nvidia-h200", "k"), entry(config={"block_q": 64, "block_kv": 128}))
-    assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) == {"block_q": 64, "block_kv": 128}
+    assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (tmp_path,)) == {"block_q": 64, "block_kv": 128}
 
 
 @pytest.mark.parametrize(("stamp", "value"), [("gpu", "NVIDIA H100 80GB HBM3"), ("sm_count", 114), ("driver", "570.1"),
@@ -42,8 +42,8 @@ def test_round_trip(tmp_path, on_h200):
 def test_foreign_entry_is_not_used_and_the_miss_is_logged_once(tmp_path, on_h200, caplog, stamp, value):
     write(table_path(tmp_path, "nvidia-h200", "k"), entry(**{stamp: value}))
     with caplog.at_level(logging.WARNING, logger="kerneltune.tables"):
-        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) is None
-        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) is None
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (tmp_path,)) is None
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (tmp_path,)) is None
     text = caplog.text
     assert f"{stamp}: table" in text and text.count(f"{stamp}: table") == 1
 
@@ -92,7 +92,7 @@ def test_a_malformed_entry_is_skipped_alone_and_named(tmp_path, on_h200, caplog,
     [skipped] = table["skipped"]
     assert re.search(match, skipped) and str(p) in skipped
     with caplog.at_level("WARNING", logger="kerneltune.tables"):
-        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) == {"block_q": 128}  # the nearest valid
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (tmp_path,)) == {"block_q": 128}  # the nearest valid
     assert re.search(match, caplog.text)
 
 
@@ -204,5 +204,5 @@ def test_a_nearer_entry_tuned_elsewhere_is_logged_when_it_is_passed_over(tmp_pat
     far = entry(bucket={**BUCKET, "seq_len": 512}, config={"block_q": 2})
     write(table_path(tmp_path, "nvidia-h200", "k"), near, far)
     with caplog.at_level(logging.WARNING, logger="kerneltune.tables"):
-        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, tmp_path) == {"block_q": 2}
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (tmp_path,)) == {"block_q": 2}
     assert "seq_len=8192" in caplog.text and "gpu: table 'NVIDIA H100 80GB HBM3'" in caplog.text

@@ -95,7 +95,7 @@ def toy_matvec(a: np.ndarray, x: np.ndarray, tables: Path) -> tuple[np.ndarray, 
     """The toy's launch API: the tuned table's config for this problem, else the heuristic."""
     problem = ToyProblem(len(x))
     tiles = tuned_config(PLUGIN.name, PLUGIN.bucket(problem), PLUGIN.source_hash(), PLUGIN.hard_bucket_fields,
-                         BACKEND.stamps(), tables) or PLUGIN.heuristic(problem)
+                         BACKEND.stamps(), (tables,)) or PLUGIN.heuristic(problem)
     y = np.empty(len(x))
     matvec(tiles, a, x, y)
     return y, tiles

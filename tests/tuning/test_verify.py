@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from kerneltune.tables.locations import shipped_tables_dir
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import update_table
 from kerneltune.tuning.verify import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, verify_table
@@ -73,6 +74,6 @@ def test_exit_2_without_the_hardware(tmp_path):
 
 @pytest.mark.slow
 def test_shipped_ranker_table_is_correct_in_interpret_mode(tmp_path):
-    r = verify_table("ranker_attention", REPO / "results/tables/nvidia-h200/ranker_attention.json", tmp_path)
+    r = verify_table("ranker_attention", shipped_tables_dir() / "nvidia-h200/ranker_attention.json", tmp_path)
     assert r.exit_code == EXIT_CANNOT_RUN and r.entries and "timing not checked" in r.notes[0]
     assert not any(e.failed for e in r.entries)

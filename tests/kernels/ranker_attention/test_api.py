@@ -76,7 +76,7 @@ TILES = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=True, schedu
 def install_table(tmp_path, monkeypatch, entries):
     """A tuned table for the running (faked) H200 with these entries, stamped with this kernel."""
     monkeypatch.setattr(cuda_jax, "system_stamps", lambda: RUNNING)
-    monkeypatch.setattr(lookup, "default_tables_dir", lambda: tmp_path)
+    monkeypatch.setattr(lookup, "table_roots", lambda: (tmp_path,))
     lookup._logged.clear()
     stamps = {**{k: RUNNING[k] for k in RUNNING["matched"]}, "kernel_hash": api.kernel_source_hash()}
     update_table(table_path(tmp_path, "nvidia-h200", "ranker_attention"), "ranker_attention", "nvidia-h200",
