@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.console import Console
@@ -19,17 +19,23 @@ from rich.markup import escape
 from rich.table import Table
 
 from kerneltune import __version__
-from kerneltune.paths import RESULTS, SPACES
+from kerneltune.paths import SPACES
 from kerneltune.tuning.strategies import names as strategy_names
 
 if TYPE_CHECKING:
     from kerneltune.protocols import Kernel
     from kerneltune.tuning.verify import VerifyReport
 
-app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape."
+                       "\n\nExit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target "
+                       "hardware is absent (what could be checked here was); 3 bad input (a file, a name, an "
+                       "option).",
+                  no_args_is_help=True, add_completion=False, rich_markup_mode=None,
+                  # Plain help, wrapped at 100 columns: Rich's help panels cut long values at the terminal's
+                  # 80 ("search_spaces/KERNEL…") and label every flag "<bool>".
+                  context_settings={"max_content_width": 100, "terminal_width": 100})
 # Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
-console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 200)
+console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 120)
 errors = Console(stderr=True, width=None if "COLUMNS" in os.environ or os.isatty(2) else 400)
 EXIT_FAILED, EXIT_NO_HARDWARE, EXIT_BAD_INPUT = 1, 2, 3
 _debug = False
@@ -74,13 +80,19 @@ def _version(value: bool) -> None:
 @app.callback()
 def main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
                                                help="Print the version and exit.")] = False,
-         debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure.")] = False) -> None:
-    """kerneltune: sweep configuration spaces, verify tuned tables, report for CI.
+         debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of a failure.")] = False,
+         verbose: Annotated[bool, typer.Option("--verbose", help="Show Optuna's and the engine's informational "
+                                                                 "log lines.")] = False) -> None:
+    """Options every command takes."""
+    import logging
 
-    Exit codes: 0 passed; 1 wrong or slower; 2 the target hardware is absent; 3 bad input.
-    """
+    import optuna.logging  # its import sets its logger to INFO: set the level after it
+
     global _debug
     _debug = debug
+    level = logging.INFO if verbose else logging.WARNING
+    optuna.logging.set_verbosity(level)
+    logging.getLogger("kerneltune").setLevel(level)
 
 
 def _space_for(kernel: str, space: Path | None) -> Path:
@@ -100,13 +112,13 @@ def sweep(
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices: one timing worker per GPU, or per "
                                            "launch group of a multi-GPU kernel (default: as many as one launch "
                                            "spans).")] = "",
-    out: Annotated[Path, typer.Option(help="Working folder of the journals, tables and logs (the tables the "
-                                           "runtime reads change only when --out names their folder).")]
+    out: Annotated[Path, typer.Option(help="Working folder of the journals, tables and logs; its tables reach "
+                                           "the runtime only through `kerneltune install`.")]
     = Path("kerneltune-out"),
     replay: Annotated[Path | None, typer.Option(help="Answer from a recorded journal, or a folder of "
                                                         "per-worker journals; no GPU needed.")] = None,
-    storage: Annotated[str | None, typer.Option(help="Optuna RDB URL (e.g. postgresql://…) shared by workers: "
-                                                "an exhaustive sweep becomes a queue they share.")] = None,
+    storage: Annotated[str | None, typer.Option(help="Optuna RDB URL (e.g. postgresql://user@host/db) shared by "
+                                                "workers: an exhaustive sweep becomes a queue they share.")] = None,
     study: Annotated[str | None, typer.Option(help="Optuna study name prefix (with --storage).")] = None,
     worker: Annotated[str | None, typer.Option(help="This worker's name: its journal is KERNEL-MODE-WORKER.jsonl.")]
     = None,
@@ -127,7 +139,9 @@ def sweep(
     compile_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to compile.")] = 600.0,
     run_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time.")] = 300.0,
 ) -> None:
-    """Compile, verify and time every candidate of a search space; write the journal and tuned tables."""
+    """Compile, check and time every candidate; journal each; write tuned tables.
+
+    The tables land in the working folder (--out); `kerneltune install` puts them where the runtime reads."""
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import canonical_name
     from kerneltune.tuning.progress import RichObserver
@@ -164,14 +178,19 @@ def sweep(
     if need := next((r.static_only for r in results if r.static_only), None):
         console.print(f"[yellow]Compile-only sweep: no timings on this machine; timings need {escape(need)}. "
                       f"Candidates are ranked by the kernel's offline compile; no table written.", soft_wrap=True)
-    table = Table(title=f"{opts.kernel}: {opts.search.strategy} sweep")
+    from kerneltune.registry import load_kernel
+
+    defaults = load_kernel(opts.kernel).tile_defaults
+    table = Table(title=f"{opts.kernel}: {opts.search.strategy} sweep (configs: what differs from the defaults; "
+                        f"the journal has each whole)")
     for col in ("bucket", "measured", "pruned", "failures", "best config", "median µs", "TFLOP/s"):
         table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
     for r in results:
         e = r.entry
         fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
         table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", str(r.pruned_by_constraints), fails,
-                      _config_text(e["config"]) if e else _config_text(r.best["tiles"]) if r.best else "-",
+                      _config_text(e["config"], defaults) if e else
+                      _config_text(r.best["tiles"], defaults) if r.best else "-",
                       f"{e['median_us']:.1f}" if e else f"score {r.best['score']:.0f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
@@ -185,8 +204,11 @@ def sweep(
     console.print(f"journal: {opts.journal_path}")
 
 
-def _config_text(config: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
+def _config_text(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
+    """The fields that differ from the kernel's defaults (all of them where it declares none), so a
+    table fits 120 columns; "defaults" when none differs."""
+    shown = {k: v for k, v in config.items() if k not in defaults or defaults[k] != v}
+    return " ".join(f"{k}={v}" for k, v in shown.items()) or "defaults"
 
 
 @app.command()
@@ -203,7 +225,7 @@ def verify(
                                                     "fallback (passed, failed with the figures, or skipped with "
                                                     "the reason), for CI systems to show.")] = None,
 ) -> None:
-    """Re-check a tuned table here: stamps, correctness on fresh inputs, time against the record.
+    """Re-check tuned tables here: stamps, correctness, time against rivals.
 
     Exit codes: 0 everything checked on the target and passed; 1 wrong or slower; 2 the target hardware
     is absent (what could be checked here is shown, with its verdict); 3 bad input (a missing or
@@ -260,13 +282,16 @@ def _runtime_tables(name: str, kind: str, hardware_here: bool) -> list[Path]:
 
 def _print_verify_report(name: str, report: VerifyReport) -> None:
     """The report's table, its notes; a table that could not be read ends the command (exit 3)."""
-    out = Table(title=f"verify {name}: {report.table}")
+    from kerneltune.registry import load_kernel
+
+    defaults = load_kernel(name).tile_defaults
+    out = Table(title=f"verify {name}: {report.table} (configs: what differs from the defaults)")
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
         out.add_column(col, overflow="fold")
     fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
     for r in report.entries:
         differ = ", ".join(m.split(":")[0] for m in r.stamps)
-        config = _config_text(r.config)
+        config = _config_text(r.config, defaults)
         heuristic = "= tuned" if r.heuristic_is_tuned else fmt(r.heuristic_us)
         out.add_row(r.bucket, config, "match" if not r.stamps else f"differ: {differ}", r.correctness,
                     fmt(r.recorded_us), fmt(r.now_us), heuristic, ("[red]" if r.failed else "") + r.verdict)
@@ -316,7 +341,9 @@ def install(
                                                  "$KERNELTUNE_TABLES or the per-user data folder; a maintainer "
                                                  "gives kerneltune/tables/shipped to ship them).")] = None,
 ) -> None:
-    """Install tuned tables where the runtime reads them; their entries overlay the shipped ones."""
+    """Install a sweep's tables where the runtime reads them (over the shipped ones).
+
+    Entries overlay the installed table bucket by bucket; a table made by a replay is refused."""
     from kerneltune.tables.install import install_table
     from kerneltune.tables.locations import user_tables_dir
 
@@ -337,7 +364,7 @@ def report(
     bench: Annotated[Path | None, typer.Option(help="A `kerneltune bench` result JSON: its target verdicts, and a "
                                                     "section of the HTML report.")] = None,
 ) -> None:
-    """CSV and HTML reports of sweeps for CI: rankings, heat maps, failures, baseline comparison."""
+    """CSV and HTML reports of sweeps for CI: rankings, charts, failures, baseline."""
     from kerneltune.report.frame import journal_files, load_baseline, load_frame
     from kerneltune.report.html import render_html
 
@@ -382,9 +409,10 @@ def bench(
                                                      "search_spaces/).")] = None,
     baselines: Annotated[str | None, typer.Option(help="Comma-separated baselines (default: every one the kernel "
                                                        "declares).")] = None,
-    out: Annotated[Path, typer.Option(help="Folder of the results JSON.")] = RESULTS / "bench",
+    out: Annotated[Path, typer.Option(help="Folder of the results JSON (DATE-DEVICE.json).")]
+    = Path("kerneltune-out/bench"),
 ) -> None:
-    """Time the tuned kernel next to the kernels a user could pick instead, on the same inputs."""
+    """Time the tuned kernel beside its baselines, on the same inputs, against targets."""
     import os
 
     from kerneltune.protocols import Benchmarks, Capability

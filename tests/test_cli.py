@@ -63,3 +63,17 @@ def test_verify_without_table_checks_the_tables_the_runtime_reads_for_this_devic
         assert e.exit_code == 3
     err = capsys.readouterr().err
     assert str(user / "nvidia-b200/k.json") in err and str(shipped / "nvidia-b200/k.json") in err
+
+
+def test_help_is_whole_and_names_the_exit_codes():
+    """Not cut at 80 columns, no "<bool>" flags, and the exit-code scheme in the top-level help."""
+    top = subprocess.run([sys.executable, "-m", "kerneltune", "--help"], capture_output=True, text=True, cwd=REPO,
+                         env={"PATH": "/usr/bin:/bin", "COLUMNS": "80"}, timeout=120).stdout
+    assert all(code in top for code in ("0 everything checked", "1 wrong or slower", "2 the target hardware",
+                                        "3 bad input"))
+    for cmd in ("sweep", "verify", "install", "report", "bench"):
+        out = subprocess.run([sys.executable, "-m", "kerneltune", cmd, "--help"], capture_output=True, text=True,
+                             cwd=REPO, env={"PATH": "/usr/bin:/bin", "COLUMNS": "80"}, timeout=120).stdout
+        assert "…" not in out and "<bool>" not in out, cmd
+        assert cmd != "sweep" or "search_spaces/KERNEL.toml" in out
+        assert max(len(line) for line in out.splitlines()) <= 100, cmd

@@ -213,7 +213,7 @@ def _load(path: str) -> Any:
 def _rank_main(rank: int, size: int, device: str, workdir: str, group_id: str, program: str,
                params: dict[str, Any], conn: mpc.Connection) -> None:
     """A rank process: build the program, then answer the parent's commands until told to close."""
-    from kerneltune.tuning.worker import die_with_parent
+    from kerneltune.process import die_with_parent
 
     die_with_parent()
     ctx = RankContext(rank, size, device, Path(workdir), group_id)

@@ -24,18 +24,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
+from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, Kernel, SmallCheck, StaticRanking
-
-
-def die_with_parent() -> None:
-    """Linux: the kernel kills this process when the one that started it dies, even by ``kill -9``
-    (a worker must not compile on for minutes after its sweep is gone)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 class WorkerDied(RuntimeError):
@@ -73,7 +63,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kerneltune.tuning.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=self.env, start_new_session=True, preexec_fn=die_with_parent,
+            env=child_env(self.env), start_new_session=True,
         )
         self._lines = queue.Queue()
         threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
@@ -269,6 +259,7 @@ class _Prefetcher:
 
 
 def main() -> None:
+    die_with_parent(parent_pid_from_env())
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log
     _setup_jax_cache()

@@ -30,6 +30,7 @@ def test_strategies_replay(tmp_path, strategy):
         assert r.measured == 3 and r.entry is not None
 
 
+@pytest.mark.slow  # 20 sweeps of sequential TPE: about 90 s alone on 2 cores
 def test_tpe_quarter_budget_near_the_exhaustive_best(tmp_path):
     """Sequential TPE (a replay answers before the next proposal) on run C's landscape: in d64-tanh-many-rows
     it lands on the best group or on the one 4.3% behind it, depending on the seed."""

@@ -18,7 +18,7 @@ from ..journal import config_key
 if TYPE_CHECKING:  # optuna is imported only when a sampler strategy is built
     import optuna
 
-_MAX_REJECTS = 500
+_MAX_REJECTS = 500  # rejected asks (known, pending, infeasible) before an untried config at random
 _MAX_RANDOM_DRAWS = 10_000
 
 
@@ -129,7 +129,6 @@ def _sampled(name: str) -> Any:
     def build(ctx: StrategyContext) -> OptunaStrategy:
         import optuna
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.create_study(study_name=ctx.study_name, storage=ctx.storage(),
                                     sampler=make_sampler(name, ctx.seed), direction="minimize", load_if_exists=True)
         return OptunaStrategy(study, ctx.params, ctx.feasible, ctx.known, ctx.seed, ctx.start, ctx.check)
