@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -29,6 +30,20 @@ from .journal import config_key, merged_journals
 from .space import Space
 
 
+@contextlib.contextmanager
+def _heartbeats_outside_optimize() -> Iterator[None]:
+    """Optuna's heartbeat API, used as documented but from ask/tell rather than ``Study.optimize``: it
+    warns that the API is experimental and that heartbeats are meant for ``optimize``. The queue records
+    each heartbeat itself (``record_heartbeat`` while it measures), which is what ``optimize`` would do,
+    so these two warnings say nothing the user can act on."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+        yield
+
+
 def make_storage(url: str, heartbeat: float) -> Any:
     """The shared RDB storage. Workers starting together race to create Optuna's schema; the
     losers see "already exists" errors and simply connect again."""
@@ -37,10 +52,11 @@ def make_storage(url: str, heartbeat: float) -> Any:
 
     for attempt in range(5):
         try:
-            return optuna.storages.RDBStorage(
-                url, heartbeat_interval=max(round(heartbeat), 1), grace_period=max(round(3 * heartbeat), 2),
-                heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
-            )
+            with _heartbeats_outside_optimize():
+                return optuna.storages.RDBStorage(
+                    url, heartbeat_interval=max(round(heartbeat), 1), grace_period=max(round(3 * heartbeat), 2),
+                    heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=1),
+                )
         except (IntegrityError, ProgrammingError):
             if attempt == 4:
                 raise
@@ -166,10 +182,12 @@ class QueueWorker:
         import optuna
 
         while True:
-            optuna.storages.fail_stale_trials(self.study)
+            with _heartbeats_outside_optimize():
+                optuna.storages.fail_stale_trials(self.study)
             if optuna.trial.TrialState.WAITING not in {t.state for t in self.study.get_trials(deepcopy=False)}:
                 return None
-            trial = self.study.ask(self.dists)
+            with _heartbeats_outside_optimize():
+                trial = self.study.ask(self.dists)
             if "fixed_params" not in self.storage.get_trial(trial._trial_id).system_attrs:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)  # lost the race for the last trial
                 continue

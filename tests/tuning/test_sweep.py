@@ -49,6 +49,18 @@ def importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
+def test_wrong_outputs_and_compile_errors_become_their_invalidity(tmp_path):
+    """The quick loop's share of the next test: the failures a worker survives, without the restarts a
+    crash or a hang costs (seconds each)."""
+    opts = options(tmp_path, ["good", "compile_error", "garbage", "unwritten"])
+    [result] = run_sweep(opts)
+    status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in Journal(opts.journal_path).records()}
+    assert status[("good", 1)] == "ok" and status[("compile_error", 1)] == "compile"
+    assert status[("garbage", 1)] == "correctness" and status[("unwritten", 2)] == "correctness"
+    assert result.entry["config"] == {"mode": "good", "work": 1} and len(status) == 12
+
+
+@pytest.mark.slow  # a crash and a hang cost a worker restart each: about 50 s per case on 2 cores
 @pytest.mark.parametrize("compile_threads", [0, 2])
 def test_every_failure_becomes_its_invalidity(tmp_path, compile_threads):
     opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"],

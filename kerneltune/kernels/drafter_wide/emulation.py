@@ -120,6 +120,8 @@ class Launch:
             self.ranks.append(st)
         self.positions = inputs.positions.numpy()
         self.table = inputs.block_table.numpy()
+        # Index arrays of the GEMV tiles, from indexing.py once per distinct argument (every tile reuses them).
+        self._index: dict[tuple[Any, ...], np.ndarray] = {}
 
     # ------------------------------------------------------------- flags and tagged words
     def _publish(self, st: _Rank, name: str, index: int, tag: int) -> None:
@@ -154,23 +156,33 @@ class Launch:
             at = ix.rs_pair(self.L, region, st.rank, int(t), col0, pairs) + self.faults.get("offset:rs", 0)
             peer.sym[at], peer.sym[at + 2], peer.sym[at + 4] = y[t, 0::2], y[t, 1::2], tag
 
-    def _tile_partials(self, lds: np.ndarray, slot: int, w16: np.ndarray, x16: np.ndarray) -> None:
+    def _tile_partials(self, lds: np.ndarray, slot: int, per_wave: list[np.ndarray]) -> None:
         """Each wave's share of a 16x16 tile (weight rows x token rows), as the kernel splits K
-        (``k_offset``) and leaves it in LDS (``red_word``); the MFMA's own lane layout (value i of
-        lane l is row ``mfma_row(l, i)``, column l % 16) is the hardware's, taken as documented."""
-        L, k = self.L, w16.shape[1]
+        (``k_offset``), left in LDS (``red_word``); the MFMA's own lane layout (value i of lane l is row
+        ``mfma_row(l, i)``, column l % 16) is the hardware's, taken as documented."""
         lanes = np.arange(64)
-        for wave in range(L.waves):
-            cols = np.concatenate([ix.k_offset(L, c, wave, g4) + np.arange(ix.K_CHUNK)
-                                   for c in range(L.chunks(k)) for g4 in range(4)])
-            part = w16[:, cols] @ x16[:, cols].T
+        for wave, part in enumerate(per_wave):
             for i in range(4):
-                lds[ix.red_word(L, slot, wave, i, lanes)] = part[ix.mfma_row(lanes, i), lanes % ix.TILE]
+                at = self._cached(ix.red_word, self.L, slot, wave, i, lanes)
+                lds[at] = part[self._cached(ix.mfma_row, lanes, i), lanes % ix.TILE]
+
+    def _k_columns(self, k: int, wave: int) -> np.ndarray:
+        """The K columns one wave sums of a tile of width ``k``, as the kernel splits them (``k_offset``)."""
+        return np.concatenate([ix.k_offset(self.L, c, wave, g4) + np.arange(ix.K_CHUNK)
+                               for c in range(self.L.chunks(k)) for g4 in range(4)])
 
     def _tile_sum(self, lds: np.ndarray, slot: int) -> np.ndarray:
         m, n = np.meshgrid(np.arange(ix.TILE), np.arange(ix.TILE), indexing="ij")
         shift = self.faults.get("offset:lds", 0)
-        return sum(lds[ix.red_element(self.L, slot, w, m, n) + shift] for w in range(self.L.waves))
+        return sum(lds[self._cached(ix.red_element, self.L, slot, w, m, n) + shift] for w in range(self.L.waves))
+
+    def _cached(self, fn: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
+        """``fn(*args)`` for an index function of the tiles, computed once per distinct scalar arguments
+        (array arguments are the same fixed lane and tile grids on every call)."""
+        key = (fn.__name__, *(a for a in args if not isinstance(a, np.ndarray | DrafterLayout)))
+        if key not in self._index:
+            self._index[key] = fn(*args)
+        return self._index[key]
 
     def _gemv_rows(self, lds: np.ndarray, w: list[np.ndarray], x: np.ndarray) -> list[np.ndarray]:
         """``x @ W.T`` for one or two weight blocks (gate and up share a pass: LDS slots 0 and 1), tile by
@@ -178,12 +190,16 @@ class Launch:
         with fewer rows repeats its last one), partials through the LDS model."""
         n = self.n
         out = [np.full((n, len(wb)), np.nan) for wb in w]
+        # Each wave's partial products over its K columns, for every weight row and token row at once
+        # (one matmul per wave and block); a tile's 16x16 share is then a selection of rows of them.
+        waves = [self._cached(self._k_columns, x.shape[1], wave) for wave in range(self.L.waves)]
+        parts = [[wb[:, cols] @ x[:, cols].T for cols in waves] for wb in w]
         for tt in range(-(-len(w[0]) // ix.TILE)):
             for t in range(ix.tile_count(n)):
-                x16 = x[[ix.tile_row(t, lane, n) for lane in range(ix.TILE)]]
+                tokens = [ix.tile_row(t, lane, n) for lane in range(ix.TILE)]
                 for slot, wb in enumerate(w):
-                    w16 = wb[np.minimum(ix.TILE * tt + np.arange(ix.TILE), len(wb) - 1)]
-                    self._tile_partials(lds, slot, w16, x16)
+                    wrows = np.minimum(ix.TILE * tt + np.arange(ix.TILE), len(wb) - 1)
+                    self._tile_partials(lds, slot, [p[np.ix_(wrows, tokens)] for p in parts[slot]])
                 for slot, wb in enumerate(w):
                     y = self._tile_sum(lds, slot)
                     rows, cols = ix.TILE * t + np.arange(ix.TILE), ix.TILE * tt + np.arange(ix.TILE)
