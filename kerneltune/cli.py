@@ -365,14 +365,14 @@ def report(
                                                     "section of the HTML report.")] = None,
 ) -> None:
     """CSV and HTML reports of sweeps for CI: rankings, charts, failures, baseline."""
-    from kerneltune.report.frame import journal_files, load_baseline, load_frame
+    from kerneltune.report.frame import csv_frame, journal_files, load_baseline, load_frame
     from kerneltune.report.html import render_html
 
     with _bad_input_is_one_line():
         frame = load_frame(results)
         base = load_baseline(baseline, frame) if baseline else None
     if csv:
-        frame.to_csv(csv, index=False)
+        csv_frame(frame).to_csv(csv, index=False)
         console.print(f"CSV: {csv} ({len(frame)} rows)")
     bench_result, targets = None, None
     if bench:

@@ -116,8 +116,10 @@ class Benchmarks(Protocol):
 
 
 class ReportView(Protocol):
-    def report_view(self, rows: Any, bucket: str) -> str:
-        """Self-contained HTML for one bucket of the report (a frame of its candidates)."""
+    def report_view(self, rows: Any, bucket: str) -> Any:
+        """A Plotly figure of one bucket of the report (``rows``: a frame of its candidates), or None. A
+        heat map's values are "% slower than the bucket's best"; the report gives it its fixed colour scale,
+        layout and size, and embeds it."""
         ...
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -12,9 +13,12 @@ from kerneltune.tuning.journal import Journal, pct_of_ceiling
 
 # The CSV's fixed columns, in order; problem_* and config_* columns follow, one per field.
 SCHEMA = (
-    "kernel", "bucket", "status", "invalidity", "error", "median_us", "spread", "samples", "score", "tflops",
-    "pct_ceiling", "device", "sm_count", "driver", "cuda", "jax", "jaxlib", "kernel_hash", "time", "journal",
+    "kernel", "run", "bucket", "strategy", "status", "invalidity", "error", "median_us", "spread", "samples",
+    "score", "tflops", "pct_ceiling", "device", "sm_count", "driver", "cuda", "jax", "jaxlib", "kernel_hash",
+    "time", "journal",
 )
+# The CSV's precision per column: a tenth of a percent of a time, of a rate, of a spread is below the noise.
+CSV_DECIMALS = {"median_us": 2, "spread": 4, "score": 1, "tflops": 1, "pct_ceiling": 1}
 FAILURE_STATUSES = {"constraint", "compile", "runtime", "timeout", "correctness", "unsupported"}
 
 
@@ -27,16 +31,29 @@ def journal_files(results: Path) -> list[Path]:
     return files
 
 
+def run_of(journal: Path, results: Path) -> str:
+    """The run a journal belongs to: its folder under the results root, without a trailing ``journals``."""
+    root = results.parent if results.is_file() else results
+    folder = journal.parent.parent if journal.parent.name == "journals" else journal.parent
+    try:
+        rel = folder.relative_to(root)
+    except ValueError:
+        rel = Path(folder.name)
+    return str(Path(root.name) / rel) if str(rel) != "." else root.name
+
+
 def load_frame(results: Path) -> pd.DataFrame:
     rows = []
     for path in journal_files(results):
+        run = run_of(path, results)
         for r in Journal(path).records():
             if "bucket" not in r or "tiles" not in r:
                 continue
             t = r.get("timing") or {}
             s = r.get("stamps") or {}
             row = {
-                "kernel": r.get("kernel"), "bucket": r["bucket"], "status": r.get("status", "unknown"),
+                "kernel": r.get("kernel"), "run": run, "bucket": r["bucket"], "strategy": r.get("strategy"),
+                "status": r.get("status", "unknown"),
                 "invalidity": r.get("status") if r.get("status") in FAILURE_STATUSES else "",
                 "error": (r.get("error") or "").replace("\n", " ")[:500],
                 "median_us": t.get("median_us"), "spread": t.get("spread"), "samples": t.get("samples"),
@@ -52,7 +69,21 @@ def load_frame(results: Path) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     extra = sorted(c for c in frame.columns if c.startswith("problem_")) + sorted(
         c for c in frame.columns if c.startswith("config_"))
-    return frame.reindex(columns=list(SCHEMA) + extra)
+    frame = frame.reindex(columns=list(SCHEMA) + extra)
+    for c in frame.columns:  # a field the journals hold as integers stays integer where some rows lack it
+        if _all_ints(r.get(c) for r in rows):
+            frame[c] = frame[c].astype("Int64")
+    return frame
+
+
+def _all_ints(values: Any) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(type(v) is int for v in present)
+
+
+def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame as the CSV writes it: measured floats rounded to what the measurement resolves."""
+    return frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame})
 
 
 def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:

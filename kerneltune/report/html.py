@@ -1,33 +1,60 @@
-"""One self-contained HTML page: inline CSS and SVG, no scripts or network needed to view it."""
+"""One self-contained HTML page: inline CSS, plotly.js inline once, no network needed to view it.
+
+Grouped by kernel, then run, then bucket. Every time is also shown as "x% slower than the bucket's
+best", coloured on one fixed scale (``charts.SLOWER_SCALE_MAX``), so colours compare across buckets.
+"""
 
 from __future__ import annotations
 
-import html
+from collections.abc import Mapping
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import jinja2
 import pandas as pd
+from markupsafe import Markup
 
 from kerneltune.protocols import Capability, ReportView
 from kerneltune.registry import UnknownName, load_kernel
 
+from . import charts
+
+TOP = 15  # ranking rows shown open; the rest fold under "all N candidates"
+
 TEMPLATE = jinja2.Template("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kerneltune report</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<script>{{ plotly_js }}</script>
 <style>
-body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}
-th{background:#f0f0f0}.ok{color:#070}.fail{color:#a00}.faster{background:#dfd}.slower{background:#fdd}
-h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px solid #ddd}
+/* Charts sit in grid tracks that exist before any chart draws itself (auto-fill), so each one sizes to
+   its own cell as its script runs, never to the whole row. */
+body{font-family:system-ui,sans-serif;margin:1.5em auto;padding:0 1em;max-width:1240px;color:#222;
+  box-sizing:border-box}
+table{border-collapse:collapse;margin:0.5em 0 1.2em;max-width:100%}
+td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px;overflow-wrap:anywhere;vertical-align:top}
+th{background:#f0f0f0;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#070}.fail{color:#a00}.faster{background:#dfd}.slower{background:#fdd}
+h2{margin-top:2em;border-bottom:2px solid #444}h3{margin-top:1.5em;border-bottom:1px solid #ddd}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(380px,1fr));gap:8px}.charts>div{min-width:0}
+nav ul{columns:3 240px;font-size:13px}details summary{cursor:pointer;color:#36c}
+.legend span{display:inline-block;padding:0 6px;margin-right:2px;font-size:12px}
 </style></head><body>
 <h1>kerneltune report</h1>
-<p>{{ n_candidates }} candidates from {{ n_journals }} journal(s); devices: {{ devices }}.</p>
+<p>{{ n_candidates }} candidates from {{ n_journals }} journal(s); devices: {{ devices }}.
+Times are medians; "slower" is against the bucket's best in the same run, on one fixed colour scale:
+<span class="legend">{% for label, color in legend %}<span style="background:{{ color }}">{{ label }}</span>
+{% endfor %}</span>
+</p>
+<nav><ul>{% for k in kernels %}{% for run in k.runs %}{% for b in run.buckets %}
+<li><a href="#{{ b.anchor }}">{{ k.name }} · {{ run.name }} · {{ b.name }}</a></li>{% endfor %}{% endfor %}{% endfor %}
+<li><a href="#failures">failures</a></li></ul></nav>
 {% if bench %}<h2 id="bench">Against other kernels ({{ bench.device }})</h2>
 <table class="bench"><tr><th>shape</th><th>cap</th><th>implementation</th><th>ms</th><th>spread</th>
 <th>useful TFLOP/s</th><th>dense TFLOP/s</th><th>rel. error</th><th>× vs kerneltune</th><th>error</th></tr>
 {% for r in bench.rows %}<tr><td>{{ r.shape }}</td><td>{{ r.cap_method }}</td><td>{{ r.impl }}</td>
-<td>{{ r.ms }}</td><td>{{ r.spread }}</td><td>{{ r.useful }}</td><td>{{ r.dense }}</td><td>{{ r.rel }}</td>
-<td>{{ r.ratio }}</td><td class="fail">{{ r.error }}</td></tr>
+<td class="num">{{ r.ms }}</td><td class="num">{{ r.spread }}</td><td class="num">{{ r.useful }}</td>
+<td class="num">{{ r.dense }}</td><td class="num">{{ r.rel }}</td><td class="num">{{ r.ratio }}</td>
+<td class="fail">{{ r.error }}</td></tr>
 {% endfor %}</table>{% endif %}
 {% if targets %}<h3 id="bench-targets">Targets ({{ targets.source }})</h3>
 {% if targets.rows %}<table class="targets">
@@ -37,78 +64,104 @@ h2{margin-top:2em;border-bottom:1px solid #ddd}svg{background:#fafafa;border:1px
 {% endfor %}</table>{% endif %}{% endif %}
 {% if baseline %}<h2 id="baseline">Against the baseline</h2>
 <table class="baseline"><tr><th>bucket</th><th>best µs</th><th>baseline µs</th><th>ratio</th><th>verdict</th></tr>
-{% for b in baseline %}<tr class="{{ b.verdict }}"><td>{{ b.bucket }}</td><td>{{ '%.1f'|format(b.best) }}</td>
-<td>{{ '%.1f'|format(b.base) }}</td><td>{{ '%.3f'|format(b.ratio) }}</td><td>{{ b.verdict }}</td></tr>{% endfor %}
+{% for b in baseline %}<tr class="{{ b.verdict }}"><td>{{ b.bucket }}</td>
+<td class="num">{{ '%.1f'|format(b.best) }}</td><td class="num">{{ '%.1f'|format(b.base) }}</td>
+<td class="num">{{ '%.3f'|format(b.ratio) }}</td>
+<td>{{ b.verdict }}</td></tr>{% endfor %}
 </table>{% endif %}
-{% for b in buckets %}
-<h2 id="bucket-{{ b.name }}">Bucket {{ b.name }}</h2>
-<table class="ranking"><tr><th>#</th>{% for c in b.config_cols %}<th>{{ c }}</th>{% endfor %}
-<th>median µs</th><th>spread</th><th>static score</th><th>TFLOP/s</th><th>% ceiling</th><th>status</th></tr>
-{% for r in b.ranking %}<tr><td>{{ loop.index }}</td>{% for c in b.config_cols %}<td>{{ r[c] }}</td>{% endfor %}
-<td>{{ '-' if r.median_us is none else '%.1f'|format(r.median_us) }}</td>
-<td>{{ '%.2f%%'|format(100 * r.spread) }}</td><td>{{ r.score_text }}</td>
-<td>{{ r.tflops_text }}</td><td>{{ r.pct_text }}</td><td class="ok">{{ r.status }}</td></tr>{% endfor %}
-</table>
-<div class="charts">{{ b.view }} {{ b.scatter }}</div>
-{% endfor %}
+{% for k in kernels %}<h2 id="kernel-{{ k.name }}" class="kernel">{{ k.name }}</h2>
+{% for run in k.runs %}{% for b in run.buckets %}
+<h3 id="{{ b.anchor }}">{{ b.name }} <small>(run {{ run.name }})</small></h3>
+<div class="charts">{{ b.convergence }}{{ b.scatter }}{{ b.view }}</div>
+{% macro rows(items, start) %}{% for r in items %}<tr><td class="num">{{ start + loop.index }}</td>
+<td title="{{ r.whole }}">{{ r.config }}</td><td class="num">{{ r.median }}</td>
+<td class="num" style="background:{{ r.color }}">{{ r.slower }}</td><td class="num">{{ r.spread }}</td>
+<td class="num">{{ r.score }}</td><td class="num">{{ r.tflops }}</td><td class="num">{{ r.pct }}</td>
+<td class="ok">{{ r.status }}</td></tr>{% endfor %}{% endmacro %}
+{% set head %}<tr><th>#</th><th>config (what differs from the defaults)</th><th>median µs</th><th>slower</th>
+<th>spread</th><th>static score</th><th>TFLOP/s</th><th>% ceiling</th><th>status</th></tr>{% endset %}
+<table class="ranking">{{ head }}{{ rows(b.ranking[:top], 0) }}</table>
+{% if b.ranking|length > top %}<details><summary>all {{ b.ranking|length }} candidates</summary>
+<table class="ranking-rest">{{ head }}{{ rows(b.ranking[top:], top) }}</table></details>{% endif %}
+{% endfor %}{% endfor %}{% endfor %}
 <h2 id="failures">Failures by kind</h2>
 {% for kind, rows in failures %}<h3>{{ kind }} ({{ rows|length }})</h3>
-<table class="failures"><tr><th>bucket</th><th>config</th><th>message</th></tr>
-{% for r in rows %}<tr><td>{{ r.bucket }}</td><td>{{ r.config }}</td><td class="fail">{{ r.error }}</td></tr>
+<table class="failures"><tr><th>kernel</th><th>run</th><th>bucket</th><th>config</th><th>message</th></tr>
+{% for r in rows %}<tr><td>{{ r.kernel }}</td><td>{{ r.run }}</td><td>{{ r.bucket }}</td><td>{{ r.config }}</td>
+<td class="fail">{{ r.error }}</td></tr>
 {% endfor %}
 </table>{% else %}<p>None.</p>{% endfor %}
+<script>document.documentElement.dataset.scrollWidth = document.documentElement.scrollWidth;</script>
 </body></html>""", autoescape=True)
 
 
-def _kernel_view(df: pd.DataFrame, bucket: str) -> str:
-    """The kernel's own section of a bucket (the ranker's tile heat map), where it declares one."""
-    names = df["kernel"].dropna().unique()
-    if len(names) != 1:
-        return ""
+def _kernel(name: str) -> Any:
     try:
-        kernel = load_kernel(str(names[0]))
+        return load_kernel(name)
     except UnknownName:
-        return ""
-    if Capability.REPORT_VIEW not in kernel.capabilities:
-        return ""
-    return cast(ReportView, kernel).report_view(df, bucket)
+        return None
 
 
-def _scatter(df: pd.DataFrame, bucket: str) -> str:
-    d = df.dropna(subset=["median_us"])
-    if d.empty:
+def _kernel_view(kernel: Any, df: pd.DataFrame, bucket: str, name: str) -> str:
+    """The kernel's own chart of a bucket (the ranker's tile heat map), where it declares one."""
+    if kernel is None or Capability.REPORT_VIEW not in kernel.capabilities:
         return ""
-    w, h, pad = 420, 260, 45
-    x = d["median_us"].astype(float)
-    y = d["pct_ceiling"].astype(float).fillna(0.0)
-    x0, x1 = x.min(), x.max() if x.max() > x.min() else x.min() + 1
-    y1 = max(y.max(), 1.0)
-    pts = "".join(
-        f'<circle cx="{pad + (xi - x0) / (x1 - x0) * (w - 2 * pad):.1f}" '
-        f'cy="{h - pad - yi / y1 * (h - 2 * pad):.1f}" r="4" fill="#36c"/>' for xi, yi in zip(x, y, strict=True))
-    return (f'<svg class="scatter" width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">'
-            f'<title>time vs % of ceiling, {html.escape(bucket)}</title>'
-            f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#444"/>'
-            f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#444"/>'
-            f'<text x="{w / 2 - 40}" y="{h - 10}" font-size="12">median µs ({x0:.0f}–{x1:.0f})</text>'
-            f'<text x="5" y="{pad - 10}" font-size="12">% of bf16 ceiling (max {y1:.0f})</text>{pts}</svg>')
+    fig = cast(ReportView, kernel).report_view(df, bucket)
+    return "" if fig is None else charts.heatmap(fig, name)
+
+
+def slower_color(pct: float) -> str:
+    """The fixed scale's colour for ``pct`` % slower than the best."""
+    f = min(max(pct / charts.SLOWER_SCALE_MAX, 0.0), 1.0)
+    for (f0, c0), (f1, c1) in zip(charts.SLOWER_COLORS, charts.SLOWER_COLORS[1:], strict=False):
+        if f <= f1:
+            t = (f - f0) / (f1 - f0)
+            a, b = (int(c0[i:i + 2], 16) for i in (1, 3, 5)), (int(c1[i:i + 2], 16) for i in (1, 3, 5))
+            return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
+    return charts.SLOWER_COLORS[-1][1]
+
+
+def _text(x: Any, spec: str) -> str:
+    return "-" if x is None or pd.isna(x) else format(x, spec)
+
+
+def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], anchor: str) -> dict[str, Any]:
+    defaults: Mapping[str, Any] = kernel.tile_defaults if kernel is not None else {}
+    timed = df["median_us"].notna().any()
+    df = df.sort_values("median_us" if timed else "score")
+    cols = [c for c in config_cols if df[c].notna().any()]
+    best = df["median_us"].min() if timed else None
+    ranking = []
+    for _, r in df.iterrows():
+        slower = None if best is None or pd.isna(r["median_us"]) else (r["median_us"] / best - 1) * 100
+        ranking.append({
+            "config": charts.config_label(r, cols, defaults),
+            "whole": " ".join(f"{c[7:]}={r[c]}" for c in cols if pd.notna(r[c])),
+            "median": _text(r["median_us"], ".1f"), "slower": "-" if slower is None else f"+{slower:.1f}%",
+            "color": "transparent" if slower is None else slower_color(slower),
+            "spread": _text(None if pd.isna(r["spread"]) else 100 * r["spread"], ".2f") + "%",
+            "score": _text(r["score"], ".0f"), "tflops": _text(r["tflops"], ".0f"),
+            "pct": _text(r["pct_ceiling"], ".1f"), "status": r["status"]})
+    charts_html = [charts.convergence(df, f"{anchor}-convergence"),
+                   charts.time_by_config(df, cols, defaults, f"{anchor}-scatter")] if timed else []
+    return {"name": name, "anchor": anchor, "ranking": ranking, "best": best,
+            "convergence": Markup(charts_html[0] if charts_html else ""),
+            "scatter": Markup(charts_html[1] if charts_html else ""),
+            "view": Markup(_kernel_view(kernel, df, name, f"{anchor}-view") if timed else "")}
 
 
 def _bench_rows(bench: dict) -> dict:
     """Rows of a `kerneltune bench` result, with each implementation's time over kerneltune's."""
     ours = {(r["shape"], r.get("cap_method")): r.get("median_ms") for r in bench["rows"] if r["impl"] == "kerneltune"}
-
-    def fmt(x: float | None, spec: str) -> str:
-        return "-" if x is None else format(x, spec)
-
     rows = []
     for r in bench["rows"]:
         base = ours.get((r["shape"], r.get("cap_method")))
         ratio = r["median_ms"] / base if base and r.get("median_ms") else None
         rows.append({"shape": r["shape"], "cap_method": r.get("cap_method", ""), "impl": r["impl"],
-                     "ms": fmt(r.get("median_ms"), ".3f"), "spread": fmt(r.get("spread"), ".2%"),
-                     "useful": fmt(r.get("useful_tflops"), ".0f"), "dense": fmt(r.get("dense_tflops"), ".0f"),
-                     "rel": fmt(r.get("rel_error"), ".1e"), "ratio": fmt(ratio, ".2f"), "error": r.get("error", "")})
+                     "ms": _text(r.get("median_ms"), ".3f"), "spread": _text(r.get("spread"), ".2%"),
+                     "useful": _text(r.get("useful_tflops"), ".0f"), "dense": _text(r.get("dense_tflops"), ".0f"),
+                     "rel": _text(r.get("rel_error"), ".1e"), "ratio": _text(ratio, ".2f"),
+                     "error": r.get("error", "")})
     return {"device": bench.get("stamps", {}).get("gpu", "?"), "rows": rows}
 
 
@@ -122,44 +175,42 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
                 bench: dict | None = None, bench_targets: tuple[list[dict], str] | None = None) -> None:
     """The report; ``bench`` is a `kerneltune bench` result, ``bench_targets`` its verdicts and their source."""
     config_cols = [c for c in frame.columns if c.startswith("config_")]
-    buckets = []
     # Timed candidates by median; a compile-only sweep's by its static score (lower is better).
     ranked = frame[(frame["status"] == "ok") & (frame["median_us"].notna() | frame["score"].notna())]
-    for name, df in ranked.groupby("bucket", sort=True):
-        df = df.sort_values("median_us" if df["median_us"].notna().any() else "score")
-        cols = [c for c in config_cols if df[c].notna().any()]
-        ranking = []
-        for _, r in df.iterrows():
-            row = {c: r[c] for c in cols}
-            row.update(median_us=r["median_us"] if pd.notna(r["median_us"]) else None,
-                       spread=r["spread"] if pd.notna(r["spread"]) else 0.0, status=r["status"],
-                       score_text="-" if pd.isna(r["score"]) else f"{r['score']:.0f}",
-                       tflops_text="-" if pd.isna(r["tflops"]) else f"{r['tflops']:.0f}",
-                       pct_text="-" if pd.isna(r["pct_ceiling"]) else f"{r['pct_ceiling']:.1f}")
-            ranking.append(row)
-        buckets.append({"name": name, "config_cols": cols, "ranking": ranking,
-                        "view": jinja2.utils.markupsafe.Markup(_kernel_view(df, name)),
-                        "scatter": jinja2.utils.markupsafe.Markup(_scatter(df, name))})
+    kernels = []
+    for kname, kdf in ranked.groupby(ranked["kernel"].fillna("?"), sort=True):
+        kernel = _kernel(str(kname))
+        runs = []
+        for rname, rdf in kdf.groupby("run", sort=True):
+            buckets = [_bucket(kernel, str(b), bdf, config_cols, f"{kname}-{len(kernels)}-{len(runs)}-{b}")
+                       for b, bdf in rdf.groupby("bucket", sort=True)]
+            runs.append({"name": rname, "buckets": buckets})
+        kernels.append({"name": kname, "runs": runs})
     failed = frame[frame["invalidity"].fillna("") != ""]
     failures = []
     for kind, df in failed.groupby("invalidity", sort=True):
-        rows = [{"bucket": r["bucket"], "config": {c[7:]: r[c] for c in config_cols if pd.notna(r[c])},
-                 "error": r["error"]} for _, r in df.iterrows()]
+        rows = [{"kernel": r["kernel"], "run": r["run"], "bucket": r["bucket"],
+                 "config": " ".join(f"{c[7:]}={r[c]}" for c in config_cols if pd.notna(r[c])), "error": r["error"]}
+                for _, r in df.iterrows()]
         failures.append((kind, rows))
     compare = []
     if baseline:
-        for b in buckets:
+        for b in (b for k in kernels for run in k["runs"] for b in run["buckets"]):
             base = baseline.get(b["name"])
-            if base is None or b["ranking"][0]["median_us"] is None:
+            if base is None or b["best"] is None:
                 continue
-            best = b["ranking"][0]["median_us"]
-            noise = max(base.get("spread", 0.0), b["ranking"][0]["spread"], 0.01)
-            ratio = best / base["median_us"]
+            best_spread = float(ranked.loc[(ranked["bucket"] == b["name"]) & (ranked["median_us"] == b["best"]),
+                                           "spread"].fillna(0.0).max())
+            noise = max(base.get("spread", 0.0), best_spread, 0.01)
+            ratio = b["best"] / base["median_us"]
             verdict = "faster" if ratio < 1 - noise else "slower" if ratio > 1 + noise else "same"
-            compare.append({"bucket": b["name"], "best": best, "base": base["median_us"], "ratio": ratio,
+            compare.append({"bucket": b["name"], "best": b["best"], "base": base["median_us"], "ratio": ratio,
                             "verdict": verdict})
     devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
-    out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, buckets=buckets,
-                                   failures=failures, baseline=compare,
+    legend = [(f"{p:g}%", slower_color(p)) for p in (0, 2, 5, 10, 15, 20)] + [
+        (f"≥{charts.SLOWER_SCALE_MAX:g}%", slower_color(charts.SLOWER_SCALE_MAX))]
+    out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, kernels=kernels,
+                                   failures=failures, baseline=compare, top=TOP, legend=legend,
+                                   plotly_js=Markup(charts.plotly_js()),
                                    bench=_bench_rows(bench) if bench else None,
                                    targets=_target_rows(*bench_targets) if bench_targets else None))

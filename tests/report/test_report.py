@@ -1,3 +1,7 @@
+import csv
+import io
+import re
+
 import pandas as pd
 from typer.testing import CliRunner
 
@@ -13,8 +17,15 @@ BASELINE = FIXTURES / "ranker_attention/sweep-a-table.json"
 def test_csv_columns_follow_the_schema(tmp_path):
     r = CliRunner().invoke(app, ["report", str(JOURNAL), "--csv", str(tmp_path / "r.csv")])
     assert r.exit_code == 0, r.output
+    text = (tmp_path / "r.csv").read_text()
     df = pd.read_csv(tmp_path / "r.csv")
     assert tuple(df.columns[: len(SCHEMA)]) == SCHEMA
+    # Sensible precision (no float noise such as 1019.2080000000001), integers as integers.
+    assert max(len(v.split(".")[1]) for v in df["median_us"].dropna().astype(str)) <= 2
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert {r["samples"] for r in rows if r["samples"]} <= {str(n) for n in range(3, 1000)}
+    assert {r["config_block_q"] for r in rows} == {"64", "128"} and "30.0" in {r["problem_cap"] for r in rows}
+    assert set(df["run"]) == {"run-c-journals"} and set(df["strategy"]) == {"exhaustive"}
     assert {"problem_head_dim", "config_block_q", "config_block_kv"} <= set(df.columns)
     assert set(df["status"]) <= {"ok", "pruned", "constraint", "compile", "runtime", "timeout", "correctness"}
     assert (df.loc[df.status == "ok", "median_us"] > 0).all()
@@ -25,9 +36,16 @@ def test_html_is_self_contained_with_charts_tables_and_baseline(tmp_path):
     r = CliRunner().invoke(app, ["report", str(JOURNAL), "--html", str(out), "--baseline", str(BASELINE)])
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert page.count('<svg class="heatmap"') == 4 and page.count('<svg class="scatter"') == 4
+    # Per bucket: the convergence, the time-by-config scatter and the ranker's tile heat map, drawn by Plotly.
+    assert len(set(re.findall(r'id="([^"]+-convergence)"', page))) == 4
+    assert len(set(re.findall(r'id="([^"]+-scatter)"', page))) == 4
+    assert len(set(re.findall(r'id="([^"]+-view)"', page))) == 4
     assert 'class="ranking"' in page and 'id="failures"' in page and 'class="baseline"' in page
-    assert "<script src" not in page and "http://" not in page.replace("http://www.w3.org/2000/svg", "")
+    assert 'id="kernel-ranker_attention"' in page and "(run run-c-journals)" in page
+    assert "<script src" not in page and 'src="http' not in page  # plotly.js inline: opens offline
+    # Integers stay integers (a block size never shows as 128.0) and "slower" is on the fixed scale.
+    body = page[page.index("<body>"):]  # after the inline plotly.js
+    assert "block_kv=64 " in body and "=128.0" not in body and ">128.0<" not in body and "+0.0%" in body
 
 
 def test_html_bench_section(tmp_path):
@@ -44,7 +62,7 @@ def test_html_bench_section(tmp_path):
     r = CliRunner().invoke(app, ["report", str(JOURNAL), "--html", str(out), "--bench", str(tmp_path / "b.json")])
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert 'class="bench"' in page and "<td>2.50</td>" in page and "ValueError: boom" in page
+    assert 'class="bench"' in page and ">2.50</td>" in page and "ValueError: boom" in page
     # This result records no targets and names no bench file: the report says so instead of judging.
     assert 'class="targets"' not in page and "no targets" in page and "no targets" in r.output
 

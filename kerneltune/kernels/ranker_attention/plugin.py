@@ -179,7 +179,7 @@ class RankerAttentionPlugin:
                      ("useful_tflops", "useful TFLOP/s", ".0f"), ("dense_tflops", "dense TFLOP/s", ".0f"),
                      ("rel_error", "rel err", ".1e"), ("kernel_over_call", "kernel/call", ".3f"))
 
-    def report_view(self, rows: Any, bucket: str) -> str:
+    def report_view(self, rows: Any, bucket: str) -> Any:
         from .report_view import tile_heatmap
 
         return tile_heatmap(rows, bucket)

@@ -1,38 +1,27 @@
-"""The ranker's own section of a bucket in the HTML report: best time per (block_q, block_kv) tile."""
+"""The ranker's own section of a bucket in the HTML report: the best time per (block_q, block_kv) tile,
+as % slower than the bucket's best (a Plotly heat map; the report gives it its colour scale)."""
 
 from __future__ import annotations
 
-import html
-import math
+from typing import Any
 
 import pandas as pd
 
 
-def tile_heatmap(df: pd.DataFrame, bucket: str) -> str:
-    if "config_block_q" not in df or "config_block_kv" not in df or df.empty:
-        return ""
-    best = df.groupby(["config_block_q", "config_block_kv"])["median_us"].min()
-    qs = sorted(df["config_block_q"].unique())
-    ks = sorted(df["config_block_kv"].unique())
-    lo, hi = best.min(), best.max()
-    cell, pad = 70, 80
-    parts = [f'<svg class="heatmap" width="{pad + cell * len(ks) + 10}" height="{pad + cell * len(qs) + 10}" '
-             f'xmlns="http://www.w3.org/2000/svg"><title>best µs by block_q × block_kv, {html.escape(bucket)}</title>']
-    for j, k in enumerate(ks):
-        parts.append(f'<text x="{pad + j * cell + 20}" y="{pad - 8}" font-size="12">kv {k}</text>')
-    for i, q in enumerate(qs):
-        parts.append(f'<text x="5" y="{pad + i * cell + 38}" font-size="12">q {q}</text>')
-        for j, k in enumerate(ks):
-            v = best.get((q, k))
-            if v is None or (isinstance(v, float) and math.isnan(v)):
-                fill, label = "#ddd", "—"
-            else:
-                f = 0.0 if hi == lo else (v - lo) / (hi - lo)
-                fill, label = f"rgb({int(80 + 175 * f)},{int(200 - 120 * f)},90)", f"{v:.0f}"
-            parts.append(f'<rect x="{pad + j * cell}" y="{pad + i * cell}" width="{cell - 2}" height="{cell - 2}" '
-                         f'fill="{fill}"/><text x="{pad + j * cell + 12}" y="{pad + i * cell + 38}" '
-                         f'font-size="12">{label}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+def tile_heatmap(df: pd.DataFrame, bucket: str) -> Any:
+    import plotly.graph_objects as go
 
-
+    timed = df[df["median_us"].notna()] if "median_us" in df else df.iloc[0:0]
+    if "config_block_q" not in timed or "config_block_kv" not in timed or timed.empty:
+        return None
+    best = timed.groupby(["config_block_q", "config_block_kv"])["median_us"].min()
+    qs = sorted(int(q) for q in timed["config_block_q"].unique())
+    ks = sorted(int(k) for k in timed["config_block_kv"].unique())
+    lo = float(best.min())
+    z = [[None if (q, k) not in best else (float(best[(q, k)]) / lo - 1) * 100 for k in ks] for q in qs]
+    text = [["" if (q, k) not in best else f"{float(best[(q, k)]):.1f} µs" for k in ks] for q in qs]
+    fig = go.Figure(go.Heatmap(z=z, x=[f"kv {k}" for k in ks], y=[f"q {q}" for q in qs], text=text,
+                               texttemplate="%{text}",
+                               hovertemplate="block_q %{y}, block_kv %{x}: %{text} (+%{z:.1f}%)<extra></extra>"))
+    fig.update_layout(title="best per tile (block_q × block_kv)")
+    return fig
