@@ -56,4 +56,4 @@ def test_a_third_kernel_end_to_end(tmp_path):
                        capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (tmp_path / "r.csv").read_text().count("\n") == 1 + 8
-    assert "Bucket n192" in (tmp_path / "r.html").read_text()
+    assert ">n192 <small>" in (tmp_path / "r.html").read_text()
