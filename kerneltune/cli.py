@@ -86,13 +86,9 @@ def main(version: Annotated[bool, typer.Option("--version", callback=_version, i
     """Options every command takes."""
     import logging
 
-    import optuna.logging  # its import sets its logger to INFO: set the level after it
-
     global _debug
     _debug = debug
-    level = logging.INFO if verbose else logging.WARNING
-    optuna.logging.set_verbosity(level)
-    logging.getLogger("kerneltune").setLevel(level)
+    logging.getLogger("kerneltune").setLevel(logging.INFO if verbose else logging.WARNING)  # Optuna follows it
 
 
 def _space_for(kernel: str, space: Path | None) -> Path:

@@ -50,6 +50,10 @@ def make_storage(url: str, heartbeat: float) -> Any:
     import optuna
     from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+    from .optuna_log import follow_kerneltune_logging
+
+    follow_kerneltune_logging()
+
     for attempt in range(5):
         try:
             with _heartbeats_outside_optimize():

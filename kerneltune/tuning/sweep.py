@@ -281,6 +281,9 @@ class _Sweep:
     def _optuna_storage(self) -> Any:
         import optuna
 
+        from .optuna_log import follow_kerneltune_logging
+
+        follow_kerneltune_logging()
         if self.opts.shared is not None:
             from .shared_study import make_storage
 
