@@ -78,11 +78,16 @@ def test_every_failure_becomes_its_invalidity(tmp_path, compile_threads):
     assert len(recs) == 18  # every candidate exactly once
 
 
+# 100 timed calls per candidate (0.1-0.6 s each), so the kill lands mid-sweep even on a loaded machine.
+KILL_SETTINGS = {"max_seconds": 2.0, "min_samples": 100, "batch": 20}
+
+
 def test_sigkill_mid_sweep_then_resume_measures_each_candidate_once(tmp_path):
-    opts = options(tmp_path, ["good", "slow", "garbage", "unwritten"])
-    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep; "
+    opts = options(tmp_path, ["good", "slow", "garbage", "unwritten"], settings=MeasureSettings(**KILL_SETTINGS))
+    code = (f"from tests.tuning.test_sweep import KILL_SETTINGS, options; "
+            f"from kerneltune.tuning.sweep import run_sweep; from kerneltune.measure import MeasureSettings; "
             f"import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), "
-            f"['good', 'slow', 'garbage', 'unwritten']))")
+            f"['good', 'slow', 'garbage', 'unwritten'], settings=MeasureSettings(**KILL_SETTINGS)))")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, start_new_session=True)
     journal = Journal(opts.journal_path)
     deadline = time.time() + 120

@@ -11,7 +11,8 @@ from kerneltune.tuning.space import load_space
 
 from ...paths import SPACES
 
-pytestmark = pytest.mark.slow
+# One worker at a time runs the full-size model (GBs of float64 weights): `-n 2 --dist loadgroup`.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("drafter-full-model")]
 EXACT = 1e-12  # float64 on both sides, summed in a different order
 
 

@@ -26,6 +26,7 @@ problem = { arch = "gfx942", requests = 2, qpr = 2, context = 40, layers = 1 }
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("drafter-full-model")  # one worker at a time runs the full-size model
 def test_sweep_then_verify_on_an_emulated_group(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELTUNE_GROUP_DEVICE", "emulated")
     space = tmp_path / "drafter.toml"
