@@ -47,7 +47,7 @@ Times are medians; "slower" is against the bucket's best in the same run, on one
 </p>
 <nav><ul>{% for k in kernels %}{% for run in k.runs %}{% for b in run.buckets %}
 <li><a href="#{{ b.anchor }}">{{ k.name }} · {{ run.name }} · {{ b.name }}</a></li>{% endfor %}{% endfor %}{% endfor %}
-<li><a href="#failures">failures</a></li></ul></nav>
+<li><a href="#failures">failures</a></li><li><a href="#pruned">pruned by constraints</a></li></ul></nav>
 {% if bench %}<h2 id="bench">Against other kernels ({{ bench.device }})</h2>
 <table class="bench"><tr><th>shape</th><th>cap</th><th>implementation</th><th>ms</th><th>spread</th>
 <th>useful TFLOP/s</th><th>dense TFLOP/s</th><th>rel. error</th><th>× vs kerneltune</th><th>error</th></tr>
@@ -84,13 +84,20 @@ Times are medians; "slower" is against the bucket's best in the same run, on one
 {% if b.ranking|length > top %}<details><summary>all {{ b.ranking|length }} candidates</summary>
 <table class="ranking-rest">{{ head }}{{ rows(b.ranking[top:], top) }}</table></details>{% endif %}
 {% endfor %}{% endfor %}{% endfor %}
-<h2 id="failures">Failures by kind</h2>
-{% for kind, rows in failures %}<h3>{{ kind }} ({{ rows|length }})</h3>
-<table class="failures"><tr><th>kernel</th><th>run</th><th>bucket</th><th>config</th><th>message</th></tr>
+{% macro failure_table(rows) %}<table class="failures">
+<tr><th>kernel</th><th>run</th><th>bucket</th><th>config</th><th>message</th></tr>
 {% for r in rows %}<tr><td>{{ r.kernel }}</td><td>{{ r.run }}</td><td>{{ r.bucket }}</td><td>{{ r.config }}</td>
 <td class="fail">{{ r.error }}</td></tr>
-{% endfor %}
-</table>{% else %}<p>None.</p>{% endfor %}
+{% endfor %}</table>{% endmacro %}
+<h2 id="failures">Failures by kind</h2>
+{% for kind, rows in failures %}<h3>{{ kind }} ({{ rows|length }})</h3>
+{% if rows|length > 10 %}<details><summary>all {{ rows|length }}</summary>{{ failure_table(rows) }}</details>
+{% else %}{{ failure_table(rows) }}{% endif %}{% else %}<p>None.</p>{% endfor %}
+<h2 id="pruned">Pruned by constraints</h2>
+{% if pruned %}<p>Configs the space's constraints or the kernel's static checks ruled out before anything
+compiled: not failures, counted apart.</p>
+<details><summary>{{ pruned|length }} configs</summary>{{ failure_table(pruned) }}</details>
+{% else %}<p>None.</p>{% endif %}
 <script>document.documentElement.dataset.scrollWidth = document.documentElement.scrollWidth;</script>
 </body></html>""", autoescape=True)
 
@@ -186,13 +193,15 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
                        for b, bdf in rdf.groupby("bucket", sort=True)]
             runs.append({"name": rname, "buckets": buckets})
         kernels.append({"name": kname, "runs": runs})
-    failed = frame[frame["invalidity"].fillna("") != ""]
-    failures = []
-    for kind, df in failed.groupby("invalidity", sort=True):
-        rows = [{"kernel": r["kernel"], "run": r["run"], "bucket": r["bucket"],
+    def listed(df: pd.DataFrame) -> list[dict[str, Any]]:
+        return [{"kernel": r["kernel"], "run": r["run"], "bucket": r["bucket"],
                  "config": " ".join(f"{c[7:]}={r[c]}" for c in config_cols if pd.notna(r[c])), "error": r["error"]}
                 for _, r in df.iterrows()]
-        failures.append((kind, rows))
+
+    invalid = frame["invalidity"].fillna("")
+    failures = [(kind, listed(df)) for kind, df in frame[(invalid != "") & (invalid != "constraint")]
+                .groupby("invalidity", sort=True)]
+    pruned = listed(frame[invalid == "constraint"])
     compare = []
     if baseline:
         for b in (b for k in kernels for run in k["runs"] for b in run["buckets"]):
@@ -210,7 +219,7 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
     legend = [(f"{p:g}%", slower_color(p)) for p in (0, 2, 5, 10, 15, 20)] + [
         (f"≥{charts.SLOWER_SCALE_MAX:g}%", slower_color(charts.SLOWER_SCALE_MAX))]
     out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, kernels=kernels,
-                                   failures=failures, baseline=compare, top=TOP, legend=legend,
+                                   failures=failures, pruned=pruned, baseline=compare, top=TOP, legend=legend,
                                    plotly_js=Markup(charts.plotly_js()),
                                    bench=_bench_rows(bench) if bench else None,
                                    targets=_target_rows(*bench_targets) if bench_targets else None))

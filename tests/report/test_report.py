@@ -42,6 +42,8 @@ def test_html_is_self_contained_with_charts_tables_and_baseline(tmp_path):
     assert len(set(re.findall(r'id="([^"]+-view)"', page))) == 4
     assert 'class="ranking"' in page and 'id="failures"' in page and 'class="baseline"' in page
     assert 'id="kernel-ranker_attention"' in page and "(run run-c-journals)" in page
+    # Constraint prunes are counted apart from the failures.
+    assert "<h3>constraint" not in page and 'id="pruned"' in page and "<summary>132 configs</summary>" in page
     assert "<script src" not in page and 'src="http' not in page  # plotly.js inline: opens offline
     # Integers stay integers (a block size never shows as 128.0) and "slower" is on the fixed scale.
     body = page[page.index("<body>"):]  # after the inline plotly.js
