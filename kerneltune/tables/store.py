@@ -100,10 +100,11 @@ def entry_problem(entry: Any) -> str | None:
 
 
 def _write_atomic(path: Path, table: dict[str, Any]) -> None:
+    """Written beside its final path (same file system), then renamed over it: a reader sees the old table
+    or the new one, never a part. Sorted keys and one-space indents, so a table diffs line by line."""
     for key, entry in table["entries"].items():
         if (why := entry_problem(entry)) is not None:
             raise TableError(f"{path}: refusing to write entry {key}: {why}")
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o644)  # a table is read by every user of the machine
