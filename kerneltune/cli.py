@@ -175,6 +175,7 @@ def sweep(
         console.print(f"[yellow]Compile-only sweep: no timings on this machine; timings need {escape(need)}. "
                       f"Candidates are ranked by the kernel's offline compile; no table written.", soft_wrap=True)
     from kerneltune.registry import load_kernel
+    from kerneltune.report.configs import config_text
 
     defaults = load_kernel(opts.kernel).tile_defaults
     table = Table(title=f"{opts.kernel}: {opts.search.strategy} sweep (configs: what differs from the defaults; "
@@ -185,8 +186,8 @@ def sweep(
         e = r.entry
         fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
         table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", str(r.pruned_by_constraints), fails,
-                      _config_text(e["config"], defaults) if e else
-                      _config_text(r.best["tiles"], defaults) if r.best else "-",
+                      config_text(e["config"], defaults) if e else
+                      config_text(r.best["tiles"], defaults) if r.best else "-",
                       f"{e['median_us']:.1f}" if e else f"score {r.best['score']:.0f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
@@ -198,13 +199,6 @@ def sweep(
         console.print(f"[yellow]Entries written from a replay ({', '.join(stale)}) keep the recorded kernel hash "
                       f"and stamps, and are never installed.", soft_wrap=True)
     console.print(f"journal: {opts.journal_path}")
-
-
-def _config_text(config: Mapping[str, Any], defaults: Mapping[str, Any]) -> str:
-    """The fields that differ from the kernel's defaults (all of them where it declares none), so a
-    table fits 120 columns; "defaults" when none differs."""
-    shown = {k: v for k, v in config.items() if k not in defaults or defaults[k] != v}
-    return " ".join(f"{k}={v}" for k, v in shown.items()) or "defaults"
 
 
 @app.command()
@@ -257,7 +251,7 @@ def verify(
         write_junit(junit, name, reports)
         console.print(f"JUnit: {junit}")
     for report in reports:
-        _print_verify_report(name, report)
+        _print_verify_report(name, report, plugin.tile_defaults)
     raise typer.Exit(worst_exit_code([r.exit_code for r in reports]))
 
 
@@ -276,18 +270,17 @@ def _runtime_tables(name: str, kind: str, hardware_here: bool) -> list[Path]:
     return found
 
 
-def _print_verify_report(name: str, report: VerifyReport) -> None:
+def _print_verify_report(name: str, report: VerifyReport, defaults: Mapping[str, Any]) -> None:
     """The report's table, its notes; a table that could not be read ends the command (exit 3)."""
-    from kerneltune.registry import load_kernel
+    from kerneltune.report.configs import config_text
 
-    defaults = load_kernel(name).tile_defaults
     out = Table(title=f"verify {name}: {report.table} (configs: what differs from the defaults)")
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
         out.add_column(col, overflow="fold")
     fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
     for r in report.entries:
         differ = ", ".join(m.split(":")[0] for m in r.stamps)
-        config = _config_text(r.config, defaults)
+        config = config_text(r.config, defaults)
         heuristic = "= tuned" if r.heuristic_is_tuned else fmt(r.heuristic_us)
         out.add_row(r.bucket, config, "match" if not r.stamps else f"differ: {differ}", r.correctness,
                     fmt(r.recorded_us), fmt(r.now_us), heuristic, ("[red]" if r.failed else "") + r.verdict)

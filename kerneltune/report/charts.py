@@ -8,6 +8,8 @@ from typing import Any
 
 import pandas as pd
 
+from .configs import config_text
+
 # "x% slower than the bucket's best" on one fixed scale for every bucket and chart: 0% green, 25% and
 # beyond red, so 517 µs against 520 µs reads as the same colour, not as the two ends of the range.
 SLOWER_SCALE_MAX = 25.0
@@ -37,10 +39,15 @@ def _div(fig: Any, name: str) -> str:
 
 
 def config_label(row: Mapping[str, Any], config_cols: list[str], defaults: Mapping[str, Any]) -> str:
-    """A candidate's config as the fields that differ from the kernel's defaults ("defaults" if none)."""
-    shown = [f"{c[7:]}={row[c]}" for c in config_cols
-             if pd.notna(row[c]) and (c[7:] not in defaults or defaults[c[7:]] != row[c])]
-    return " ".join(shown) or "defaults"
+    """A frame row's config (its ``config_*`` columns) as the fields that differ from the defaults."""
+    return config_text({c[7:]: row[c] for c in config_cols if pd.notna(row[c])}, defaults)
+
+
+def slower_color(pct: float) -> str:
+    """The fixed scale's colour for ``pct`` % slower than the best, as the charts draw it."""
+    from plotly.colors import sample_colorscale
+
+    return sample_colorscale(SLOWER_COLORS, [min(max(pct / SLOWER_SCALE_MAX, 0.0), 1.0)])[0]
 
 
 def convergence(df: pd.DataFrame, name: str) -> str:

@@ -117,17 +117,6 @@ def _kernel_view(kernel: Any, df: pd.DataFrame, bucket: str, name: str) -> str:
     return "" if fig is None else charts.heatmap(fig, name)
 
 
-def slower_color(pct: float) -> str:
-    """The fixed scale's colour for ``pct`` % slower than the best."""
-    f = min(max(pct / charts.SLOWER_SCALE_MAX, 0.0), 1.0)
-    for (f0, c0), (f1, c1) in zip(charts.SLOWER_COLORS, charts.SLOWER_COLORS[1:], strict=False):
-        if f <= f1:
-            t = (f - f0) / (f1 - f0)
-            a, b = (int(c0[i:i + 2], 16) for i in (1, 3, 5)), (int(c1[i:i + 2], 16) for i in (1, 3, 5))
-            return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b, strict=True))
-    return charts.SLOWER_COLORS[-1][1]
-
-
 def _text(x: Any, spec: str) -> str:
     return "-" if x is None or pd.isna(x) else format(x, spec)
 
@@ -145,13 +134,14 @@ def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], an
             "config": charts.config_label(r, cols, defaults),
             "whole": " ".join(f"{c[7:]}={r[c]}" for c in cols if pd.notna(r[c])),
             "median": _text(r["median_us"], ".1f"), "slower": "-" if slower is None else f"+{slower:.1f}%",
-            "color": "transparent" if slower is None else slower_color(slower),
+            "color": "transparent" if slower is None else charts.slower_color(slower),
             "spread": _text(None if pd.isna(r["spread"]) else 100 * r["spread"], ".2f") + "%",
             "score": _text(r["score"], ".0f"), "tflops": _text(r["tflops"], ".0f"),
             "pct": _text(r["pct_ceiling"], ".1f"), "status": r["status"]})
     charts_html = [charts.convergence(df, f"{anchor}-convergence"),
                    charts.time_by_config(df, cols, defaults, f"{anchor}-scatter")] if timed else []
-    return {"name": name, "anchor": anchor, "ranking": ranking, "best": best,
+    best_spread = float(df.loc[df["median_us"] == best, "spread"].fillna(0.0).max()) if timed else 0.0
+    return {"name": name, "anchor": anchor, "ranking": ranking, "best": best, "best_spread": best_spread,
             "convergence": Markup(charts_html[0] if charts_html else ""),
             "scatter": Markup(charts_html[1] if charts_html else ""),
             "view": Markup(_kernel_view(kernel, df, name, f"{anchor}-view") if timed else "")}
@@ -208,16 +198,14 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
             base = baseline.get(b["name"])
             if base is None or b["best"] is None:
                 continue
-            best_spread = float(ranked.loc[(ranked["bucket"] == b["name"]) & (ranked["median_us"] == b["best"]),
-                                           "spread"].fillna(0.0).max())
-            noise = max(base.get("spread", 0.0), best_spread, 0.01)
+            noise = max(base.get("spread", 0.0), b["best_spread"], 0.01)
             ratio = b["best"] / base["median_us"]
             verdict = "faster" if ratio < 1 - noise else "slower" if ratio > 1 + noise else "same"
             compare.append({"bucket": b["name"], "best": b["best"], "base": base["median_us"], "ratio": ratio,
                             "verdict": verdict})
     devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
-    legend = [(f"{p:g}%", slower_color(p)) for p in (0, 2, 5, 10, 15, 20)] + [
-        (f"≥{charts.SLOWER_SCALE_MAX:g}%", slower_color(charts.SLOWER_SCALE_MAX))]
+    legend = [(f"{p:g}%", charts.slower_color(p)) for p in (0, 2, 5, 10, 15, 20)] + [
+        (f"≥{charts.SLOWER_SCALE_MAX:g}%", charts.slower_color(charts.SLOWER_SCALE_MAX))]
     out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, kernels=kernels,
                                    failures=failures, pruned=pruned, baseline=compare, top=TOP, legend=legend,
                                    plotly_js=Markup(charts.plotly_js()),

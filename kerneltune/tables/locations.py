@@ -8,11 +8,13 @@ by entry: ``kerneltune install`` writes there, a sweep never does.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import os
 from pathlib import Path
 
 
+@functools.cache  # a launch's lookup asks on every trace
 def shipped_tables_dir() -> Path:
     """The tables the package ships (a plain folder: kerneltune is never imported from a zip)."""
     return Path(str(importlib.resources.files("kerneltune.tables").joinpath("shipped")))

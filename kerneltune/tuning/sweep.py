@@ -283,11 +283,11 @@ class _Sweep:
 
         from .optuna_log import follow_kerneltune_logging
 
-        follow_kerneltune_logging()
         if self.opts.shared is not None:
             from .shared_study import make_storage
 
-            return make_storage(self.opts.shared.storage, self.opts.shared.heartbeat)
+            return make_storage(self.opts.shared.storage, self.opts.shared.heartbeat)  # sets the log level too
+        follow_kerneltune_logging()
         path = self.journal.path.with_suffix(".optuna.log")
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
