@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from kerneltune.measure import MeasureSettings, median_noise, sample_until_quiet, summarize
+from kerneltune.measure import MeasureSettings, median_noise, sample_until_quiet, summarize, time_with
 
 
 def test_summary_is_the_median_and_the_interquartile_spread():
@@ -64,3 +64,113 @@ def test_a_clearly_slower_candidate_is_pruned_after_one_batch():
 def test_settings_are_validated(bad):
     with pytest.raises(ValueError):
         MeasureSettings(**bad)
+
+
+def test_noise_is_the_order_statistic_interval_exactly():
+    # n = 20: half = 1.96 * sqrt(20) / 2 = 4.38, so the interval runs from s[floor(10 - 4.38)] = s[5]
+    # to s[ceil(14.38)] = s[15]; the samples arrive shuffled, the rule sorts them.
+    samples = [float(v) for v in np.random.default_rng(1).permutation(np.arange(1, 21))]
+    assert median_noise(samples) == pytest.approx((16 - 6) / 2 / 10.5)
+    # n = 3, the fewest it judges: the interval is clipped to the first and the last sample.
+    assert median_noise([3.0, 1.0, 2.0]) == pytest.approx((3 - 1) / 2 / 2)
+    assert median_noise([1.0, 1.0, 1.0, 1.0, 5.0]) == pytest.approx((5 - 1) / 2 / 1)  # s[0] .. s[4]
+
+
+@pytest.mark.parametrize("samples", [[0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0], [-3.0, -2.0, -1.0]])
+def test_noise_without_a_positive_median_is_infinite(samples):
+    assert median_noise(samples) == float("inf")
+
+
+def test_summary_fields_exactly():
+    t = summarize([4.0, 1.0, 100.0, 2.0, 3.0], converged=False, clocks={"sm_mhz": 1980})
+    assert (t.median_us, t.min_us, t.samples, t.converged) == (3000.0, 1000.0, 5, False)
+    assert t.spread == pytest.approx((4000.0 - 2000.0) / 3000.0)  # p25 and p75 at exact ranks 1 and 3
+    assert t.noise == pytest.approx(median_noise([4.0, 1.0, 100.0, 2.0, 3.0]))
+    assert t.clocks == {"sm_mhz": 1980}
+    assert t.to_dict() == {"median_us": 3000.0, "spread": t.spread, "samples": 5, "min_us": 1000.0,
+                           "noise": t.noise, "converged": False, "clocks": {"sm_mhz": 1980}}
+
+
+def test_float32_samples_are_converted_before_scaling():
+    """A backend may return float32 times; microseconds are computed in float64, not rounded to float32."""
+    t = summarize(np.full(5, 1.1, dtype=np.float32), converged=True, clocks={})
+    assert t.median_us == float(np.float32(1.1)) * 1e3 != 1100.0
+
+
+def test_a_zero_median_has_zero_spread():
+    assert summarize([0.0, 0.0, 0.0], converged=True, clocks={}).spread == 0.0
+
+
+def test_clocks_are_read_before_the_warmup_and_after_the_last_batch():
+    events = []
+
+    def take(n):
+        events.append(f"take {n}")
+        return [1.0] * n
+
+    def clocks():
+        events.append("clocks")
+        return {"reading": len(events), "throttle_active": False}
+
+    t = sample_until_quiet(take, MeasureSettings(min_samples=4, batch=4, warmup=2), clocks=clocks)
+    assert events == ["clocks", "take 2", "take 4", "clocks"]
+    assert t.clocks == {"before": {"reading": 1, "throttle_active": False},
+                        "after": {"reading": 4, "throttle_active": False}}
+
+
+def test_throttling_at_the_end_is_flagged():
+    readings = iter([{"throttle_active": False}, {"throttle_active": True}])
+    t = sample_until_quiet(lambda n: [1.0] * n, MeasureSettings(min_samples=3, batch=3), clocks=lambda: next(readings))
+    assert t.clocks["throttled"] is True
+
+
+def test_without_a_clock_reader_the_clocks_are_empty_readings():
+    t = sample_until_quiet(lambda n: [1.0] * n, MeasureSettings(min_samples=3, batch=3))
+    assert t.clocks == {"before": {}, "after": {}} and t.converged is True
+
+
+def test_a_candidate_exactly_at_the_prune_threshold_is_measured_in_full():
+    take, calls = batches(itertools.repeat(2.0))
+    t = sample_until_quiet(take, MeasureSettings(min_samples=6, batch=3, warmup=1), prune_above_us=2000.0)
+    assert calls == [1, 3, 3] and t.converged
+    take, calls = batches(itertools.repeat(2.0))
+    t = sample_until_quiet(take, MeasureSettings(min_samples=6, batch=3, warmup=1), prune_above_us=1999.0)
+    assert calls == [1, 3] and not t.converged
+
+
+def test_noise_exactly_at_the_threshold_stops():
+    # Three samples 1, 2, 3 ms: noise (3 - 1) / 2 / 2 = 0.5, the threshold itself.
+    take, calls = batches(itertools.cycle([1.0, 2.0, 3.0]))
+    t = sample_until_quiet(take, MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=1))
+    assert calls == [1, 3] and t.converged and t.samples == 3
+
+
+def test_the_time_cap_counts_from_the_first_batch(monkeypatch):
+    """One second passes per clock reading: with a 2 s cap the third check (3 s > 2 s) stops, not the second."""
+    ticks = itertools.count()
+    monkeypatch.setattr("kerneltune.measure.time.monotonic", lambda: float(next(ticks)))
+    take, calls = batches(itertools.cycle([1.0, 50.0, 3.0, 90.0]))
+    t = sample_until_quiet(take, MeasureSettings(rel_noise=0.001, min_samples=3, batch=2, warmup=1, max_seconds=2))
+    assert calls == [1, 2, 2, 2] and t.samples == 6 and not t.converged
+
+
+def test_time_with_uses_the_backends_sampler_and_clocks():
+    seen = {}
+
+    class Backend:
+        def sampler(self, fn, args, cold_l2):
+            seen.update(fn=fn, args=args, cold_l2=cold_l2)
+            return lambda n: [3.0] * n
+
+        def clocks(self):
+            return {"sm_mhz": 1500}
+
+    t = time_with(Backend(), print, (1, 2), MeasureSettings(min_samples=3, batch=3, cold_l2=True), prune_above_us=1.0)
+    assert seen == {"fn": print, "args": (1, 2), "cold_l2": True}
+    assert t.samples == 3 and not t.converged and t.clocks["after"] == {"sm_mhz": 1500}  # pruned at 3000 µs
+
+
+@pytest.mark.parametrize("edge", [dict(rel_noise=1e-9), dict(rel_noise=0.999), dict(max_seconds=1e-6),
+                                  dict(min_samples=3), dict(batch=1)])
+def test_settings_at_their_bounds_are_accepted(edge):
+    MeasureSettings(**edge)

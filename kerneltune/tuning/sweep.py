@@ -289,6 +289,10 @@ class _Sweep:
             return make_storage(self.opts.shared.storage, self.opts.shared.heartbeat)  # sets the log level too
         follow_kerneltune_logging()
         path = self.journal.path.with_suffix(".optuna.log")
+        # Only the sweep holding the journal's writer lock uses this study log, so a lock file found here was
+        # left by a sweep killed while it wrote: without this, the resumed sweep would wait out Optuna's
+        # 30 s grace period before taking the lock over.
+        Path(f"{path}.lock").unlink(missing_ok=True)
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
     def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]] | None,

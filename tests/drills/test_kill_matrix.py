@@ -25,7 +25,10 @@ work = [1, 2, 3, 4]
 name = "small"
 problem = { n = 4 }
 """
-KILL_AFTER = (0, 1, 3, 5, 7)  # journaled candidates before the kill; 0: inside the first one
+# Journaled candidates before the kill (0: inside the first one), each at least two short of the run's total
+# (the exhaustive run measures all 8 feasible configs, the TPE run a budget of 6), so that the kill lands
+# while the sweep still runs; the drill counts any run that finished first.
+KILL_AFTER = {"exhaustive": (0, 1, 3, 5, 6), "tpe": (0, 1, 2, 3, 4)}
 CODE = """import pathlib, sys
 from kerneltune.measure import MeasureSettings
 from kerneltune.tuning.sweep import SearchOptions, SweepOptions, WorkerOptions, run_sweep
@@ -46,8 +49,8 @@ def measured(journal):
 def test_kill_matrix(tmp_path):
     counts = Counter()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    for strategy in ("exhaustive", "tpe"):
-        for k in KILL_AFTER:
+    for strategy, kill_after in KILL_AFTER.items():
+        for k in kill_after:
             out = tmp_path / f"{strategy}-{k}"
             out.mkdir()
             (out / "s.toml").write_text(SPACE)
@@ -55,9 +58,11 @@ def test_kill_matrix(tmp_path):
             proc = subprocess.Popen([sys.executable, "-c", CODE, str(out), "2", strategy], cwd=REPO, env=env,
                                     start_new_session=True, stderr=subprocess.PIPE)
             deadline = time.time() + 120
-            while time.time() < deadline and len(measured(journal)) < k:
-                time.sleep(0.01)
-            time.sleep(0.05)
+            while time.time() < deadline and proc.poll() is None and len(measured(journal)) < k:
+                time.sleep(0.005)
+            if k == 0:
+                time.sleep(0.05)
+            counts["finished before the kill"] += proc.poll() is not None
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             before = {r["key"] for r in measured(journal)}

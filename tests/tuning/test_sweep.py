@@ -256,3 +256,22 @@ def _alive(pid):
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_resumed_search_takes_over_the_study_log_lock_a_killed_sweep_left(tmp_path, caplog):
+    """kill -9 while Optuna wrote its study log leaves the log's lock file behind; the resumed sweep (which
+    holds the journal's writer lock, so no one else uses that log) removes it instead of waiting out Optuna's
+    30 s grace period and its warnings."""
+    import optuna
+
+    run_sweep(options(tmp_path, ["good", "slow"], strategy="tpe", budget=2))
+    study_log = options(tmp_path, ["good"]).journal_path.with_suffix(".optuna.log")
+    Path(f"{study_log}.lock").symlink_to(study_log)
+    optuna.logging.enable_propagation()
+    try:
+        with caplog.at_level("WARNING"):
+            [result] = run_sweep(options(tmp_path, ["good", "slow"], strategy="tpe", budget=4))
+    finally:
+        optuna.logging.disable_propagation()
+    assert result.measured == 2 and not Path(f"{study_log}.lock").is_symlink()
+    assert not [r for r in caplog.records if "lock" in r.getMessage()]
