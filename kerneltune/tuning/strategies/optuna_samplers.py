@@ -7,6 +7,7 @@ sampler learns from both and no config is measured twice.
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -125,15 +126,13 @@ class OptunaStrategy:
             self.study.tell(trial, value)
 
 
-def _sampled(name: str) -> Any:
-    def build(ctx: StrategyContext) -> OptunaStrategy:
-        import optuna
+def sampled(name: str, ctx: StrategyContext) -> OptunaStrategy:
+    """The strategy of Optuna's sampler ``name`` over the context's study (a resumed sweep continues it)."""
+    import optuna
 
-        study = optuna.create_study(study_name=ctx.study_name, storage=ctx.storage(),
-                                    sampler=make_sampler(name, ctx.seed), direction="minimize", load_if_exists=True)
-        return OptunaStrategy(study, ctx.params, ctx.feasible, ctx.known, ctx.seed, ctx.start, ctx.check)
-
-    return build
+    study = optuna.create_study(study_name=ctx.study_name, storage=ctx.storage(),
+                                sampler=make_sampler(name, ctx.seed), direction="minimize", load_if_exists=True)
+    return OptunaStrategy(study, ctx.params, ctx.feasible, ctx.known, ctx.seed, ctx.start, ctx.check)
 
 
-STRATEGIES = {name: _sampled(name) for name in ("random", "tpe", "gp", "cmaes")}
+STRATEGIES = {name: functools.partial(sampled, name) for name in ("random", "tpe", "gp", "cmaes")}
