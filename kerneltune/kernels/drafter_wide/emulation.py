@@ -121,7 +121,7 @@ class Launch:
         self.positions = inputs.positions.numpy()
         self.table = inputs.block_table.numpy()
         # Index arrays of the GEMV tiles, from indexing.py once per distinct argument (every tile reuses them).
-        self._index: dict[tuple[Any, ...], np.ndarray] = {}
+        self._index: dict[tuple[Any, ...], Any] = {}
 
     # ------------------------------------------------------------- flags and tagged words
     def _publish(self, st: _Rank, name: str, index: int, tag: int) -> None:
@@ -156,15 +156,17 @@ class Launch:
             at = ix.rs_pair(self.L, region, st.rank, int(t), col0, pairs) + self.faults.get("offset:rs", 0)
             peer.sym[at], peer.sym[at + 2], peer.sym[at + 4] = y[t, 0::2], y[t, 1::2], tag
 
-    def _tile_partials(self, lds: np.ndarray, slot: int, per_wave: list[np.ndarray]) -> None:
-        """Each wave's share of a 16x16 tile (weight rows x token rows), as the kernel splits K
-        (``k_offset``), left in LDS (``red_word``); the MFMA's own lane layout (value i of lane l is row
-        ``mfma_row(l, i)``, column l % 16) is the hardware's, taken as documented."""
-        lanes = np.arange(64)
-        for wave, part in enumerate(per_wave):
-            for i in range(4):
-                at = self._cached(ix.red_word, self.L, slot, wave, i, lanes)
-                lds[at] = part[self._cached(ix.mfma_row, lanes, i), lanes % ix.TILE]
+    def _tile_partials(self, lds: np.ndarray, slot: int, per_wave: np.ndarray) -> None:
+        """Each wave's share of a 16x16 tile (weight rows x token rows; ``per_wave[wave]``), as the kernel
+        splits K (``k_offset``), left in LDS (``red_word``); the MFMA's own lane layout (value i of lane l is
+        row ``mfma_row(l, i)``, column l % 16) is the hardware's, taken as documented."""
+        words, rows, cols = self._cached(self._partial_words, slot)
+        lds[words] = per_wave[:, rows, cols]
+
+    def _partial_words(self, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where every wave's values land (waves x 4 x 64 words) and which tile element each one is."""
+        waves, i, lanes = np.ix_(np.arange(self.L.waves), np.arange(4), np.arange(64))
+        return ix.red_word(self.L, slot, waves, i, lanes), ix.mfma_row(lanes[0], i[0]), lanes[0] % ix.TILE
 
     def _k_columns(self, k: int, wave: int) -> np.ndarray:
         """The K columns one wave sums of a tile of width ``k``, as the kernel splits them (``k_offset``)."""
@@ -172,14 +174,19 @@ class Launch:
                                for c in range(self.L.chunks(k)) for g4 in range(4)])
 
     def _tile_sum(self, lds: np.ndarray, slot: int) -> np.ndarray:
-        m, n = np.meshgrid(np.arange(ix.TILE), np.arange(ix.TILE), indexing="ij")
-        shift = self.faults.get("offset:lds", 0)
-        return sum(lds[self._cached(ix.red_element, self.L, slot, w, m, n) + shift] for w in range(self.L.waves))
+        """The tile, summed over the waves' partials read back by element (``red_element``)."""
+        return lds[self._cached(self._element_words, slot) + self.faults.get("offset:lds", 0)].sum(axis=0)
 
-    def _cached(self, fn: Callable[..., np.ndarray], *args: Any) -> np.ndarray:
-        """``fn(*args)`` for an index function of the tiles, computed once per distinct scalar arguments
-        (array arguments are the same fixed lane and tile grids on every call)."""
-        key = (fn.__name__, *(a for a in args if not isinstance(a, np.ndarray | DrafterLayout)))
+    def _element_words(self, slot: int) -> np.ndarray:
+        waves, m, n = np.ix_(np.arange(self.L.waves), np.arange(ix.TILE), np.arange(ix.TILE))
+        return ix.red_element(self.L, slot, waves, m, n)
+
+    def _tokens(self, t: int) -> np.ndarray:
+        return np.array([ix.tile_row(t, lane, self.n) for lane in range(ix.TILE)])
+
+    def _cached(self, fn: Callable[..., Any], *args: int | str) -> Any:
+        """``fn(*args)`` for an index function of the tiles, computed once per distinct argument."""
+        key = (fn.__name__, *args)
         if key not in self._index:
             self._index[key] = fn(*args)
         return self._index[key]
@@ -193,13 +200,13 @@ class Launch:
         # Each wave's partial products over its K columns, for every weight row and token row at once
         # (one matmul per wave and block); a tile's 16x16 share is then a selection of rows of them.
         waves = [self._cached(self._k_columns, x.shape[1], wave) for wave in range(self.L.waves)]
-        parts = [[wb[:, cols] @ x[:, cols].T for cols in waves] for wb in w]
+        parts = [np.stack([wb[:, cols] @ x[:, cols].T for cols in waves]) for wb in w]
         for tt in range(-(-len(w[0]) // ix.TILE)):
             for t in range(ix.tile_count(n)):
-                tokens = [ix.tile_row(t, lane, n) for lane in range(ix.TILE)]
+                tokens = self._cached(self._tokens, t)
                 for slot, wb in enumerate(w):
                     wrows = np.minimum(ix.TILE * tt + np.arange(ix.TILE), len(wb) - 1)
-                    self._tile_partials(lds, slot, [p[np.ix_(wrows, tokens)] for p in parts[slot]])
+                    self._tile_partials(lds, slot, parts[slot][:, wrows[:, None], tokens[None, :]])
                 for slot, wb in enumerate(w):
                     y = self._tile_sum(lds, slot)
                     rows, cols = ix.TILE * t + np.arange(ix.TILE), ix.TILE * tt + np.arange(ix.TILE)
@@ -246,9 +253,12 @@ class Launch:
     def _rows8(self, st: _Rank, layer: int, data: str, scale: str, width: int | None = None) -> np.ndarray:
         """8-bit rows with their scales, read from this rank's scratch (dequantised)."""
         width = width or self.L.model.hidden
-        at = ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width + np.arange(width)[None, :]
+        at = self._cached(self._row_words, layer, data, width)
         sc = st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)]
         return st.scratch[at] * sc[:, None]
+
+    def _row_words(self, layer: int, data: str, width: int) -> np.ndarray:
+        return ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width + np.arange(width)[None, :]
 
     def _a8_rows(self, st: _Rank, layer: int) -> np.ndarray:
         """Merged attention rows: 8-bit values with one scale per head quarter."""
