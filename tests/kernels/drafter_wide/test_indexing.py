@@ -121,3 +121,97 @@ def test_flag_words_are_distinct_aligned_and_inside_the_layer():
     words = [ix.flag_word(layout, name, i) for name, n in layout._flag_counts().items() for i in range(n)]
     assert len(set(words)) == len(words) and all(w % 8 == 0 for w in words)
     assert min(words) >= 0 and max(words) + 8 <= layout.W_LAYER_BYTES
+
+
+def test_tags_grow_with_the_layer_within_a_launch():
+    """Flags are shared by the layers: a layer's waiter, asking for a tag at least as new as its own, must
+    not take an earlier layer's flag for its own."""
+    assert all(ix.tag(s, layer + 1) > ix.tag(s, layer) for s in range(1, 50) for layer in range(7))
+
+
+def test_lds_partials_fill_the_reduction_words_from_zero():
+    words = sorted(ix.red_word(L, slot, w, i, lane)
+                   for slot, w, i, lane in itertools.product(range(2), range(L.waves), range(4), range(64)))
+    assert words == list(range(2 * L.waves * 256)) and all(isinstance(w, int) for w in words)
+
+
+@pytest.mark.parametrize("n", range(1, MAX_ROWS + 1))
+def test_tile_count_and_the_last_tiles_rows(n):
+    assert ix.tile_count(n) == -(-n // 16)
+    last = ix.tile_count(n) - 1
+    assert [ix.tile_row(last, lane, n) for lane in range(16)] == [min(16 * last + lane, n - 1) for lane in range(16)]
+
+
+def test_k_quarters_are_integers():
+    quarters = {ix.k_quarter(L, c, w, 6144) for c in range(L.chunks(6144)) for w in range(L.waves)}
+    assert quarters == {0, 1, 2, 3} and all(isinstance(q, int) for q in quarters)
+
+
+def test_qkv_and_act_elements_tile_their_scratch_rows_once():
+    qkv = sorted(ix.qkv_element(L, row, b, r) for row in range(MAX_ROWS) for b in range(L.NG) for r in range(L.QKV_R))
+    assert qkv == list(range(MAX_ROWS * L.QKV_N))
+    act = sorted(ix.act_element(L, row, b, r) for row in range(MAX_ROWS) for b in range(L.NG) for r in range(L.GU_R))
+    assert act == list(range(MAX_ROWS * L.IR))
+
+
+def test_gathered_rows_and_pairs_are_packed_from_their_region():
+    region = 4096
+    assert [ix.ag_x8_row(L, region, t) for t in range(MAX_ROWS)] == [
+        region + t * (L.model.hidden + 8) for t in range(MAX_ROWS)]
+    pairs = [ix.ag_bf_pair(L, region, t, p) for t in range(MAX_ROWS) for p in range(L.ROW_PAIRS)]
+    assert pairs == [region + 8 * j for j in range(MAX_ROWS * L.ROW_PAIRS)]
+
+
+def test_scratch_regions_of_each_layer_follow_the_layer_stride():
+    for layer in (0, 1, 3):
+        for name, offset in L.W_L_OFF.items():
+            assert ix.scratch_at(L, layer, name) == layer * L.W_LAYER_BYTES + offset
+
+
+def test_attention_partials_and_quarter_scales_are_distinct_and_inside_their_regions():
+    per_head = (2 + L.model.head_dim) * 4
+    partials = sorted(ix.partial_at(L, 1, b, r, h) for b in range(L.W_NA) for r in range(L.QPR)
+                      for h in range(L.model.q_heads))
+    start = ix.scratch_at(L, 1, "ap")
+    assert partials[0] == start and all(b - a >= per_head for a, b in itertools.pairwise(partials))
+    assert partials[-1] + per_head <= start + L.W_NA * L.AP_STRIDE
+    assert ix.partial_at(L, 1, 1, 0, 0) == start + L.AP_STRIDE
+    assert ix.partial_at(L, 1, 0, 1, 0) == start + L.model.q_heads * per_head
+    scales = [ix.a8_scale_at(L, 2, row, q) for row in range(MAX_ROWS) for q in range(4)]
+    assert scales == [ix.scratch_at(L, 2, "as") + 4 * j for j in range(4 * MAX_ROWS)]
+
+
+def test_requests_split_the_attention_blocks_evenly():
+    assert [ix.chunks_per_request(L, n) for n in (4, 16, 64)] == [96, 24, 6]
+    assert all(isinstance(ix.chunks_per_request(L, n), int) for n in (4, 16, 64))
+
+
+@pytest.mark.parametrize(("p_first", "lo"), [(0, 0), (5, 0), (4095, 0), (4096, 1), (4196, 101), (9000, 4905)])
+def test_the_window_holds_the_last_4096_keys(p_first, lo):
+    assert ix.window(L, p_first, p_first + 3) == (lo, p_first + 3, lo // 16, (p_first + 3) // 16)
+
+
+class _Expr:
+    """A stand-in for a traced FlyDSL value: the index functions hand it to FlyDSL's own min/max/select."""
+
+    def select(self, a, b):
+        return ("select", a, b)
+
+
+def test_traced_values_go_to_flydsls_min_max_and_select(monkeypatch):
+    import sys
+    import types
+
+    fake = types.ModuleType("flydsl.expr")
+    fake.min = lambda a, b: ("min", a, b)
+    fake.max = lambda a, b: ("max", a, b)
+    parent = types.ModuleType("flydsl")
+    parent.expr = fake
+    monkeypatch.setitem(sys.modules, "flydsl", parent)
+    monkeypatch.setitem(sys.modules, "flydsl.expr", fake)
+    x = _Expr()
+    assert ix.smin(x, 3) == ("min", x, 3) and ix.smin(3, x) == ("min", 3, x)
+    assert ix.smax(x, 3) == ("max", x, 3) and ix.smax(3, x) == ("max", 3, x)
+    assert (ix.smin(2, 3), ix.smax(2, 3)) == (2, 3)
+    assert ix.select(x, 1, 2) == ("select", 1, 2)
+    assert (ix.select(True, 1, 2), ix.select(False, 1, 2)) == (1, 2)

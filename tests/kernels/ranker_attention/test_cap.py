@@ -69,3 +69,11 @@ def test_every_cap_against_a_plain_oracle_through_its_saturating_region(method, 
     x = np.concatenate([np.linspace(-20 * c, 20 * c, 801), [c, -c, 0.999 * c, 1.001 * c]])
     got = cap_forward(x, method, CapParams(c), pre=1.0, post=1.0, xp=np)
     np.testing.assert_allclose(got, plain(x.tolist(), c), rtol=1e-12, atol=1e-12 * c)
+
+
+def test_checked_params_carry_the_cap_as_a_float():
+    params = CapParams.checked(CapMethod.TANH, 30)
+    assert params.cap == 30.0 and isinstance(params.cap, float)
+    assert CapParams.checked(CapMethod.NONE, None).cap is None
+    with pytest.raises(ValueError, match=r"^cap: given, but cap_method='none' uses no cap$"):
+        CapParams.checked(CapMethod.NONE, 3.0)
