@@ -1,4 +1,10 @@
-from kerneltune.tuning.table_writer import bucket_entry
+import pytest
+
+from kerneltune.protocols import StrategyContext
+from kerneltune.tables.store import read_table, table_path
+from kerneltune.tuning.journal import config_key, pct_of_ceiling
+from kerneltune.tuning.strategies import make_strategy
+from kerneltune.tuning.table_writer import bucket_entry, write_bucket_table
 from tests.tuning.fake_kernel import PLUGIN
 
 STAMPS = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2", "jaxlib": "0.11.2"}
@@ -46,3 +52,73 @@ def test_only_records_of_the_current_kernel_source_make_the_entry():
     stale = {**record("good", 1, 1.0), "kernel_hash": "old"}
     e = bucket_entry([stale, record("good", 2, 10.0)], PLUGIN, 0.01)
     assert e["config"]["work"] == 2 and e["stamps"]["kernel_hash"] == PLUGIN.source_hash()
+
+
+def test_runner_ups_and_fallbacks_carry_their_spread_and_the_noise_rule_takes_the_largest():
+    win = {**record("good", 1, 100.0), "timing": {"median_us": 100.0, "spread": 0.001, "samples": 10, "noise": 0.05}}
+    records = [win, record("good", 2, 105.0), record("good", 3, 105.1), record("slow", 1, 120.0)]
+    e = bucket_entry(records, PLUGIN, rel_noise=0.01)
+    assert e["runner_ups"] == [{"config": {"mode": "good", "work": 2}, "median_us": 105.0, "spread": 0.001}]
+    assert e["fallbacks"] == [{"config": {"mode": "slow", "work": 1}, "median_us": 120.0, "spread": 0.001}]
+    wide_spread = {**win, "timing": {**win["timing"], "noise": 0.0, "spread": 0.06}}
+    assert len(bucket_entry([wide_spread, *records[1:]], PLUGIN, rel_noise=0.01)["runner_ups"]) == 2
+
+
+def test_an_entry_names_the_winners_matched_stamps_and_its_date():
+    stamps = {**STAMPS, "matched": ["gpu", "cuda", "kernel_hash"], "bf16_tflops_ceiling": 800.0}
+    win = {**record("good", 1, 10.0), "stamps": stamps, "time": "2026-12-01T00:00:00Z", "tflops": 200.0}
+    e = bucket_entry([win], PLUGIN, 0.01)
+    assert e["stamps"] == {"gpu": "NVIDIA H200", "cuda": "13.0", "kernel_hash": PLUGIN.source_hash(),
+                           "date": "2026-12-01T00:00:00Z"}
+    assert e["pct_ceiling"] == 25.0 and e["tflops"] == 200.0
+    older = bucket_entry([record("good", 1, 10.0)], PLUGIN, 0.01)  # no matched list: the CUDA/JAX stamps
+    assert set(older["stamps"]) == {*STAMPS, "kernel_hash", "date"}
+
+
+def test_a_replay_of_an_older_kernel_writes_the_newest_recorded_source():
+    def replayed(work, h, time):
+        return {**record("good", work, 10.0 + work), "kernel_hash": h, "time": time,
+                "stamps": {**STAMPS, "replayed_from": "old.jsonl"}}
+
+    e = bucket_entry([replayed(1, "h-old", "2026-01-01"), replayed(2, "h-new", "2026-02-01")], PLUGIN, 0.01)
+    assert e["stamps"]["kernel_hash"] == "h-new" and e["stamps"]["replayed_from"] == "old.jsonl"
+    assert e["config"]["work"] == 2  # only the records of that source compete
+    live_but_stale = {**record("good", 1, 10.0), "kernel_hash": "h-old"}  # measured live by an older source
+    assert bucket_entry([live_but_stale], PLUGIN, 0.01) is None
+
+
+@pytest.mark.parametrize(("tflops", "ceiling", "pct"), [(200.0, 800.0, 25.0), (0.0, 800.0, None),
+                                                         (200.0, None, None), (None, 800.0, None)])
+def test_percent_of_ceiling(tflops, ceiling, pct):
+    stamps = {} if ceiling is None else {"bf16_tflops_ceiling": ceiling}
+    assert pct_of_ceiling({"tflops": tflops, "stamps": stamps}) == pct
+    assert pct_of_ceiling({"tflops": tflops}) is None
+
+
+def test_write_bucket_table_writes_the_buckets_entry_where_the_runtime_reads_it(tmp_path):
+    mine = {**record("good", 1, 10.0), "kernel": "fake", "stamps": {**STAMPS, "device_kind": "gpu-x"},
+            "key": config_key({"mode": "good", "work": 1})}
+    other_bucket = {**record("good", 2, 1.0), "kernel": "fake", "bucket": "c"}
+    other_kernel = {**record("good", 3, 1.0), "kernel": "wide"}
+    e = write_bucket_table(tmp_path, PLUGIN, "b", [mine, other_bucket, other_kernel], 0.01)
+    path = table_path(tmp_path / "tables", "gpu-x", "fake")
+    assert e["table"] == str(path) and e["config"] == {"mode": "good", "work": 1}
+    [written] = read_table(path)["entries"].values()
+    assert written["config"] == {"mode": "good", "work": 1} and written["bucket_name"] == "b"
+    no_kind = {**mine, "stamps": STAMPS}  # older journals: the kind from the GPU's name
+    assert write_bucket_table(tmp_path, PLUGIN, "b", [no_kind], 0.01)["table"] == str(
+        table_path(tmp_path / "tables", "nvidia-h200", "fake"))
+    assert write_bucket_table(tmp_path, PLUGIN, "b", [{**mine, "status": "wrong"}], 0.01) is None
+
+
+def test_exhaustive_proposes_the_unmeasured_configs_in_space_order():
+    configs = [{"x": i} for i in range(5)]
+    ctx = StrategyContext(bucket="b", params={"x": list(range(5))}, feasible=configs, check=lambda c: None,
+                          known={config_key({"x": 1}): 1.0, config_key({"x": 3}): None}, seed=0, start=None,
+                          study_name="s", storage=lambda: None)
+    s = make_strategy("exhaustive")(ctx)
+    proposed = []
+    while (c := s.propose()) is not None:
+        proposed.append(c)
+        s.observe(c, 1.0)
+    assert proposed == [{"x": 0}, {"x": 2}, {"x": 4}]
