@@ -36,3 +36,53 @@ def test_a_folder_of_worker_journals_merges_earliest_first(tmp_path):
     merged = merged_journals(tmp_path)
     assert {k: r["v"] for k, r in merged.items()} == {("b", "k"): "early", ("b", "k2"): "only"}
     assert merged_journals(tmp_path / "a.jsonl")[("b", "k")]["v"] == "late"
+
+
+def test_a_record_holds_the_bucket_the_config_the_reply_and_its_time():
+    from kerneltune.tuning.journal import make_record
+
+    reply = {"status": "ok", "restart": True, "tflops": 200.0, "stamps": {"bf16_tflops_ceiling": 800.0},
+             "time": "2026-12-01T00:00:00Z"}
+    tiles = {"b": 2, "a": 1}
+    rec = make_record({"bucket": "x", "kernel": "k"}, tiles, reply, worker="w1")
+    assert rec == {"bucket": "x", "kernel": "k", "key": '{"a":1,"b":2}', "tiles": {"b": 2, "a": 1}, "status": "ok",
+                   "tflops": 200.0, "stamps": {"bf16_tflops_ceiling": 800.0}, "time": "2026-12-01T00:00:00Z",
+                   "worker": "w1", "pct_ceiling": 25.0}
+    tiles["a"] = 9
+    assert rec["tiles"] == {"b": 2, "a": 1}  # a copy
+    fresh = make_record({"bucket": "x"}, {"a": 1}, {"status": "wrong"})
+    assert fresh["time"].startswith("20") and "pct_ceiling" not in fresh and "restart" not in fresh
+
+
+def test_the_last_record_of_a_config_is_the_one_done(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    j.append({"bucket": "b", "key": "1", "status": "wrong"})
+    j.append({"bucket": "c", "key": "1", "status": "ok"})
+    j.append({"bucket": "b", "key": "1", "status": "ok"})
+    assert {k: r["status"] for k, r in j.done().items()} == {("b", "1"): "ok", ("c", "1"): "ok"}
+
+
+def test_appends_are_whole_sorted_lines_and_a_clean_tail_is_left_alone(tmp_path, caplog):
+    j = Journal(tmp_path / "deep/j.jsonl")
+    with caplog.at_level("WARNING", logger="kerneltune.journal"):
+        j.append({"key": "1", "bucket": "b"})
+        j.append({"key": "2", "bucket": "b"})
+    assert j.path.read_bytes() == b'{"bucket": "b", "key": "1"}\n{"bucket": "b", "key": "2"}\n'
+    assert caplog.text == ""
+    j.path.write_bytes(b"")
+    j.append({"key": "3", "bucket": "b"})
+    assert j.path.read_bytes() == b'{"bucket": "b", "key": "3"}\n'
+
+
+def test_a_torn_only_line_is_dropped_whole(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    j.path.write_bytes(b'{"bucket": "b", "ke')
+    assert list(j.records()) == []
+    j.append({"bucket": "b", "key": "1"})
+    assert j.path.read_bytes() == b'{"bucket": "b", "key": "1"}\n'
+
+
+def test_blank_lines_are_skipped(tmp_path):
+    p = tmp_path / "j.jsonl"
+    p.write_text('{"bucket": "b", "key": "1"}\n\n  \n{"bucket": "b", "key": "2"}\n')
+    assert [r["key"] for r in Journal(p).records()] == ["1", "2"]
