@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
@@ -63,3 +65,77 @@ def test_constraints_combine_as_a_conjunction(tmp_path):
     assert got == {(a, b) for a in (1, 3) for b in (1, 2) if a + b <= 5}
     assert not space.allows({"a": 2, "b": 1}, {"n": 5}) and not space.allows({"a": 1, "b": 3}, {"n": 5})
     assert space.allows({"a": 1, "b": 1}, {"n": 5}) and not space.allows({"a": 3, "b": 2}, {"n": 4})
+
+
+def _exact(tmp_path, message):
+    return "^" + re.escape(message.format(p=tmp_path / "s.toml")) + "$"
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("block_q = [64, 128]", "block_q = [64, 64]", "{p}:3: params.block_q: values repeat: [64, 64]"),
+    ("block_q = [64, 128]", 'block_q = "64"',
+     "{p}:3: params.block_q: expected a list of values or {{ range = [lo, hi] }}"),
+    ("block_q = [64, 128]", "block_q = { values = [64] }",
+     "{p}:3: params.block_q: expected a list of values or {{ range = [lo, hi] }}"),
+    ("range = [2, 4]", "range = [2, 4, 1, 1]",
+     "{p}:4: params.num_stages: range must be [lo, hi] or [lo, hi, step] integers"),
+    ("range = [2, 4]", "range = [2, 4.5]",
+     "{p}:4: params.num_stages: range must be [lo, hi] or [lo, hi, step] integers"),
+    ("range = [2, 4]", "range = 2", "{p}:4: params.num_stages: range must be [lo, hi] or [lo, hi, step] integers"),
+    ("range = [2, 4]", "range = [2, 4, 0]",
+     "{p}:4: params.num_stages: impossible range [2, 4, 0] (need lo <= hi, step > 0)"),
+    ("range = [2, 4]", "range = [2, 4, -1]",
+     "{p}:4: params.num_stages: impossible range [2, 4, -1] (need lo <= hi, step > 0)"),
+    ('expr = "block_q == 64 or head_dim <= 64"', "expr = 3",
+     "{p}:6: constraints[0].expr: a string expression is required"),
+    ('expr = "block_q == 64 or head_dim <= 64"', 'expr = "block_q == 64"\nwhen = 1',
+     "{p}:6: constraints[0]: unknown field(s) ['when']"),
+    ('expr = "block_q == 64 or head_dim <= 64"', 'expr = "block_q =="',
+     "{p}:6: constraints[0].expr: not an expression (invalid syntax): 'block_q =='"),
+    ('kernel = "ranker_attention"', "kernel = 3", "{p}:1: kernel: a kernel name string is required"),
+    ('name = "b"', "name = 3", "{p}:7: buckets[0]: needs a name and a problem table"),
+])
+def test_each_bad_field_is_named_exactly(tmp_path, old, new, message):
+    assert old in GOOD
+    with pytest.raises(SpaceError, match=_exact(tmp_path, message)):
+        load(tmp_path, GOOD.replace(old, new))
+
+
+def test_a_space_of_another_kernel_is_named(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text(GOOD)
+    assert load_space(p, TUN, FIELDS, for_kernel="ranker_attention").kernel == "ranker_attention"
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}:1: kernel = 'ranker_attention', but the kernel swept "
+                                                          "is 'drafter_wide'")):
+        load_space(p, TUN, FIELDS, for_kernel="drafter_wide")
+
+
+def test_an_unreadable_space_says_why(tmp_path):
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}: cannot read (No such file or directory)")):
+        load_space(tmp_path / "s.toml", TUN, FIELDS)
+
+
+def test_a_range_with_a_step_and_the_why_of_a_constraint(tmp_path):
+    s = load(tmp_path, GOOD.replace("range = [2, 4]", "range = [2, 4, 2]").replace(
+        'expr = "block_q == 64 or head_dim <= 64"', 'expr = "block_q == 64 or head_dim <= 64"\nwhy = "measured"'))
+    assert s.params["num_stages"] == [2, 4] and s.params["block_q"] == [64, 128]
+    [c] = s.constraints
+    assert (c.expr, c.why, c.where) == ("block_q == 64 or head_dim <= 64", "measured", f"{tmp_path / 's.toml'}:6")
+    assert load(tmp_path, GOOD).constraints[0].why == ""
+    assert load(tmp_path, GOOD.replace("range = [2, 4]", "range = [3, 3]")).params["num_stages"] == [3]
+
+
+def test_a_constraint_that_raises_names_itself_and_the_values_it_used(tmp_path):
+    text = GOOD.replace('expr = "block_q == 64 or head_dim <= 64"',
+                        'expr = "block_q // (head_dim - 128) > 0 or block_q == 64"')
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}:6: constraint 'block_q // (head_dim - 128) > 0 or "
+                                                          "block_q == 64' raised ZeroDivisionError (integer division "
+                                                          "or modulo by zero) at head_dim=128, block_q=64")):
+        load(tmp_path, text)
+
+
+def test_a_bucket_is_found_by_name_and_a_missing_one_lists_the_others(tmp_path):
+    s = load(tmp_path, GOOD)
+    assert s.bucket("b").problem["seq_len"] == 512 and s.bucket("b").where == f"{tmp_path / 's.toml'}:7"
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}: no bucket named 'c' (have ['b'])")):
+        s.bucket("c")
