@@ -77,3 +77,24 @@ def test_checked_params_carry_the_cap_as_a_float():
     assert CapParams.checked(CapMethod.NONE, None).cap is None
     with pytest.raises(ValueError, match=r"^cap: given, but cap_method='none' uses no cap$"):
         CapParams.checked(CapMethod.NONE, 3.0)
+
+
+def test_every_refusal_says_exactly_what_is_wrong():
+    with pytest.raises(ValueError, match=r"^cap_method: 'sigmoid' is not one of none, tanh, tanh_approx, softsign, "
+                                         r"clamp$"):
+        CapMethod.parse("sigmoid")
+    with pytest.raises(ValueError, match=r"^cap: must be a finite number > 0, got 0\.0$"):
+        CapParams(0.0)
+    with pytest.raises(ValueError, match=r"^cap: this cap method needs a cap value$"):
+        cap_forward(np.ones(2), CapMethod.TANH, CapParams(None), xp=np)
+    with pytest.raises(ValueError, match=r"^cap_method: unknown 'sigmoid'$"):
+        cap_forward(np.ones(2), "sigmoid", CapParams(3.0), xp=np)
+
+
+def test_the_exact_tanh_is_the_librarys_unless_asked_for_the_exp2_form():
+    x = np.linspace(-200.0, 200.0, 4001)
+    params = CapParams(30.0)
+    library = np.tanh(x * (1.0 / 30.0)) * 30.0  # the scale folded into one multiply, as cap_forward does
+    assert np.array_equal(cap_forward(x, CapMethod.TANH, params, xp=np), library)
+    exp2_form = cap_forward(x, CapMethod.TANH, params, xp=np, tanh_from_exp2=True)
+    assert not np.array_equal(exp2_form, library) and np.max(np.abs(exp2_form - library)) < 1e-12
