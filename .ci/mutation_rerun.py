@@ -1,0 +1,70 @@
+"""Run again, each in a fresh process, every mutant that mutmut did not kill, and write the final verdicts.
+
+mutmut forks a child per mutant from a process that has already imported the tests' modules; JAX's and
+Optuna's threads do not survive the fork, so a test that reaches them hangs and mutmut reports a "timeout"
+that says nothing about the tests. A fresh ``python -m pytest`` per mutant, on the direct tests of the
+mutated module, gives the real verdict. Usage: mutation_rerun.py MUTANTS_DIR MUTMUT_RESULTS OUT [JOBS]
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures as cf
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+# The quick tests that judge each mutated module (the same files [tool.mutmut] lists).
+TESTS = {
+    ".drafter_wide.indexing.": ["tests/kernels/drafter_wide/test_indexing.py"],
+    ".ranker_attention.bounds.": ["tests/kernels/ranker_attention/test_bounds.py",
+                                  "tests/kernels/ranker_attention/test_api.py"],
+    ".ranker_attention.cap.": ["tests/kernels/ranker_attention/test_cap.py",
+                               "tests/kernels/ranker_attention/test_reference.py",
+                               "tests/kernels/ranker_attention/test_config.py"],
+    ".ranker_attention.reference.": ["tests/kernels/ranker_attention/test_reference.py",
+                                     "tests/kernels/ranker_attention/test_cap.py"],
+    ".tables.lookup.": ["tests/tables/test_lookup.py", "tests/tables/test_tables.py"],
+    ".tables.": ["tests/tables/"],
+    ".measure.": ["tests/test_measure.py"],
+    ".tuning.strategies.": ["tests/tuning/test_optuna_samplers.py", "tests/tuning/test_strategies.py",
+                            "tests/tuning/test_table_writer.py"],
+    ".tuning.journal.": ["tests/tuning/test_journal.py", "tests/tuning/test_table_writer.py"],
+    ".tuning.table_writer.": ["tests/tuning/test_table_writer.py", "tests/tables/test_store_details.py"],
+    ".tuning.space.": ["tests/tuning/test_space.py", "tests/tuning/test_large_space.py"],
+}
+
+
+def verdict(mutants: Path, name: str) -> str:
+    tests = next(t for key, t in TESTS.items() if key in name)
+    env = {**os.environ, "MUTANT_UNDER_TEST": name, "JAX_PLATFORMS": "cpu"}
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+           "-m", "not slow and not gpu and not rocm", *tests]
+    try:
+        r = subprocess.run(cmd, cwd=mutants, env=env, capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return {0: "survived", 1: "killed"}.get(r.returncode, f"error (pytest exit {r.returncode})")
+
+
+def main() -> None:
+    mutants, results, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    jobs = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    final = {}
+    for line in results.read_text().splitlines():
+        if ": " in line:
+            name, status = (s.strip() for s in line.rsplit(": ", 1))
+            final[name] = status
+    again = [n for n, s in final.items() if s != "killed"]
+    with cf.ThreadPoolExecutor(jobs) as ex:
+        for name, status in zip(again, ex.map(lambda n: verdict(mutants, n), again), strict=True):
+            final[name] = f"{status} (rerun; mutmut: {final[name]})"
+    out.write_text("".join(f"    {n}: {s}\n" for n, s in final.items()))
+    counts = collections.Counter(s.split(" (")[0] for s in final.values())
+    print(f"{len(final)} mutants: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
+          f"; score {100 * counts['killed'] / len(final):.1f}%")
+
+
+if __name__ == "__main__":
+    main()
