@@ -56,14 +56,22 @@ def test_noise_is_judged_on_all_samples_not_one_batch():
 def test_a_clearly_slower_candidate_is_pruned_after_one_batch():
     take, calls = batches(itertools.repeat(5.0))
     t = sample_until_quiet(take, MeasureSettings(min_samples=10, batch=3, warmup=1), prune_above_us=2000.0)
-    assert calls == [1, 3] and t.samples == 3 and not t.converged
+    assert calls == [1, 3] and t.samples == 3 and t.converged is False
 
 
-@pytest.mark.parametrize("bad", [dict(rel_noise=0.0), dict(rel_noise=1.0), dict(max_seconds=0), dict(min_samples=2),
-                                 dict(batch=0)])
-def test_settings_are_validated(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(("bad", "message"), [
+    (dict(rel_noise=0.0), r"^rel_noise: must be in \(0, 1\), got 0\.0$"),
+    (dict(rel_noise=1.0), r"^rel_noise: must be in \(0, 1\), got 1\.0$"),
+    *[(b, r"^max_seconds > 0, min_samples >= 3 and batch >= 1 are required$")
+      for b in (dict(max_seconds=0), dict(min_samples=2), dict(batch=0))],
+])
+def test_settings_are_validated(bad, message):
+    with pytest.raises(ValueError, match=message):
         MeasureSettings(**bad)
+
+
+def test_a_sub_microsecond_median_still_has_a_spread():
+    assert summarize([0.0004, 0.0005, 0.0006], converged=True, clocks={}).spread == pytest.approx(0.2)
 
 
 def test_noise_is_the_order_statistic_interval_exactly():

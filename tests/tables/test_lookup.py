@@ -42,6 +42,10 @@ def test_bucket_distance(other, distance):
     assert bucket_distance({**BUCKET, **other}, BUCKET, HARD) == distance
 
 
+def test_every_differing_category_adds_one_step_wherever_it_stands():
+    assert bucket_distance({"n": 4, "c": "a", "d": "x"}, {"n": 16, "c": "b", "d": "y"}, ()) == 4.0
+
+
 def test_buckets_with_other_fields_are_infinitely_far():
     assert bucket_distance(BUCKET, {**BUCKET, "extra": 1}, HARD) == math.inf
 

@@ -122,3 +122,10 @@ def test_exhaustive_proposes_the_unmeasured_configs_in_space_order():
         proposed.append(c)
         s.observe(c, 1.0)
     assert proposed == [{"x": 0}, {"x": 2}, {"x": 4}]
+
+
+def test_an_exhaustive_search_needs_the_feasible_list():
+    ctx = StrategyContext(bucket="b", params={"x": [1]}, feasible=None, check=lambda c: None, known={}, seed=0,
+                          start=None, study_name="s", storage=lambda: None)
+    with pytest.raises(AssertionError, match=r"^an exhaustive search enumerates the space$"):
+        make_strategy("exhaustive")(ctx)
