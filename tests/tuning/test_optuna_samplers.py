@@ -66,6 +66,28 @@ def test_gp_and_tpe_model_after_three_startup_trials_and_tpe_models_jointly_with
     assert make_sampler("gp", 0)._n_startup_trials == 3
     tpe = make_sampler("tpe", 0)
     assert (tpe._n_startup_trials, tpe._multivariate, tpe._constant_liar) == (3, True, True)
+    cmaes = make_sampler("cmaes", 0)
+    assert (cmaes._n_startup_trials, cmaes._warn_independent_sampling) == (3, False)
+    with pytest.raises(ValueError, match=r"^strategy: 'anneal' has no Optuna sampler$"):
+        make_sampler("anneal", 0)
+
+
+def test_the_random_fallback_is_seeded():
+    """When the sampler only proposes measured configs, the untried config drawn instead follows the seed."""
+    def fallbacks(seed):
+        known = {config_key({"x": 1, "y": "a"}): 5.0}
+        s = OptunaStrategy(pinned_study(x=1, y="a"), PARAMS, ALL, known, seed=seed)
+        return [s.propose() for _ in range(4)]
+
+    assert fallbacks(5) == fallbacks(5) and len({config_key(c) for c in fallbacks(5)}) == 4
+
+
+@pytest.mark.filterwarnings("error::UserWarning")  # told as failed, not as a value Optuna cannot read
+def test_a_failed_candidate_is_told_as_failed():
+    s = OptunaStrategy(optuna.create_study(direction="minimize"), PARAMS, ALL, {}, seed=0)
+    tiles = s.propose()
+    s.observe(tiles, None)
+    assert s.study.trials[-1].state is FAIL
 
 
 def test_the_heuristic_start_comes_first_unless_it_was_measured():
