@@ -215,3 +215,13 @@ def test_traced_values_go_to_flydsls_min_max_and_select(monkeypatch):
     assert (ix.smin(2, 3), ix.smax(2, 3)) == (2, 3)
     assert ix.select(x, 1, 2) == ("select", 1, 2)
     assert (ix.select(True, 1, 2), ix.select(False, 1, 2)) == (1, 2)
+
+
+def test_reduce_scatter_pairs_are_packed_per_source_and_owned_row():
+    """The pairs of columns col0.., written from any column offset, land where the row's pairs from 0 would."""
+    region = 1 << 20
+    for src, t in itertools.product(range(TP), range(0, MAX_ROWS, 5)):
+        base = region + src * L.RS_STRIDE + ix.owner_slot(t) * L.ROW_PAIRS * ix.PAIR_BYTES
+        got = [ix.rs_pair(L, region, src, t, col0, p) for col0 in range(0, L.model.hidden, 128) for p in range(64)]
+        assert got == [base + j * ix.PAIR_BYTES for j in range(L.ROW_PAIRS)]
+        assert all(isinstance(w, int) for w in got)
