@@ -55,8 +55,7 @@ def reference_f64(q, k, v, bounds, *, sm_scale: float, cap_method: CapMethod = C
     """The oracle: float64 NumPy, out [B, T, Hq, D] and natural-log lse [B, Hq, T]."""
     method = CapMethod.parse(cap_method)
     params = CapParams(cap)
-    return _attention(np.asarray(q, np.float64), np.asarray(k, np.float64), np.asarray(v, np.float64),
-                      np.asarray(bounds), sm_scale, method, params, np, np.float64)
+    return _attention(q, k, v, np.asarray(bounds), sm_scale, method, params, np, np.float64)
 
 
 def reference_f32(q, k, v, bounds, *, sm_scale: float, cap_method: CapMethod = CapMethod.NONE,

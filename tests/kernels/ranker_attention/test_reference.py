@@ -86,3 +86,28 @@ def test_the_float64_reference_against_a_plain_oracle(method):
     oo, ol = attention(q, k, v, bounds, 0.9, method, cap)
     np.testing.assert_allclose(np.asarray(ro), oo, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(np.asarray(rl), ol, rtol=1e-10, atol=1e-12)
+
+
+def test_the_references_compute_in_their_own_precision_whatever_they_are_given():
+    q, k, v = _qkv(1, 128, 2, 1, 64)
+    b = np.array([[0, 100, 100, 128]])
+    o64, l64 = reference_f64(*(x.astype(np.float32) for x in (q, k, v)), b, sm_scale=0.125)
+    assert o64.dtype == np.float64 and l64.dtype == np.float64
+    import jax.numpy as jnp
+
+    o32, l32 = reference_f32(*(jnp.asarray(x, jnp.bfloat16) for x in (q, k, v)), b, sm_scale=0.125)
+    assert o32.dtype == jnp.float32 and l32.dtype == jnp.float32
+
+
+def test_each_row_is_normalised_by_its_own_max():
+    """Rows whose logits differ by thousands: a max taken over the whole tensor would underflow the smaller
+    rows' exponentials to zero and report them as rows without keys."""
+    from .oracle import attention
+
+    q, k, v = _qkv(2, 32, 2, 1, 64)
+    q[0] *= 300.0  # batch row 0's logits reach about a thousand, row 1's stay near 1
+    b = np.array([[0, 24, 24, 32], [0, 24, 24, 32]])
+    o, lse = reference_f64(q, k, v, b, sm_scale=0.125)
+    want_o, want_lse = attention(q, k, v, b, 0.125, "none", None)
+    np.testing.assert_allclose(o, want_o, atol=1e-9)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-12)
