@@ -213,6 +213,10 @@ def _check_constraints_satisfiable(space: Space, text: str) -> None:
         if not ok:
             raise SpaceError(f"{_where(space.path, text, 'expr', i)}: constraints[{i}].expr: "
                              f"excludes every config ({c.expr!r})")
-    for problem in problems if space.buckets else []:
-        if not any(True for _ in space.configs(problem)):
-            raise SpaceError(f"{space.path}: the constraints leave no config for problem {problem}")
+    for b in space.buckets:
+        try:
+            found = any(True for _ in space.configs(b.problem))
+        except NameError as e:
+            raise SpaceError(f"{b.where}: bucket {b.name!r} gives no {e.name!r}, which a constraint reads") from None
+        if not found:
+            raise SpaceError(f"{space.path}: the constraints leave no config for problem {b.problem}")

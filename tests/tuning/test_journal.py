@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from kerneltune.tuning.journal import Journal, JournalError, config_key
@@ -86,3 +88,30 @@ def test_blank_lines_are_skipped(tmp_path):
     p = tmp_path / "j.jsonl"
     p.write_text('{"bucket": "b", "key": "1"}\n\n  \n{"bucket": "b", "key": "2"}\n')
     assert [r["key"] for r in Journal(p).records()] == ["1", "2"]
+
+
+def test_a_torn_tail_after_many_lines_keeps_every_whole_line_and_says_exactly_what_it_dropped(tmp_path, caplog):
+    j = Journal(tmp_path / "a/b/j.jsonl")
+    for key in "123":
+        j.append({"bucket": "b", "key": key})
+    assert Path(f"{j.path}.lock").exists()  # appends are serialised on the journal's own lock file
+    with j.path.open("ab") as f:
+        f.write(b'{"bucket": "b", "ke')
+    with caplog.at_level("WARNING", logger="kerneltune.journal"):
+        j.append({"bucket": "b", "key": "4"})
+    assert [r["key"] for r in j.records()] == ["1", "2", "3", "4"]
+    assert caplog.messages == [f"{j.path}: dropped a torn last line of 19 bytes (a write cut by a kill); the "
+                               "candidate it held is measured again"]
+
+
+def test_merging_untimed_and_tied_records(tmp_path):
+    from kerneltune.tuning.journal import merged_journals
+
+    rec = {"bucket": "b", "key": "k"}
+    Journal(tmp_path / "a.jsonl").append({**rec, "time": "2026-11-30T01:00:00Z", "v": "a"})
+    Journal(tmp_path / "b.jsonl").append({**rec, "time": "2026-11-30T01:00:00Z", "v": "b"})
+    Journal(tmp_path / "c.jsonl").append({**rec, "key": "u", "v": "timed"} | {"time": "2026-11-30T01:00:00Z"})
+    Journal(tmp_path / "d.jsonl").append({**rec, "key": "u", "v": "untimed (an older journal)"})
+    merged = merged_journals(tmp_path)
+    assert merged[("b", "k")]["v"] == "a"  # a tie goes to the first journal by name
+    assert merged[("b", "u")]["v"] == "untimed (an older journal)"  # no time counts as the earliest

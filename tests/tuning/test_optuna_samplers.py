@@ -124,6 +124,7 @@ def test_configs_in_flight_are_not_proposed_again_and_the_end_is_none():
     assert s.propose() is None
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # rejected asks told as failed, not as unreadable values
 def test_a_measured_duplicate_is_told_its_recorded_value_and_a_failed_one_fails():
     known = {config_key({"x": 1, "y": "a"}): 5.0, config_key({"x": 2, "y": "a"}): None}
     s = OptunaStrategy(pinned_study(x=1, y="a"), PARAMS, ALL, known, seed=0)
@@ -178,3 +179,21 @@ def test_an_untried_config_is_drawn_when_the_sampler_only_proposes_measured_ones
     s = OptunaStrategy(pinned_study(x=1, y="a"), PARAMS, None, known, seed=0, check=lambda c: None)
     tiles = s.propose()
     assert tiles in ALL and config_key(tiles) not in known
+
+
+def test_a_built_strategy_keeps_to_the_feasible_list_or_else_to_the_check():
+    listed = make_strategy("random")(context(optuna.storages.InMemoryStorage(), strategy_feasible=ALL[:2]))
+    assert len(run(listed, 10)) == 2
+    checked = make_strategy("random")(context(optuna.storages.InMemoryStorage(), strategy_feasible=None,
+                                              check=lambda c: None if c["y"] == "b" else "y=a is infeasible"))
+    assert sorted(c["x"] for c in run(checked, 10)) == [1, 2, 3]
+
+
+def test_a_built_strategys_random_fallback_follows_the_contexts_seed(monkeypatch):
+    monkeypatch.setattr("kerneltune.tuning.strategies.optuna_samplers._MAX_REJECTS", 0)  # straight to the fallback
+
+    def draws(seed):
+        s = make_strategy("random")(context(optuna.storages.InMemoryStorage(), seed=seed))
+        return [config_key(s.propose()) for _ in range(4)]
+
+    assert draws(11) == draws(11)

@@ -139,3 +139,67 @@ def test_a_bucket_is_found_by_name_and_a_missing_one_lists_the_others(tmp_path):
     assert s.bucket("b").problem["seq_len"] == 512 and s.bucket("b").where == f"{tmp_path / 's.toml'}:7"
     with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}: no bucket named 'c' (have ['b'])")):
         s.bucket("c")
+
+
+TWO = GOOD + '''[[constraints]]
+expr = "num_stages == 9"
+[[buckets]]
+name = "c"
+problem = { batch = 1, seq_len = 512, q_heads = 1, kv_heads = 1, head_dim = 64 }
+'''
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (TWO, "{p}:11: constraints[1].expr: excludes every config ('num_stages == 9')"),
+    (TWO.replace("num_stages == 9", "num_stages == 2").replace("head_dim = 64 }", "head_dim = 64, colour = 1 }"),
+     "{p}:12: buckets[1].problem: unknown field(s) ['colour']"),
+    (TWO.replace("num_stages == 9", "block_q == 128"),
+     "{p}: the constraints leave no config for problem {{'batch': 1, 'seq_len': 512, 'q_heads': 1, 'kv_heads': 1, "
+     "'head_dim': 128}}"),
+    ("\n" + GOOD.replace("block_q = [64, 128]", "block_qq = [64]"),
+     "{p}:4: params.block_qq: unknown parameter (kernel 'ranker_attention' tunes " + str(sorted(TUN)) + ")"),
+    (GOOD.replace("num_stages = { range = [2, 4] }\n", "").replace("block_q = [64, 128]", ""),
+     "{p}: params: a [params] table with at least one parameter is required"),
+    ('params = 3\n' + GOOD[GOOD.index("[[constraints]]"):].replace('kernel = "ranker_attention"', ""),
+     "{p}: kernel: a kernel name string is required"),  # no "kernel =" line to point at
+    (GOOD.replace('kernel = "ranker_attention"\n', 'kernel = "ranker_attention"\nconstraints = 3\n').replace(
+        '[[constraints]]\nexpr = "block_q == 64 or head_dim <= 64"\n', ""),
+     "{p}: constraints: expected [[constraints]] tables"),
+    (GOOD + '[[buckets]]\nname = "b"\nproblem = { head_dim = 64 }\n', "{p}: buckets: two buckets share a name"),
+])
+def test_the_second_of_each_thing_and_the_whole_space_are_named(tmp_path, text, message):
+    with pytest.raises(SpaceError, match=_exact(tmp_path, message)):
+        load(tmp_path, text)
+
+
+def test_a_params_field_that_is_not_a_table(tmp_path):
+    text = 'kernel = "ranker_attention"\nparams = 3\n'
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}: params: a [params] table with at least one "
+                                                          "parameter is required")):
+        load(tmp_path, text)
+
+
+def test_inline_buckets_are_named_by_file_and_index(tmp_path):
+    text = GOOD[:GOOD.index("[[buckets]]")].replace(
+        "[params]", 'buckets = [{ name = "b", problem = { head_dim = 64 } }, { name = 3 }]\n[params]')
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}: buckets[1]: needs a name and a problem table")):
+        load(tmp_path, text)
+
+
+def test_a_space_without_constraints_or_buckets_and_a_bucket_with_bounds(tmp_path):
+    bare = 'kernel = "ranker_attention"\n[params]\nblock_q = [64, 128]\n'
+    s = load(tmp_path, bare)
+    assert s.constraints == () and s.buckets == ()
+    s = load(tmp_path, GOOD.replace("head_dim = 128 }", "head_dim = 128 }\nbounds = { candidates = 64 }"))
+    assert s.bucket("b").bounds == {"candidates": 64}
+
+
+def test_a_constraint_on_a_problem_field_no_bucket_gives_is_judged_later(tmp_path):
+    text = 'kernel = "ranker_attention"\n[params]\nblock_q = [64, 128]\n[[constraints]]\nexpr = "block_q <= seq_len"\n'
+    assert load(tmp_path, text).constraints[0].expr == "block_q <= seq_len"  # no bucket: nothing to judge yet
+    with_bucket = text + '[[buckets]]\nname = "b"\nproblem = { head_dim = 64 }\n'
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}:6: bucket 'b' gives no 'seq_len', which a constraint "
+                                                          "reads")):
+        load(tmp_path, with_bucket)
+    given = with_bucket.replace("head_dim = 64 }", "head_dim = 64, seq_len = 100 }")
+    assert [c["block_q"] for c in load(tmp_path, given).configs({"seq_len": 100})] == [64]

@@ -129,3 +129,32 @@ def test_an_exhaustive_search_needs_the_feasible_list():
                           start=None, study_name="s", storage=lambda: None)
     with pytest.raises(AssertionError, match=r"^an exhaustive search enumerates the space$"):
         make_strategy("exhaustive")(ctx)
+
+
+def test_an_entry_holds_every_field_the_runtime_and_the_report_read():
+    win = {**record("good", 1, 10.0), "inputs": {"history": [1, 2]}, "time": "2026-12-01T00:00:00Z"}
+    e = bucket_entry([win, record("good", 2, 30.0)], PLUGIN, 0.01)
+    assert {k: v for k, v in e.items() if k not in ("bucket", "stamps")} == {
+        "bucket_name": "b", "problem": {"n": 8}, "inputs": {"history": [1, 2]}, "config": {"mode": "good", "work": 1},
+        "median_us": 10.0, "spread": 0.001, "samples": 10, "tflops": None, "pct_ceiling": None, "runner_ups": [],
+        "fallbacks": [], "candidates_ok": 2}
+    assert e["bucket"] == PLUGIN.bucket(PLUGIN.problem({"n": 8}))
+    undated = bucket_entry([record("good", 1, 10.0)], PLUGIN, 0.01)
+    assert undated["inputs"] == {} and undated["stamps"]["date"].startswith("20")
+
+
+def test_replayed_records_without_a_time_or_stamps_do_not_break_the_source_choice():
+    stamped = {**record("good", 1, 10.0), "kernel_hash": "h-old", "stamps": {**STAMPS, "replayed_from": "j"}}
+    untimed = {k: v for k, v in stamped.items() if k != "time"} | {"kernel_hash": "h-older"}
+    timed = {**stamped, "time": "2026-01-01"}
+    assert bucket_entry([untimed, timed], PLUGIN, 0.01)["stamps"]["kernel_hash"] == "h-old"
+    unstamped = {k: v for k, v in record("good", 2, 5.0).items() if k != "stamps"} | {"kernel_hash": "x"}
+    assert bucket_entry([unstamped, timed], PLUGIN, 0.01)["stamps"]["kernel_hash"] == "h-old"
+
+
+def test_the_written_table_names_its_kernel_and_device_kind(tmp_path):
+    mine = {**record("good", 1, 10.0), "kernel": "fake", "stamps": {**STAMPS, "device_kind": "gpu-x"},
+            "key": config_key({"mode": "good", "work": 1})}
+    write_bucket_table(tmp_path, PLUGIN, "b", [mine], 0.01)
+    table = read_table(table_path(tmp_path / "tables", "gpu-x", "fake"))
+    assert (table["kernel"], table["device_kind"]) == ("fake", "gpu-x")
