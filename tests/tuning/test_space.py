@@ -203,3 +203,11 @@ def test_a_constraint_on_a_problem_field_no_bucket_gives_is_judged_later(tmp_pat
         load(tmp_path, with_bucket)
     given = with_bucket.replace("head_dim = 64 }", "head_dim = 64, seq_len = 100 }")
     assert [c["block_q"] for c in load(tmp_path, given).configs({"seq_len": 100})] == [64]
+
+
+def test_a_second_constraint_that_raises_is_named_by_its_own_line(tmp_path):
+    text = TWO.replace("num_stages == 9", "num_stages // (head_dim - 64) >= 0")
+    with pytest.raises(SpaceError, match=_exact(tmp_path, "{p}:11: constraint 'num_stages // (head_dim - 64) >= 0' "
+                                                          "raised ZeroDivisionError (integer division or modulo by "
+                                                          "zero) at head_dim=64, num_stages=2")):
+        load(tmp_path, text)
