@@ -115,3 +115,12 @@ def test_merging_untimed_and_tied_records(tmp_path):
     merged = merged_journals(tmp_path)
     assert merged[("b", "k")]["v"] == "a"  # a tie goes to the first journal by name
     assert merged[("b", "u")]["v"] == "untimed (an older journal)"  # no time counts as the earliest
+
+
+def test_the_same_config_twice_at_the_same_time_in_one_journal_keeps_the_first(tmp_path):
+    from kerneltune.tuning.journal import merged_journals
+
+    j = Journal(tmp_path / "a.jsonl")
+    for v in ("first", "second"):
+        j.append({"bucket": "b", "key": "k", "time": "2026-11-30T01:00:00Z", "v": v})
+    assert merged_journals(tmp_path)[("b", "k")]["v"] == "first"
