@@ -2,6 +2,7 @@
 
 import hashlib
 import re
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -28,8 +29,14 @@ def test_the_source_hash_covers_each_files_name_and_bytes_in_order(tmp_path):
     assert source_hash([a, b]) != want
 
 
-def test_now_stamp_is_utc_to_the_second():
-    stamp = now_stamp()
+def test_now_stamp_is_utc_to_the_second(monkeypatch):
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # a machine whose local time is not UTC
+    time.tzset()
+    try:
+        stamp = now_stamp()
+    finally:
+        monkeypatch.undo()
+        time.tzset()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
     then = datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     assert abs((datetime.now(UTC) - then).total_seconds()) < 5
