@@ -3,13 +3,15 @@
 mutmut forks a child per mutant from a process that has already imported the tests' modules; JAX's and
 Optuna's threads do not survive the fork, so a test that reaches them hangs and mutmut reports a "timeout"
 that says nothing about the tests. A fresh ``python -m pytest`` per mutant, on the direct tests of the
-mutated module, gives the real verdict. Usage: mutation_rerun.py MUTANTS_DIR MUTMUT_RESULTS OUT [JOBS]
+mutated module, gives the real verdict. Usage: mutation_rerun.py MUTANTS_DIR MUTMUT_RESULTS OUT [GLOB ...]
+(the globs, as given to ``mutmut run``, keep only the mutants they name).
 """
 
 from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import fnmatch
 import os
 import subprocess
 import sys
@@ -49,15 +51,15 @@ def verdict(mutants: Path, name: str) -> str:
 
 
 def main() -> None:
-    mutants, results, out = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
-    jobs = int(sys.argv[4]) if len(sys.argv) > 4 else 2
+    mutants, results, out, globs = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4:]
     final = {}
     for line in results.read_text().splitlines():
         if ": " in line:
-            name, status = (s.strip() for s in line.rsplit(": ", 1))
-            final[name] = status
+            name, status = (s.strip() for s in line.split(": ", 1))
+            if not globs or any(fnmatch.fnmatchcase(name, g) for g in globs):
+                final[name] = status
     again = [n for n, s in final.items() if s != "killed"]
-    with cf.ThreadPoolExecutor(jobs) as ex:
+    with cf.ThreadPoolExecutor(os.cpu_count() or 2) as ex:
         for name, status in zip(again, ex.map(lambda n: verdict(mutants, n), again), strict=True):
             final[name] = f"{status} (rerun; mutmut: {final[name]})"
     out.write_text("".join(f"    {n}: {s}\n" for n, s in final.items()))
