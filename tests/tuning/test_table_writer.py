@@ -1,9 +1,7 @@
 import pytest
 
-from kerneltune.protocols import StrategyContext
 from kerneltune.tables.store import read_table, table_path
 from kerneltune.tuning.journal import config_key, pct_of_ceiling
-from kerneltune.tuning.strategies import make_strategy
 from kerneltune.tuning.table_writer import bucket_entry, write_bucket_table
 from tests.tuning.fake_kernel import PLUGIN
 
@@ -109,26 +107,6 @@ def test_write_bucket_table_writes_the_buckets_entry_where_the_runtime_reads_it(
     assert write_bucket_table(tmp_path, PLUGIN, "b", [no_kind], 0.01)["table"] == str(
         table_path(tmp_path / "tables", "nvidia-h200", "fake"))
     assert write_bucket_table(tmp_path, PLUGIN, "b", [{**mine, "status": "wrong"}], 0.01) is None
-
-
-def test_exhaustive_proposes_the_unmeasured_configs_in_space_order():
-    configs = [{"x": i} for i in range(5)]
-    ctx = StrategyContext(bucket="b", params={"x": list(range(5))}, feasible=configs, check=lambda c: None,
-                          known={config_key({"x": 1}): 1.0, config_key({"x": 3}): None}, seed=0, start=None,
-                          study_name="s", storage=lambda: None)
-    s = make_strategy("exhaustive")(ctx)
-    proposed = []
-    while (c := s.propose()) is not None:
-        proposed.append(c)
-        s.observe(c, 1.0)
-    assert proposed == [{"x": 0}, {"x": 2}, {"x": 4}]
-
-
-def test_an_exhaustive_search_needs_the_feasible_list():
-    ctx = StrategyContext(bucket="b", params={"x": [1]}, feasible=None, check=lambda c: None, known={}, seed=0,
-                          start=None, study_name="s", storage=lambda: None)
-    with pytest.raises(AssertionError, match=r"^an exhaustive search enumerates the space$"):
-        make_strategy("exhaustive")(ctx)
 
 
 def test_an_entry_holds_every_field_the_runtime_and_the_report_read():
