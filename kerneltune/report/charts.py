@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .configs import config_text
+from .frame import row_config
 
 # "x% slower than the bucket's best" on one fixed scale for every bucket and chart: 0% green, 25% and
 # beyond red, so 517 µs against 520 µs reads as the same colour, not as the two ends of the range.
@@ -40,7 +41,7 @@ def _div(fig: Any, name: str) -> str:
 
 def config_label(row: Mapping[str, Any], config_cols: list[str], defaults: Mapping[str, Any]) -> str:
     """A frame row's config (its ``config_*`` columns) as the fields that differ from the defaults."""
-    return config_text({c[7:]: row[c] for c in config_cols if pd.notna(row[c])}, defaults)
+    return config_text(row_config(row, config_cols), defaults)
 
 
 def slower_color(pct: float) -> str:
@@ -75,7 +76,7 @@ def time_by_config(df: pd.DataFrame, config_cols: list[str], defaults: Mapping[s
     best = float(timed["median_us"].min())
     slower = (timed["median_us"].astype(float) / best - 1) * 100
     labels = [config_label(r, config_cols, defaults) for _, r in timed.iterrows()]
-    whole = ["<br>".join(f"{c[7:]}={r[c]}" for c in config_cols if pd.notna(r[c])) for _, r in timed.iterrows()]
+    whole = ["<br>".join(f"{k}={v}" for k, v in row_config(r, config_cols).items()) for _, r in timed.iterrows()]
     fig = go.Figure(go.Scatter(
         x=list(range(1, len(timed) + 1)), y=timed["median_us"].astype(float), mode="markers",
         marker={"size": 9, "color": slower.clip(upper=SLOWER_SCALE_MAX), "cmin": 0, "cmax": SLOWER_SCALE_MAX,

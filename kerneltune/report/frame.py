@@ -76,6 +76,11 @@ def load_frame(results: Path) -> pd.DataFrame:
     return frame
 
 
+def row_config(row: Any, config_cols: list[str]) -> dict[str, Any]:
+    """A frame row's config: its ``config_*`` columns without the prefix, the empty ones left out."""
+    return {c[len("config_"):]: row[c] for c in config_cols if pd.notna(row[c])}
+
+
 def _all_ints(values: Any) -> bool:
     present = [v for v in values if v is not None]
     return bool(present) and all(type(v) is int for v in present)

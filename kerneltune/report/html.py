@@ -18,6 +18,7 @@ from kerneltune.protocols import Capability, ReportView
 from kerneltune.registry import UnknownName, load_kernel
 
 from . import charts
+from .frame import row_config
 
 TOP = 15  # ranking rows shown open; the rest fold under "all N candidates"
 
@@ -132,7 +133,7 @@ def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], an
         slower = None if best is None or pd.isna(r["median_us"]) else (r["median_us"] / best - 1) * 100
         ranking.append({
             "config": charts.config_label(r, cols, defaults),
-            "whole": " ".join(f"{c[7:]}={r[c]}" for c in cols if pd.notna(r[c])),
+            "whole": " ".join(f"{k}={v}" for k, v in row_config(r, cols).items()),
             "median": _text(r["median_us"], ".1f"), "slower": "-" if slower is None else f"+{slower:.1f}%",
             "color": "transparent" if slower is None else charts.slower_color(slower),
             "spread": _text(None if pd.isna(r["spread"]) else 100 * r["spread"], ".2f") + "%",
@@ -185,7 +186,8 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
         kernels.append({"name": kname, "runs": runs})
     def listed(df: pd.DataFrame) -> list[dict[str, Any]]:
         return [{"kernel": r["kernel"], "run": r["run"], "bucket": r["bucket"],
-                 "config": " ".join(f"{c[7:]}={r[c]}" for c in config_cols if pd.notna(r[c])), "error": r["error"]}
+                 "config": " ".join(f"{k}={v}" for k, v in row_config(r, config_cols).items()),
+                 "error": r["error"]}
                 for _, r in df.iterrows()]
 
     invalid = frame["invalidity"].fillna("")
