@@ -173,7 +173,8 @@ def sweep(
         _fail(f"{e}; --replay JOURNAL replays a recorded sweep here", EXIT_NO_HARDWARE)
     if need := next((r.static_only for r in results if r.static_only), None):
         console.print(f"[yellow]Compile-only sweep: no timings on this machine; timings need {escape(need)}. "
-                      f"Candidates are ranked by the kernel's offline compile; no table written.", soft_wrap=True)
+                      f"Candidates are ranked by the kernel's offline compile and cost model (modelled µs, "
+                      f"never measured); no table written.", soft_wrap=True)
     from kerneltune.registry import load_kernel
     from kerneltune.report.configs import config_text
 
@@ -188,9 +189,11 @@ def sweep(
         table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", str(r.pruned_by_constraints), fails,
                       config_text(e["config"], defaults) if e else
                       config_text(r.best["tiles"], defaults) if r.best else "-",
-                      f"{e['median_us']:.1f}" if e else f"score {r.best['score']:.0f}" if r.best else "-",
+                      f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
+    if need:
+        _print_modelled_ranking(opts.journal_path, [r.bucket for r in results], defaults)
     stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
     for path in sorted({r.entry["table"] for r in results if r.entry}):
         hint = "" if stale else f" (the runtime reads it once installed: kerneltune install {path})"
@@ -292,6 +295,28 @@ def _print_verify_report(name: str, report: VerifyReport, defaults: Mapping[str,
         console.print(escape(note), soft_wrap=True)
 
 
+def _print_modelled_ranking(journal: Path, buckets: list[str], defaults: Mapping[str, Any], top: int = 10) -> None:
+    """A compile-only sweep's candidates by the kernel's cost model, with the rank the older static score
+    (``static.isa_score``) gave each: modelled figures, never measurements."""
+    from kerneltune.report.configs import config_text
+    from kerneltune.tuning.journal import Journal
+
+    recs = [r for r in Journal(journal).records() if r["status"] == "ok" and "modelled" in r]
+    for bucket in buckets:
+        ranked = sorted((r for r in recs if r["bucket"] == bucket), key=lambda r: r["score"])
+        if not ranked:
+            continue
+        by_isa = {r["key"]: i + 1 for i, r in enumerate(sorted(ranked, key=lambda r: r["static"]["isa_score"]))}
+        out = Table(title=f"{bucket}: modelled, not measured (cost model rank beside the static score's)")
+        for col in ("model rank", "config", "µs/layer", "of floor", "static-score rank", "static score"):
+            out.add_column(col, overflow="fold")
+        for i, r in enumerate(ranked[:top]):
+            m = r["modelled"]
+            out.add_row(str(i + 1), config_text(r["tiles"], defaults), f"{m['us_per_layer']:.1f}",
+                        f"{m['fraction_of_floor']:.2f}", str(by_isa[r["key"]]), f"{r['static']['isa_score']:.0f}")
+        console.print(out)
+
+
 def _verify_emulated(kernel: str, plugin: Kernel) -> None:
     from kerneltune.protocols import Capability, Emulation
 
@@ -299,10 +324,10 @@ def _verify_emulated(kernel: str, plugin: Kernel) -> None:
         _fail(f"{kernel} has no CPU emulation")
     checks = cast(Emulation, plugin).emulate()
     out = Table(title=f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model")
-    for col in ("layout", "shape", "worst rel. error", "blocks", "resumes", "verdict"):
+    for col in ("layout", "shape", "schedule", "worst rel. error", "blocks", "resumes", "verdict"):
         out.add_column(col)
     for c in checks:
-        out.add_row(c.layout, c.shape, f"{c.worst_error:.1e}", str(c.blocks), str(c.resumes),
+        out.add_row(c.layout, c.shape, c.schedule, f"{c.worst_error:.1e}", str(c.blocks), str(c.resumes),
                     "ok" if c.ok else f"[red]{c.error or 'mismatch'}")
     console.print(out)
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)

@@ -91,6 +91,7 @@ class EmulationCheck:
     resumes: int
     error: str | None = None
     tolerance: float = 1e-12
+    schedule: str = "fixed"  # the order the blocks ran in: "fixed", or "seed N" (a seeded interleaving)
 
     @property
     def ok(self) -> bool:

@@ -35,7 +35,7 @@ class RichObserver:
     def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None:
         if record.get("status") == "ok":
             t = record["timing"]["median_us"] if "timing" in record else record.get("score")
-            self._unit = "µs" if "timing" in record else "(static score)"
+            self._unit = "µs" if "timing" in record else "µs (modelled)"
             if t is not None and (self._best is None or t < self._best):
                 self._best = t
         fails = " ".join(f"{k}:{v}" for k, v in sorted(failures.items()) if k != "constraint" and v)

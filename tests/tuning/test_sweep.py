@@ -34,9 +34,10 @@ def space(tmp_path, modes):
     return p
 
 
-def options(tmp_path, modes, compile_threads=0, replay=None, strategy="exhaustive", budget=None, seed=0, **over):
+def options(tmp_path, modes, compile_threads=0, replay=None, strategy="exhaustive", budget=None, seed=0,
+            compile_timeout=20, **over):
     base = dict(kernel=FAKE, space_path=space(tmp_path, modes), out=tmp_path / "out",
-                workers=WorkerOptions(compile_threads=compile_threads, compile_timeout=20, run_timeout=4),
+                workers=WorkerOptions(compile_threads=compile_threads, compile_timeout=compile_timeout, run_timeout=4),
                 search=SearchOptions(strategy, budget, seed),
                 replay=ReplayOptions(replay) if replay is not None else None,
                 settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3))
@@ -60,11 +61,13 @@ def test_wrong_outputs_and_compile_errors_become_their_invalidity(tmp_path):
     assert result.entry["config"] == {"mode": "good", "work": 1} and len(status) == 12
 
 
-@pytest.mark.slow  # a crash and a hang cost a worker restart each: about 50 s per case on 2 cores
+@pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 15 s per case
 @pytest.mark.parametrize("compile_threads", [0, 2])
 def test_every_failure_becomes_its_invalidity(tmp_path, compile_threads):
+    # The fake kernel compiles at once: 3 s of compile timeout is room for a worker's start on a loaded
+    # machine, against the 20 s default of these tests (two hangs waited 48 s).
     opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"],
-                   compile_threads=compile_threads)
+                   compile_threads=compile_threads, compile_timeout=3)
     [result] = run_sweep(opts)
     recs = list(Journal(opts.journal_path).records())
     status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in recs}

@@ -13,10 +13,19 @@ the output. The G blocks' LDS is a per-block array of float32 words (NaN at firs
 tile's per-wave partial sums go through it at the kernel's ``red_word`` / ``red_element``.
 Values stay float64 (no 8-bit or bf16 rounding): the emulation checks the launch's data movement
 and order, which must reproduce the float64 reference exactly.
+
+The blocks run in one fixed order (each runs until it waits), or, given a seed, in a random
+interleaving: each round visits the blocks in a random order and runs each a random number of steps.
+Every flag publish is also a point where another block may run, so a publish that comes before its
+data, or a wait that is missing, shows in some seeded schedules as NaN in the output or a deadlock
+(``faults`` ``early:<flag>`` and ``nowait:<flag>``), where the fixed order runs past it.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import itertools
 import math
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +43,8 @@ from .reference import Dims, StepInputs, Weights, forward_f64, make_inputs, make
 
 _Wait = tuple[Callable[[], bool], str]
 Block = Generator[_Wait, None, None]
+# A point where the scheduler may switch blocks: after every flag publish.
+_YIELD: _Wait = (lambda: True, "yield")
 
 
 class Deadlock(RuntimeError):
@@ -50,6 +61,7 @@ class EmulationResult:
     h_out: list[np.ndarray]  # every rank's copy, [n_rows, hidden]
     blocks: int
     resumes: int
+    schedule: str  # a digest of the order in which blocks resumed: equal digests, equal interleavings
 
 
 @dataclass
@@ -93,11 +105,14 @@ class Launch:
     """One step of the drafter on 4 emulated ranks. ``faults`` injects bugs at single sites, for
     the tests that prove the emulation catches them: ``{"tag:x8f": -1}`` publishes the x8 flags
     with a wrong tag, ``{"offset:rs": 8}`` writes reduce-scatter pairs 8 bytes off,
-    ``{"offset:lds": 1}`` reads the GEMV tiles' LDS partial sums one word off."""
+    ``{"offset:lds": 1}`` reads the GEMV tiles' LDS partial sums one word off,
+    ``{"early:qkvf": 1}`` publishes the qkv flags before the qkv values are stored,
+    ``{"nowait:qkvf": 1}`` drops the attention blocks' wait for them. ``schedule_seed`` picks a
+    random interleaving of the blocks (None: the fixed order)."""
 
     def __init__(self, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, step: int = 1,
                  faults: Mapping[str, int] | None = None,
-                 shards: list[list[dict[str, np.ndarray]]] | None = None):
+                 shards: list[list[dict[str, np.ndarray]]] | None = None, schedule_seed: int | None = None):
         n = inputs.x.shape[0]
         layout.check_rows(n)
         if inputs.qpr != layout.QPR:
@@ -107,6 +122,7 @@ class Launch:
             raise ValueError("dims: the reference's model and the layout's differ")
         self.L, self.d, self.inputs, self.n, self.step = layout, dims, inputs, n, step
         self.faults = dict(faults or {})
+        self.schedule_seed = schedule_seed
         layers = len(weights.layers)
         self.layers = layers
         self.final_ln = weights.final_ln.numpy()
@@ -124,10 +140,20 @@ class Launch:
         self._index: dict[tuple[Any, ...], Any] = {}
 
     # ------------------------------------------------------------- flags and tagged words
-    def _publish(self, st: _Rank, name: str, index: int, tag: int) -> None:
+    def _publish(self, st: _Rank, name: str, index: int, tag: int, store: Callable[[], None]) -> Block:
+        """``store`` the data, then publish its flag (fault ``early:<name>``: the other way round, with
+        a scheduling point between them); another block may run after the publish."""
+        early = bool(self.faults.get(f"early:{name}"))
+        if not early:
+            store()
         st.flags[ix.flag_word(self.L, name, index)] = tag + self.faults.get(f"tag:{name}", 0)
+        yield _YIELD
+        if early:
+            store()
 
     def _flags_ready(self, st: _Rank, name: str, first: int, count: int, tag: int, site: int) -> _Wait:
+        if self.faults.get(f"nowait:{name}"):
+            return _YIELD
         words = ix.flag_word(self.L, name, first) + 8 * np.arange(count)
         return (lambda: bool(np.all(st.flags[words] >= tag)),
                 f"site {site} ({SITES[site]}): rank {st.rank} waits {count} {name} flags from {first} for tag {tag}")
@@ -144,8 +170,9 @@ class Launch:
                 gen = (self._gemv(st, b) if role == "G" else self._attention(st, b - self.L.ATT0) if role == "L"
                        else self._norm_block(st, b - self.L.NORM0))
                 blocks.append((f"rank {st.rank} block {b} ({role})", gen))
-        resumes = _schedule(blocks)
-        return EmulationResult([st.h_out for st in self.ranks], len(blocks), resumes)
+        rng = None if self.schedule_seed is None else np.random.default_rng(self.schedule_seed)
+        resumes, schedule = _schedule(blocks, rng)
+        return EmulationResult([st.h_out for st in self.ranks], len(blocks), resumes, schedule)
 
     # ------------------------------------------------------------- G: GEMV rows
     def _rs_push(self, st: _Rank, region: int, rows: np.ndarray, col0: int, y: np.ndarray, tag: int) -> None:
@@ -155,13 +182,6 @@ class Launch:
             peer = self.ranks[ix.owner_rank(int(t))]
             at = ix.rs_pair(self.L, region, st.rank, int(t), col0, pairs) + self.faults.get("offset:rs", 0)
             peer.sym[at], peer.sym[at + 2], peer.sym[at + 4] = y[t, 0::2], y[t, 1::2], tag
-
-    def _tile_partials(self, lds: np.ndarray, slot: int, per_wave: np.ndarray) -> None:
-        """Each wave's share of a 16x16 tile (weight rows x token rows; ``per_wave[wave]``), as the kernel
-        splits K (``k_offset``), left in LDS (``red_word``); the MFMA's own lane layout (value i of lane l is
-        row ``mfma_row(l, i)``, column l % 16) is the hardware's, taken as documented."""
-        words, rows, cols = self._cached(self._partial_words, slot)
-        lds[words] = per_wave[:, rows, cols]
 
     def _partial_words(self, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where every wave's values land (waves x 4 x 64 words) and which tile element each one is."""
@@ -173,16 +193,24 @@ class Launch:
         return np.concatenate([ix.k_offset(self.L, c, wave, g4) + np.arange(ix.K_CHUNK)
                                for c in range(self.L.chunks(k)) for g4 in range(4)])
 
-    def _tile_sum(self, lds: np.ndarray, slot: int) -> np.ndarray:
-        """The tile, summed over the waves' partials read back by element (``red_element``)."""
-        return lds[self._cached(self._element_words, slot) + self.faults.get("offset:lds", 0)].sum(axis=0)
+    def _wave_split(self, k: int) -> list[np.ndarray] | tuple[int, int]:
+        """Each wave's K columns (``k_offset``), or, where they are the regular split of the row into
+        chunks of one run of 4 x 32 bytes per wave, ``(waves, run)``: the products then come from views."""
+        waves = [self._k_columns(k, wave) for wave in range(self.L.waves)]
+        run = 4 * ix.K_CHUNK
+        regular = np.arange(k).reshape(-1, self.L.waves, run)
+        if all(np.array_equal(cols, regular[:, wave].ravel()) for wave, cols in enumerate(waves)):
+            return self.L.waves, run
+        return waves
 
     def _element_words(self, slot: int) -> np.ndarray:
         waves, m, n = np.ix_(np.arange(self.L.waves), np.arange(ix.TILE), np.arange(ix.TILE))
         return ix.red_element(self.L, slot, waves, m, n)
 
-    def _tokens(self, t: int) -> np.ndarray:
-        return np.array([ix.tile_row(t, lane, self.n) for lane in range(ix.TILE)])
+    def _tokens(self) -> np.ndarray:
+        """``[token tile, lane]``: the token row each lane of each tile reads (``tile_row``)."""
+        return np.array([[ix.tile_row(t, lane, self.n) for lane in range(ix.TILE)]
+                         for t in range(ix.tile_count(self.n))])
 
     def _cached(self, fn: Callable[..., Any], *args: int | str) -> Any:
         """``fn(*args)`` for an index function of the tiles, computed once per distinct argument."""
@@ -191,63 +219,66 @@ class Launch:
             self._index[key] = fn(*args)
         return self._index[key]
 
-    def _gemv_rows(self, lds: np.ndarray, w: list[np.ndarray], x: np.ndarray) -> list[np.ndarray]:
-        """``x @ W.T`` for one or two weight blocks (gate and up share a pass: LDS slots 0 and 1), tile by
-        tile as the kernel runs them: token tiles of 16 (``tile_row``), weight tiles of 16 rows (a block
-        with fewer rows repeats its last one), partials through the LDS model."""
-        n = self.n
-        out = [np.full((n, len(wb)), np.nan) for wb in w]
-        # Each wave's partial products over its K columns, for every weight row and token row at once
-        # (one matmul per wave and block); a tile's 16x16 share is then a selection of rows of them.
-        waves = [self._cached(self._k_columns, x.shape[1], wave) for wave in range(self.L.waves)]
-        parts = [np.stack([wb[:, cols] @ x[:, cols].T for cols in waves]) for wb in w]
-        for tt in range(-(-len(w[0]) // ix.TILE)):
-            for t in range(ix.tile_count(n)):
-                tokens = self._cached(self._tokens, t)
-                for slot, wb in enumerate(w):
-                    wrows = np.minimum(ix.TILE * tt + np.arange(ix.TILE), len(wb) - 1)
-                    self._tile_partials(lds, slot, parts[slot][:, wrows[:, None], tokens[None, :]])
-                for slot, wb in enumerate(w):
-                    y = self._tile_sum(lds, slot)
-                    rows, cols = ix.TILE * t + np.arange(ix.TILE), ix.TILE * tt + np.arange(ix.TILE)
-                    keep_r, keep_c = rows < n, cols < len(wb)
-                    out[slot][np.ix_(rows[keep_r], cols[keep_c])] = y[np.ix_(keep_c, keep_r)].T
+    def _gemv_rows(self, w: list[np.ndarray], x: np.ndarray) -> list[np.ndarray]:
+        """``x @ W.T`` for one or two weight blocks (gate and up share a pass: LDS slots 0 and 1), in the
+        kernel's tiles: token tiles of 16 (``tile_row``), weight tiles of 16 rows (a block with fewer rows
+        repeats its last one). Each wave leaves its share of a tile (its K columns, ``k_offset``) in LDS at
+        ``red_word``, then the tile is summed back by element (``red_element``); the MFMA's own lane layout
+        (value i of lane l is row ``mfma_row(l, i)``, column l % 16) is the hardware's, taken as documented.
+        Every tile gets an LDS pool of its own, all at once: the kernel reuses one pool tile after tile, and
+        a read of a word no partial was written to is NaN here instead of a stale partial there."""
+        n, tile = self.n, ix.TILE
+        # Each wave's partial products over its K columns, for every weight row and token row at once.
+        split = self._cached(self._wave_split, x.shape[1])
+        parts = [_wave_products(wb, x, split) for wb in w]
+        row_tiles = -(-len(w[0]) // tile)
+        tokens = self._cached(self._tokens)
+        lds = np.full((row_tiles, len(tokens), self.L.pool_words), np.nan)
+        for slot, (wb, p) in enumerate(zip(w, parts, strict=True)):
+            wrows = np.minimum(tile * np.arange(row_tiles)[:, None] + np.arange(tile), len(wb) - 1)
+            tiles = p[:, wrows[:, None, :, None], tokens[None, :, None, :]]  # [wave, row tile, token tile, m, n]
+            words, r, c = self._cached(self._partial_words, slot)
+            lds[:, :, words] = tiles[:, :, :, r, c].transpose(1, 2, 0, 3, 4)
+        out = []
+        for slot, wb in enumerate(w):
+            at = self._cached(self._element_words, slot) + self.faults.get("offset:lds", 0)
+            y = lds[:, :, at].sum(axis=2)  # [row tile, token tile, m (weight row), n (token)]
+            out.append(y.transpose(1, 3, 0, 2).reshape(len(tokens) * tile, row_tiles * tile)[:n, :len(wb)])
         return out
 
     def _gemv(self, st: _Rank, b: int) -> Block:
         L, n = self.L, self.n
         rows = np.arange(n)
-        lds = np.full(L.pool_words, np.nan)
         for layer in range(self.layers):
             tag = ix.tag(self.step, layer)
             w = st.w[layer]
             yield self._flags_ready(st, "x8f", 0, n, tag, 1)
             x8 = self._rows8(st, layer, "x8", "xs")
             r0 = b * L.QKV_R
-            [out] = self._gemv_rows(lds, [w["qkv"][r0:r0 + L.QKV_R]], x8)
+            [out] = self._gemv_rows([w["qkv"][r0:r0 + L.QKV_R]], x8)
             el = ix.qkv_element(L, rows[:, None], b, np.arange(L.QKV_R)[None, :])
-            st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el] = out
-            self._publish(st, "qkvf", b, tag)
+            yield from self._publish(st, "qkvf", b, tag,
+                                     _store(st.scratch, ix.scratch_at(L, layer, "qkv") + 2 * el, out))
 
             yield self._flags_ready(st, "attf", 0, 4 * n, tag, 2)
             a8 = self._a8_rows(st, layer)
             c0 = b * L.O_R
-            [y] = self._gemv_rows(lds, [w["o"][c0:c0 + L.O_R]], a8)
+            [y] = self._gemv_rows([w["o"][c0:c0 + L.O_R]], a8)
             self._rs_push(st, L.Y_RSO, rows, c0, y, tag)
 
             yield self._flags_ready(st, "h8f", 0, n, tag, 3)
             h8 = self._rows8(st, layer, "h8", "hs")
             g0 = b * L.GU_R
-            g, u = self._gemv_rows(lds, [w["gate"][g0:g0 + L.GU_R], w["up"][g0:g0 + L.GU_R]], h8)
+            g, u = self._gemv_rows([w["gate"][g0:g0 + L.GU_R], w["up"][g0:g0 + L.GU_R]], h8)
             act = swiglu_clamped(_t(g), _t(u)).numpy()
             el = ix.act_element(L, rows[:, None], b, np.arange(L.GU_R)[None, :])
-            st.scratch[ix.scratch_at(L, layer, "act") + 2 * el] = act
-            self._publish(st, "actf", b, tag)
+            yield from self._publish(st, "actf", b, tag,
+                                     _store(st.scratch, ix.scratch_at(L, layer, "act") + 2 * el, act))
 
             yield self._flags_ready(st, "actf", 0, L.NG, tag, 4)
             el = ix.act_element(L, rows[:, None], 0, np.arange(L.IR)[None, :])
             act_rows = st.scratch[ix.scratch_at(L, layer, "act") + 2 * el]
-            [y] = self._gemv_rows(lds, [w["down"][c0:c0 + L.D_R]], act_rows)
+            [y] = self._gemv_rows([w["down"][c0:c0 + L.D_R]], act_rows)
             self._rs_push(st, L.Y_RSD, rows, c0, y, tag)
 
     def _rows8(self, st: _Rank, layer: int, data: str, scale: str, width: int | None = None) -> np.ndarray:
@@ -255,10 +286,11 @@ class Launch:
         width = width or self.L.model.hidden
         at = self._cached(self._row_words, layer, data, width)
         sc = st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)]
-        return st.scratch[at] * sc[:, None]
+        return _gather(st.scratch, at) * sc[:, None]
 
-    def _row_words(self, layer: int, data: str, width: int) -> np.ndarray:
-        return ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width + np.arange(width)[None, :]
+    def _row_words(self, layer: int, data: str, width: int) -> np.ndarray | tuple[slice, tuple[int, ...]]:
+        return _as_slice(ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width
+                         + np.arange(width)[None, :])
 
     def _a8_rows(self, st: _Rank, layer: int) -> np.ndarray:
         """Merged attention rows: 8-bit values with one scale per head quarter."""
@@ -294,22 +326,23 @@ class Launch:
                                      k_new[keys[keys >= pos[0]] - pos[0]]])
                 vv = np.concatenate([st.v_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK],
                                      v_new[keys[keys >= pos[0]] - pos[0]]])
+                heads = np.arange(qh)
+                words, values = [], []
                 for i, p in enumerate(pos):
                     seen = (keys > p - L.WINDOW) & (keys <= p)
                     s = (q[i] @ kk[seen].T) * hd ** -0.5  # [heads, keys]
                     m = s.max(axis=1) if s.shape[1] else np.full(qh, -np.inf)
                     e = np.exp(s - m[:, None]) if s.shape[1] else np.zeros((qh, 0))
-                    for h in range(qh):
-                        at = ix.partial_at(L, layer, pidx, i, h)
-                        st.scratch[at] = m[h]
-                        st.scratch[at + 4] = e[h].sum()
-                        st.scratch[at + 8 + 4 * np.arange(hd)] = e[h] @ vv[seen]
-                self._publish(st, "apf", pidx, tag)
+                    at = ix.partial_at(L, layer, pidx, i, heads)
+                    words.append(np.concatenate([at, at + 4, (at[:, None] + 8 + 4 * np.arange(hd)[None, :]).ravel()]))
+                    values.append(np.concatenate([m, e.sum(axis=1), (e @ vv[seen]).ravel()]))
+                yield from self._publish(st, "apf", pidx, tag,
+                                         _store(st.scratch, np.concatenate(words), np.concatenate(values)))
             for task in range(pidx, 4 * n, L.W_NA):
                 t, hq, r = ix.merge_task(L, task)
                 yield self._flags_ready(st, "apf", r * cpr, cpr, tag, 6)
-                self._merge(st, layer, t, hq, r, cpr)
-                self._publish(st, "attf", task, tag)
+                merge = functools.partial(self._merge, st, layer, t, hq, r, cpr)
+                yield from self._publish(st, "attf", task, tag, merge)
 
     def _qkv_rows(self, st: _Rank, layer: int, rows: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, ...]:
         """The request's q (normed, rotated), and its new k and v, from this rank's qkv scratch."""
@@ -363,10 +396,10 @@ class Launch:
                     row = ix.ag_x8_row(L, region, t)
                     yield self._tagged(src, np.array([row + d.hidden + 4]), tag, site,
                                        f"rank {st.rank} norm block {j} waits row {t}'s all-gather for tag {tag}")
-                    st.scratch[ix.scratch_at(L, layer, data) + t * d.hidden + np.arange(d.hidden)] = \
-                        src[row + np.arange(d.hidden)]
-                    st.scratch[ix.scratch_at(L, layer, scale) + 4 * t] = src[row + d.hidden]
-                    self._publish(st, flag, t, tag)
+                    words = np.append(ix.scratch_at(L, layer, data) + t * d.hidden + np.arange(d.hidden),
+                                      ix.scratch_at(L, layer, scale) + 4 * t)
+                    values = src[row + np.arange(d.hidden + 1)]  # the row, then its scale
+                    yield from self._publish(st, flag, t, tag, _store(st.scratch, words, values))
 
         def put_x8(region: int, row_values: np.ndarray, tag: int) -> None:
             row = ix.ag_x8_row(L, region, t_own)
@@ -404,27 +437,67 @@ class Launch:
                 st.h_out[t, 0::2], st.h_out[t, 1::2] = src[at], src[at + 2]
 
 
-def _schedule(blocks: list[tuple[str, Block]]) -> int:
-    """Run coroutines until all finish; a wait parks its block until its condition holds."""
+def _as_slice(words: np.ndarray) -> np.ndarray | tuple[slice, tuple[int, ...]]:
+    """``words`` as (a slice, their shape) where they are one contiguous run in order, else unchanged:
+    the same values, read as a view instead of a gather."""
+    first = int(words.flat[0])
+    if np.array_equal(words.ravel(), first + np.arange(words.size)):
+        return slice(first, first + words.size), words.shape
+    return words
+
+
+def _gather(mem: np.ndarray, at: np.ndarray | tuple[slice, tuple[int, ...]]) -> np.ndarray:
+    return mem[at[0]].reshape(at[1]) if isinstance(at, tuple) else mem[at]
+
+
+def _wave_products(wb: np.ndarray, x: np.ndarray, split: list[np.ndarray] | tuple[int, int]) -> np.ndarray:
+    """``[wave, weight row, token row]``: each wave's share of ``wb @ x.T`` over its K columns. A regular
+    split ``(waves, run)`` multiplies strided views chunk by chunk, without copying a weight (10x faster)."""
+    if isinstance(split, list):
+        return np.stack([wb[:, cols] @ x[:, cols].T for cols in split])
+    waves, run = split
+    rows, k = wb.shape
+    w4 = wb.reshape(rows, k // (waves * run), waves, run).transpose(2, 1, 0, 3)  # [wave, chunk, row, run]
+    x4 = x.reshape(len(x), k // (waves * run), waves, run).transpose(2, 1, 3, 0)  # [wave, chunk, run, token]
+    return np.matmul(w4, x4).sum(axis=1)
+
+
+def _store(mem: np.ndarray, words: np.ndarray, values: np.ndarray) -> Callable[[], None]:
+    def store() -> None:
+        mem[words] = values
+
+    return store
+
+
+def _schedule(blocks: list[tuple[str, Block]], rng: np.random.Generator | None = None) -> tuple[int, str]:
+    """Run coroutines until all finish; a wait parks its block until its condition holds. Without
+    ``rng`` each round runs the blocks in order, each until it waits; with it, each round visits them
+    in a random order and runs each for a random number of steps (1 or more, halving odds). Returns
+    the resumes and a digest of the order of them."""
     live: list[tuple[str, Block, _Wait | None]] = [(name, gen, None) for name, gen in blocks]
     resumes = 0
+    trace = hashlib.blake2b(digest_size=8)
     while live:
         progressed, still = False, []
-        for name, gen, wait in live:
-            while wait is None or wait[0]():
+        order = range(len(live)) if rng is None else rng.permutation(len(live))
+        for i in order:
+            name, gen, wait = live[i]
+            budget = None if rng is None else int(rng.geometric(0.5))
+            while (wait is None or wait[0]()) and budget != 0:
                 resumes += 1
                 progressed = True
+                trace.update(name.encode())
+                budget = None if budget is None else budget - 1
                 try:
                     wait = next(gen)
                 except StopIteration:
-                    wait = None
                     break
             else:
                 still.append((name, gen, wait))
         live = still
         if live and not progressed:
             raise Deadlock([f"{name}: {wait[1]}" for name, _, wait in live if wait is not None])
-    return resumes
+    return resumes, trace.hexdigest()
 
 
 def max_relative_error(h_out: np.ndarray, reference: np.ndarray) -> float:
@@ -437,9 +510,14 @@ def max_relative_error(h_out: np.ndarray, reference: np.ndarray) -> float:
 CHECK_SHAPES = ((3, 2, (5, 94, 4500)), (4, 4, (0, 17, 4095, 6000)))
 
 
-def check_layouts(layouts: list[tuple[str, Callable[[int], DrafterLayout]]], seed: int = 0) -> list[EmulationCheck]:
-    """Emulate each layout (built for a shape's rows per request) on every check shape against
-    the float64 model; a deadlock is a failed check with its waits, not an exception."""
+# The fixed order, then 8 seeded interleavings.
+CHECK_SCHEDULES: tuple[int | None, ...] = (None, *range(8))
+
+
+def check_layouts(layouts: list[tuple[str, Callable[[int], DrafterLayout]]], seed: int = 0,
+                  schedules: tuple[int | None, ...] = CHECK_SCHEDULES) -> list[EmulationCheck]:
+    """Emulate each layout (built for a shape's rows per request) on every check shape, in every
+    schedule, against the float64 model; a deadlock is a failed check with its waits, not an exception."""
     dims = Dims(layers=1)
     weights = make_weights(dims, seed)
     shards = shard_weights(dims, weights)
@@ -448,13 +526,14 @@ def check_layouts(layouts: list[tuple[str, Callable[[int], DrafterLayout]]], see
         inputs = make_inputs(dims, requests=requests, qpr=qpr, context=list(context), seed=seed + 1)
         ref = forward_f64(dims, weights, inputs).numpy()
         shape = f"{requests} requests x {qpr} rows, context {list(context)}"
-        for name, build in layouts:
+        for (name, build), order in itertools.product(layouts, schedules):
+            schedule = "fixed" if order is None else f"seed {order}"
             try:
-                result = Launch(build(qpr), dims, weights, inputs, shards=shards).run()
+                result = Launch(build(qpr), dims, weights, inputs, shards=shards, schedule_seed=order).run()
             except Deadlock as e:
-                checks.append(EmulationCheck(name, shape, math.inf, 0, 0, str(e)))
+                checks.append(EmulationCheck(name, shape, math.inf, 0, 0, str(e), schedule=schedule))
                 continue
             worst = max(max_relative_error(h, ref) for h in result.h_out)
-            checks.append(EmulationCheck(name, shape, worst, result.blocks, result.resumes))
+            checks.append(EmulationCheck(name, shape, worst, result.blocks, result.resumes, schedule=schedule))
     return checks
 

@@ -153,7 +153,10 @@ class DrafterWidePlugin:
 
     def static_rank(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
         """Compile offline and rank: a spilling or non-resident layout is a constraint failure;
-        otherwise score = instructions x (1 + BLOCKS / resident blocks), lower is better."""
+        otherwise the score is the cost model's µs per step (``cost_model.py``, journaled as ``modelled``),
+        lower is better. The older static score, instructions x (1 + BLOCKS / resident blocks), is kept
+        beside it as ``static.isa_score``."""
+        from .cost_model import model
         from .kernel import KERNEL_ARG_SPEC
         from .offline_compile import compile_kernel
 
@@ -163,10 +166,11 @@ class DrafterWidePlugin:
                 "kerneltune.kernels.drafter_wide.kernel:build_wide_for",
                 {"arch": problem.arch, **dict(tiles), "qpr": problem.qpr, "layers": problem.layers},
                 KERNEL_ARG_SPEC, problem.arch, layout.threads, Path(tmp))
+            mfma = sum("v_mfma" in line for line in Path(report.isa_path).read_text().splitlines())
         r, occ = report.resources, report.occupancy
         metrics = {**dataclasses.asdict(r), "blocks_per_cu": occ.blocks_per_cu, "limited_by": occ.limited_by,
                    "resident_blocks": occ.resident_blocks, "blocks": layout.BLOCKS, "isa_lines": report.isa_lines,
-                   "pool_words": layout.pool_words}
+                   "isa_mfma": mfma, "pool_words": layout.pool_words}
         if r.vgpr_spill or r.sgpr_spill or r.scratch_bytes:
             return {"status": "constraint", "error": f"spills: {r.vgpr_spill} VGPR, {r.sgpr_spill} SGPR",
                     "static": metrics}
@@ -174,8 +178,10 @@ class DrafterWidePlugin:
             return {"status": "constraint", "static": metrics,
                     "error": f"not co-resident: BLOCKS {layout.BLOCKS} > {occ.cus} CUs x {occ.blocks_per_cu} "
                              f"block(s) per CU ({occ.limited_by}): the persistent grid would deadlock"}
-        score = report.isa_lines * (1.0 + layout.BLOCKS / occ.resident_blocks)
-        return {"status": "ok", "static": metrics, "score": score}
+        metrics["isa_score"] = report.isa_lines * (1.0 + layout.BLOCKS / occ.resident_blocks)
+        modelled = model(layout, problem.arch, problem.requests, problem.context)
+        return {"status": "ok", "static": metrics, "score": modelled.us_per_layer * problem.layers,
+                "modelled": modelled.to_dict()}
 
 
 PLUGIN = DrafterWidePlugin()

@@ -68,7 +68,9 @@ def make_weights(d: Dims, seed: int) -> Weights:
     qkv_rows = (d.q_heads + 2 * d.kv_heads) * d.head_dim
 
     def w(rows: int, cols: int) -> torch.Tensor:
-        return torch.randn(rows, cols, generator=g, dtype=torch.float64) / cols ** 0.5
+        # Drawn and scaled in float32 (3x faster than float64 draws: the full model is 330M weights), held
+        # in float64.
+        return torch.randn(rows, cols, generator=g, dtype=torch.float32).mul_(cols ** -0.5).to(torch.float64)
 
     def norm(n: int) -> torch.Tensor:
         return 1.0 + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
@@ -142,17 +144,18 @@ def _attend(d: Dims, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     n = q.shape[0]
     out = torch.zeros(n, len(heads), d.head_dim, dtype=q.dtype)
     scale = d.head_dim ** -0.5
+    shared = {}  # the KV head of each query head, and the query heads on each KV head
+    for j, h in enumerate(heads):
+        shared.setdefault(kv_of(h), []).append(j)
     for row in range(n):
         req = row // inputs.qpr
         p = int(inputs.positions[row])
         keys = torch.arange(max(p - d.window + 1, 0), p + 1)
         blk, off = _cache_index(d, inputs, req, keys)
-        for j, h in enumerate(heads):
-            kh = k_cache[blk, off, kv_of(h)]
-            vh = v_cache[blk, off, kv_of(h)]
-            s = (kh @ q[row, j]) * scale
-            w = torch.softmax(s, dim=0)
-            out[row, j] = w @ vh
+        kr, vr = k_cache[blk, off], v_cache[blk, off]  # [keys, kv heads, D]
+        for g, js in shared.items():  # every query head on KV head g at once
+            s = (q[row, js] @ kr[:, g].T) * scale  # [query heads, keys]
+            out[row, js] = torch.softmax(s, dim=1) @ vr[:, g]
     return out
 
 

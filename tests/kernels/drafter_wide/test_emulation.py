@@ -92,3 +92,50 @@ def test_a_wrong_lds_offset_is_caught(weights):
     # wave's tile, unwritten NaN words) end up in h_out.
     result, ref = emulate(DrafterLayout(qpr=2), Dims(layers=1), weights, 2, 2, [30, 100], faults={"offset:lds": 1})
     assert all(max_relative_error(h, ref) > 1e-3 for h in result.h_out)
+
+
+@pytest.fixture(scope="module")
+def small():
+    """Half the hidden size: the schedule tests emulate many launches."""
+    dims = Dims(hidden=3072, layers=1)
+    w = make_weights(dims, seed=4)
+    inputs = make_inputs(dims, requests=3, qpr=2, context=[7, 60, 200], seed=5)
+    return dims, DrafterLayout(qpr=2, model=ModelDims(hidden=3072)), w, shard_weights(dims, w), inputs, \
+        forward_f64(dims, w, inputs).numpy()
+
+
+def schedules_caught(small, faults, seeds=range(3)):
+    """For the fixed order, then each seeded schedule: was the fault caught (a deadlock or a wrong h_out)?"""
+    dims, layout, w, shards, inputs, ref = small
+    caught = []
+    for seed in (None, *seeds):
+        try:
+            result = Launch(layout, dims, w, inputs, faults=faults, shards=shards, schedule_seed=seed).run()
+        except Deadlock:
+            caught.append(True)
+            continue
+        caught.append(not all(max_relative_error(h, ref) < EXACT for h in result.h_out))
+    return caught[0], caught[1:]
+
+
+def test_seeded_schedules_interleave_differently_and_all_match(small):
+    dims, layout, w, shards, inputs, ref = small
+    orders = set()
+    for seed in (None, 0, 1):
+        result = Launch(layout, dims, w, inputs, shards=shards, schedule_seed=seed).run()
+        assert all(max_relative_error(h, ref) < EXACT for h in result.h_out), seed
+        orders.add(result.schedule)
+    assert len(orders) == 3  # three different interleavings of the blocks
+
+
+def test_a_missing_wait_is_caught_in_every_schedule(small):
+    # Attention blocks that read qkv without waiting for its flags read it before the G blocks wrote it.
+    fixed, seeded = schedules_caught(small, {"nowait:qkvf": 1})
+    assert fixed and all(seeded), seeded
+
+
+def test_a_publish_ahead_of_its_data_is_caught_by_seeded_schedules_only(small):
+    # A flag published before its values are stored: in the fixed order the publisher always stores
+    # before anyone else runs, so only another interleaving lets a reader in between.
+    fixed, seeded = schedules_caught(small, {"early:qkvf": 1})
+    assert not fixed and all(seeded), seeded

@@ -1,0 +1,41 @@
+"""The drafter's cost model: the weight-streaming floor from the published HBM figures, attention split
+over more chunks is faster (the static score preferred one block per request), every phase counted."""
+
+import pytest
+
+from kerneltune.kernels.drafter_wide.cost_model import ARCHS, FLAG_ROUND_TRIP_S, ROUND_TRIPS_PER_LAYER, model
+from kerneltune.kernels.drafter_wide.layout import DrafterLayout
+
+
+@pytest.mark.parametrize(("arch", "floor_us"), [("gfx942", 15.7), ("gfx950", 10.4)])
+def test_the_floor_is_one_ranks_8_bit_weights_at_the_hbm_peak(arch, floor_us):
+    m = model(DrafterLayout(qpr=4), arch, requests=4, context=8192)
+    # QKV 2304 x 6144, o 6144 x 2048, gate/up 6144 x 6144, down 6144 x 3072, plus a scale per row.
+    weights = 2304 * 6148 + 6144 * 2052 + 6144 * 6148 + 6144 * 3076
+    assert m.floor_us_per_layer == pytest.approx(weights / ARCHS[arch].hbm_bytes_per_s * 1e6)
+    assert m.floor_us_per_layer == pytest.approx(floor_us, rel=0.01)
+    assert 0 < m.fraction_of_floor < 1 and m.to_dict()["modelled"] is True
+
+
+def test_more_attention_chunks_per_request_are_faster_at_long_context():
+    one = model(DrafterLayout(qpr=4, w_na=16), "gfx942", requests=16, context=32768)  # one block per request
+    six = model(DrafterLayout(qpr=4, w_na=96), "gfx942", requests=16, context=32768)  # six per request
+    assert six.phases_us["attention"] < one.phases_us["attention"] / 4
+    assert six.us_per_layer < one.us_per_layer
+
+
+def test_each_phase_is_counted_once():
+    m = model(DrafterLayout(qpr=4), "gfx950", requests=4, context=100)
+    assert set(m.phases_us) == {"qkv", "o_proj", "gate_up", "down", "attention", "reduce_scatter", "all_gather",
+                                "flags"}
+    assert m.us_per_layer == pytest.approx(sum(m.phases_us.values()))
+    assert m.phases_us["flags"] == pytest.approx(ROUND_TRIPS_PER_LAYER * FLAG_ROUND_TRIP_S * 1e6)
+    # A short context: the KV cache is (100 + 4) keys of K and V in bf16 per request, one KV head of 128.
+    assert m.hbm_bytes - m.floor_us_per_layer * 1e-6 * ARCHS["gfx950"].hbm_bytes_per_s == pytest.approx(
+        4 * 104 * 128 * 2 * 2)
+
+
+def test_the_gemvs_are_bound_by_the_stream_not_the_mfma_at_64_rows():
+    m = model(DrafterLayout(qpr=1), "gfx942", requests=64, context=0)
+    a = ARCHS["gfx942"]
+    assert m.mfma_cycles_busiest_cu / a.clock_hz * 1e6 < m.floor_us_per_layer
