@@ -78,7 +78,8 @@ class SmallCheck(Protocol):
 
 class StaticRanking(Protocol):
     def static_rank(self, problem: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
-        """A worker reply: status, ``score`` (lower is better) and the ``static`` metrics."""
+        """A worker reply: status, ``score`` (the kernel's modelled µs per call, lower is better: the CLI and
+        progress show it as such) and the ``static`` metrics."""
         ...
 
 

@@ -63,6 +63,11 @@ FLAG_ROUND_TRIP_S = 2e-6
 ROUND_TRIPS_PER_LAYER = 8
 
 
+def floor_us(weight_bytes_per_rank: int, arch: str) -> float:
+    """The time to stream one rank's 8-bit weights once at the vendor's peak HBM bandwidth."""
+    return weight_bytes_per_rank / ARCHS[arch].hbm_bytes_per_s * 1e6
+
+
 @dataclass(frozen=True)
 class Modelled:
     """One layer's modelled time and where it goes; ``score`` ranks layouts (lower is better)."""
@@ -106,7 +111,7 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
                           ("gate_up", 2 * m.intermediate, m.hidden), ("down", m.hidden, m.intermediate)):
         t, weight, c = gemv(rows, k)
         phases[name], hbm, cycles = t, hbm + weight, cycles + c
-    floor = hbm / a.hbm_bytes_per_s
+    floor = floor_us(hbm, arch)
 
     keys = min(context + layout.qpr, m.window)
     kv_request = keys * m.head_dim * m.kv_heads * 2 * KV_BYTES
@@ -123,5 +128,5 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
     phases["all_gather"] = 2 * ag / a.xgmi_bytes_per_s
     phases["flags"] = ROUND_TRIPS_PER_LAYER * FLAG_ROUND_TRIP_S
     total = sum(phases.values())
-    return Modelled(total * 1e6, floor * 1e6, {k: v * 1e6 for k, v in phases.items()}, hbm, 2 * (rs + ag),
+    return Modelled(total * 1e6, floor, {k: v * 1e6 for k, v in phases.items()}, hbm, 2 * (rs + ag),
                     cycles)

@@ -73,6 +73,7 @@ class CompileReport:
     resources: Resources
     occupancy: Occupancy
     isa_lines: int
+    isa_mfma: int  # v_mfma instructions in the ISA (static count)
     isa_path: str
     code_object_path: str
     code_object_bytes: int
@@ -199,5 +200,5 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
     code = extract_code_object(binaries[-1].read_text())
     hsaco = isas[-1].parent / f"{res.name}.{arch}.hsaco"
     hsaco.write_bytes(code)
-    return CompileReport(arch, res, occupancy(res, arch, threads), isa.count("\n"), str(isas[-1]), str(hsaco),
-                         len(code))
+    return CompileReport(arch, res, occupancy(res, arch, threads), isa.count("\n"), isa.count("v_mfma"),
+                         str(isas[-1]), str(hsaco), len(code))

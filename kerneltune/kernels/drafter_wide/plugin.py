@@ -166,11 +166,10 @@ class DrafterWidePlugin:
                 "kerneltune.kernels.drafter_wide.kernel:build_wide_for",
                 {"arch": problem.arch, **dict(tiles), "qpr": problem.qpr, "layers": problem.layers},
                 KERNEL_ARG_SPEC, problem.arch, layout.threads, Path(tmp))
-            mfma = sum("v_mfma" in line for line in Path(report.isa_path).read_text().splitlines())
         r, occ = report.resources, report.occupancy
         metrics = {**dataclasses.asdict(r), "blocks_per_cu": occ.blocks_per_cu, "limited_by": occ.limited_by,
                    "resident_blocks": occ.resident_blocks, "blocks": layout.BLOCKS, "isa_lines": report.isa_lines,
-                   "isa_mfma": mfma, "pool_words": layout.pool_words}
+                   "isa_mfma": report.isa_mfma, "pool_words": layout.pool_words}
         if r.vgpr_spill or r.sgpr_spill or r.scratch_bytes:
             return {"status": "constraint", "error": f"spills: {r.vgpr_spill} VGPR, {r.sgpr_spill} SGPR",
                     "static": metrics}

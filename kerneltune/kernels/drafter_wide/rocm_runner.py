@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from .cost_model import ARCHS, floor_us
 from .layout import TP, DrafterLayout
 from .packing import weight_bytes
 
-# Vendor peak HBM bandwidth: the floor is the time to stream one rank's 8-bit weights once.
-HBM_BYTES_PER_S = {"gfx942": 5.3e12, "gfx950": 8.0e12}
 WARMUP_SECONDS = 0.4
 # Relative Frobenius error of h_out the 8-bit TP4 computation may have against the float64 model
 # (the reference's measured 5.8-5.9%, tests/kernels/drafter_wide/test_reference.py).
@@ -56,13 +55,9 @@ def require_rocm_gpus(n: int = TP) -> str:
         raise NeedsRocmGpus(f"the drafter's TP{n} run needs {need}; this machine has "
                             f"{torch.cuda.device_count() if torch.version.hip else 'no ROCm'} GPU(s)")
     arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0]
-    if arch not in HBM_BYTES_PER_S:
+    if arch not in ARCHS:
         raise NeedsRocmGpus(f"the drafter needs {need}; this machine's GPUs are {arch}")
     return arch
-
-
-def floor_us(weight_bytes_per_rank: int, arch: str) -> float:
-    return weight_bytes_per_rank / HBM_BYTES_PER_S[arch] * 1e6
 
 
 def run_tp4(tiles: dict[str, int], requests: int, qpr: int, context: list[int], layers: int = 1, seed: int = 0,
