@@ -323,11 +323,16 @@ def _verify_emulated(kernel: str, plugin: Kernel) -> None:
     if Capability.EMULATE not in plugin.capabilities:
         _fail(f"{kernel} has no CPU emulation")
     checks = cast(Emulation, plugin).emulate()
-    out = Table(title=f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model")
-    for col in ("layout", "shape", "schedule", "worst rel. error", "blocks", "resumes", "verdict"):
+    layouts = list(dict.fromkeys(c.layout for c in checks))
+    out = Table(title=f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model"
+                + (f" ({layouts[0]})" if len(layouts) == 1 else ""))
+    columns = ("layout",) * (len(layouts) > 1) + ("shape", "numbers", "schedule", "rel. error", "bound", "blocks",
+                                                  "resumes", "verdict")
+    for col in columns:
         out.add_column(col)
     for c in checks:
-        out.add_row(c.layout, c.shape, c.schedule, f"{c.worst_error:.1e}", str(c.blocks), str(c.resumes),
+        out.add_row(*(c.layout,) * (len(layouts) > 1), c.shape, c.numbers, c.schedule, f"{c.worst_error:.1e}",
+                    f"{c.tolerance:.1e}", str(c.blocks), str(c.resumes),
                     "ok" if c.ok else f"[red]{c.error or 'mismatch'}")
     console.print(out)
     raise typer.Exit(0 if all(c.ok for c in checks) else 1)

@@ -93,6 +93,9 @@ class EmulationCheck:
     error: str | None = None
     tolerance: float = 1e-12
     schedule: str = "fixed"  # the order the blocks ran in: "fixed", or "seed N" (a seeded interleaving)
+    # "float64": nothing rounded, worst_error the largest error over the largest magnitude; else the
+    # kernel's formats on an arch ("gfx942 8-bit"), worst_error the relative Frobenius error.
+    numbers: str = "float64"
 
     @property
     def ok(self) -> bool:

@@ -137,11 +137,11 @@ def test_a_measured_duplicate_is_told_its_recorded_value_and_a_failed_one_fails(
     assert {t.state for t in s.study.trials[:-1]} == {FAIL}
 
 
-def test_after_too_many_rejects_an_untried_config_is_drawn_and_enqueued():
-    known = {config_key({"x": 1, "y": "a"}): 5.0}
+def test_after_too_many_rejects_the_nearest_untried_config_is_enqueued():
+    known = {config_key({"x": 1, "y": "a"}): 5.0, config_key({"x": 1, "y": "b"}): 4.0}
     s = OptunaStrategy(pinned_study(x=1, y="a"), PARAMS, ALL, known, seed=0)
     tiles = s.propose()
-    assert tiles in ALL and config_key(tiles) not in known
+    assert tiles in ({"x": 2, "y": "a"}, {"x": 3, "y": "a"})  # one parameter from the proposal, never (x, b)
     s.observe(tiles, 1.0)
     last = s.study.trials[-1]
     assert (last.state, last.value) == (COMPLETE, 1.0)

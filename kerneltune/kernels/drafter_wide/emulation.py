@@ -11,8 +11,10 @@ Memory is byte-addressed: a value stored at byte offset ``b`` sits in slot ``b``
 width, and every slot starts as NaN, so a value read from a wrong or unwritten address poisons
 the output. The G blocks' LDS is a per-block array of float32 words (NaN at first): each GEMV
 tile's per-wave partial sums go through it at the kernel's ``red_word`` / ``red_element``.
-Values stay float64 (no 8-bit or bf16 rounding): the emulation checks the launch's data movement
-and order, which must reproduce the float64 reference exactly.
+In float64 (``numbers=None``) nothing is rounded: the launch's data movement and order must then
+reproduce the float64 reference exactly. With ``numbers`` an arch, every value is rounded where the
+kernel rounds it (``numerics.Formats``: 8-bit weights and activations with their scales, bf16 stores,
+float32 arithmetic) and h_out must stay within ``numerics.error_bound`` of the float64 reference.
 
 The blocks run in one fixed order (each runs until it waits), or, given a seed, in a random
 interleaving: each round visits the blocks in a random order and runs each a random number of steps.
@@ -38,8 +40,20 @@ from kerneltune.protocols import EmulationCheck
 from . import indexing as ix
 from .health import SITES
 from .layout import TP, DrafterLayout
-from .packing import rank_slices
-from .reference import Dims, StepInputs, Weights, forward_f64, make_inputs, make_weights, rms_norm, rope, swiglu_clamped
+from .numerics import Formats, error_bound, frobenius_error
+from .packing import pack_rank, rank_slices
+from .reference import (
+    F8_DTYPE,
+    Dims,
+    StepInputs,
+    Weights,
+    forward_f64,
+    make_inputs,
+    make_weights,
+    rms_norm,
+    rope,
+    swiglu_clamped,
+)
 
 _Wait = tuple[Callable[[], bool], str]
 Block = Generator[_Wait, None, None]
@@ -76,19 +90,23 @@ class _Rank:
     v_cache: list[np.ndarray] = field(default_factory=list)
 
 
-def shard_weights(d: Dims, weights: Weights) -> list[list[dict[str, np.ndarray]]]:
-    """Each rank's slices of the float64 master weights (what the runner would quantise)."""
-    return [_shard(d, weights, r) for r in range(TP)]
+def shard_weights(d: Dims, weights: Weights, numbers: str | None = None) -> list[list[dict[str, np.ndarray]]]:
+    """Each rank's slices of the master weights: float64, or (``numbers`` an arch) the values of the
+    8-bit rows and scales the runner uploads (``packing.pack_rank``) and of the bf16 norm weights."""
+    return [_shard(d, weights, r, Formats(numbers)) for r in range(TP)]
 
 
-def _shard(d: Dims, weights: Weights, r: int) -> list[dict[str, np.ndarray]]:
+def _shard(d: Dims, weights: Weights, r: int, num: Formats) -> list[dict[str, np.ndarray]]:
     inter = d.intermediate // TP
-    out = []
-    for w in weights.layers:
-        rows = {k: v.numpy() for k, v in rank_slices(d, w, r).items()}
-        out.append({"qkv": rows["qkv"], "o": rows["o"], "gate": rows["gu"][:inter], "up": rows["gu"][inter:],
-                    "down": rows["d"], **{k: w[k].numpy() for k in ("in_ln", "post_ln", "q_norm", "k_norm")}})
-    return out
+    norms = ("in_ln", "post_ln", "q_norm", "k_norm")
+    if num.exact:
+        rows = [{k: v.numpy() for k, v in rank_slices(d, w, r).items()} for w in weights.layers]
+    else:
+        packed = pack_rank(d, weights, r, num.arch)
+        rows = [{k: (p.data[layer].view(F8_DTYPE[num.arch]).float() * p.scale[layer][:, None]).numpy()
+                 for k, p in packed.items()} for layer in range(len(weights.layers))]
+    return [{"qkv": rw["qkv"], "o": rw["o"], "gate": rw["gu"][:inter], "up": rw["gu"][inter:], "down": rw["d"],
+             **{k: num.bf16(w[k].numpy()) for k in norms}} for rw, w in zip(rows, weights.layers, strict=True)]
 
 
 def _norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -107,12 +125,16 @@ class Launch:
     with a wrong tag, ``{"offset:rs": 8}`` writes reduce-scatter pairs 8 bytes off,
     ``{"offset:lds": 1}`` reads the GEMV tiles' LDS partial sums one word off,
     ``{"early:qkvf": 1}`` publishes the qkv flags before the qkv values are stored,
-    ``{"nowait:qkvf": 1}`` drops the attention blocks' wait for them. ``schedule_seed`` picks a
-    random interleaving of the blocks (None: the fixed order)."""
+    ``{"nowait:qkvf": 1}`` drops the attention blocks' wait for them, ``{"noscale:x8": 1}`` reads the
+    x8 rows' 8-bit codes without their scales (likewise ``w``, ``a8``, ``act``; in the kernel's
+    formats). ``schedule_seed`` picks a random interleaving of the blocks (None: the fixed order);
+    ``numbers`` the arch whose formats the values are rounded to (None: float64), with ``shards``
+    from ``shard_weights`` for the same ``numbers``."""
 
     def __init__(self, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, step: int = 1,
                  faults: Mapping[str, int] | None = None,
-                 shards: list[list[dict[str, np.ndarray]]] | None = None, schedule_seed: int | None = None):
+                 shards: list[list[dict[str, np.ndarray]]] | None = None, schedule_seed: int | None = None,
+                 numbers: str | None = None):
         n = inputs.x.shape[0]
         layout.check_rows(n)
         if inputs.qpr != layout.QPR:
@@ -123,10 +145,11 @@ class Launch:
         self.L, self.d, self.inputs, self.n, self.step = layout, dims, inputs, n, step
         self.faults = dict(faults or {})
         self.schedule_seed = schedule_seed
+        self.num = Formats(numbers)
         layers = len(weights.layers)
         self.layers = layers
-        self.final_ln = weights.final_ln.numpy()
-        shards = shards or shard_weights(dims, weights)
+        self.final_ln = self.num.bf16(weights.final_ln.numpy())
+        shards = shards or shard_weights(dims, weights, numbers)
         self.ranks = []
         for r in range(TP):
             st = _Rank(r, np.full(layers * layout.W_LAYER_BYTES, np.nan), np.zeros(layout.W_LAYER_BYTES),
@@ -230,10 +253,11 @@ class Launch:
         n, tile = self.n, ix.TILE
         # Each wave's partial products over its K columns, for every weight row and token row at once.
         split = self._cached(self._wave_split, x.shape[1])
+        x = self.num.f32(x)
         parts = [_wave_products(wb, x, split) for wb in w]
         row_tiles = -(-len(w[0]) // tile)
         tokens = self._cached(self._tokens)
-        lds = np.full((row_tiles, len(tokens), self.L.pool_words), np.nan)
+        lds = np.full((row_tiles, len(tokens), self.L.pool_words), np.nan, dtype=self.num.dtype)
         for slot, (wb, p) in enumerate(zip(w, parts, strict=True)):
             wrows = np.minimum(tile * np.arange(row_tiles)[:, None] + np.arange(tile), len(wb) - 1)
             tiles = p[:, wrows[:, None, :, None], tokens[None, :, None, :]]  # [wave, row tile, token tile, m, n]
@@ -255,38 +279,49 @@ class Launch:
             yield self._flags_ready(st, "x8f", 0, n, tag, 1)
             x8 = self._rows8(st, layer, "x8", "xs")
             r0 = b * L.QKV_R
-            [out] = self._gemv_rows([w["qkv"][r0:r0 + L.QKV_R]], x8)
+            [out] = self._gemv_rows([self._w(w, "qkv", r0, L.QKV_R)], x8)
             el = ix.qkv_element(L, rows[:, None], b, np.arange(L.QKV_R)[None, :])
             yield from self._publish(st, "qkvf", b, tag,
-                                     _store(st.scratch, ix.scratch_at(L, layer, "qkv") + 2 * el, out))
+                                     _store(st.scratch, ix.scratch_at(L, layer, "qkv") + 2 * el, self.num.bf16(out)))
 
             yield self._flags_ready(st, "attf", 0, 4 * n, tag, 2)
             a8 = self._a8_rows(st, layer)
             c0 = b * L.O_R
-            [y] = self._gemv_rows([w["o"][c0:c0 + L.O_R]], a8)
-            self._rs_push(st, L.Y_RSO, rows, c0, y, tag)
+            [y] = self._gemv_rows([self._w(w, "o", c0, L.O_R)], a8)
+            self._rs_push(st, L.Y_RSO, rows, c0, self.num.bf16(y), tag)
 
             yield self._flags_ready(st, "h8f", 0, n, tag, 3)
             h8 = self._rows8(st, layer, "h8", "hs")
             g0 = b * L.GU_R
-            g, u = self._gemv_rows([w["gate"][g0:g0 + L.GU_R], w["up"][g0:g0 + L.GU_R]], h8)
-            act = swiglu_clamped(_t(g), _t(u)).numpy()
+            g, u = self._gemv_rows([self._w(w, "gate", g0, L.GU_R), self._w(w, "up", g0, L.GU_R)], h8)
+            act = self.num.bf16(swiglu_clamped(_t(self.num.bf16(g)), _t(self.num.bf16(u))).numpy())
             el = ix.act_element(L, rows[:, None], b, np.arange(L.GU_R)[None, :])
             yield from self._publish(st, "actf", b, tag,
                                      _store(st.scratch, ix.scratch_at(L, layer, "act") + 2 * el, act))
 
             yield self._flags_ready(st, "actf", 0, L.NG, tag, 4)
             el = ix.act_element(L, rows[:, None], 0, np.arange(L.IR)[None, :])
-            act_rows = st.scratch[ix.scratch_at(L, layer, "act") + 2 * el]
-            [y] = self._gemv_rows([w["down"][c0:c0 + L.D_R]], act_rows)
-            self._rs_push(st, L.Y_RSD, rows, c0, y, tag)
+            codes, scale = self.num.f8(st.scratch[ix.scratch_at(L, layer, "act") + 2 * el])  # each row's amax
+            act_rows = codes * (1 if self.faults.get("noscale:act") else scale[:, None])
+            [y] = self._gemv_rows([self._w(w, "down", c0, L.D_R)], act_rows)
+            self._rs_push(st, L.Y_RSD, rows, c0, self.num.bf16(y), tag)
+
+    def _w(self, w: dict[str, np.ndarray], name: str, r0: int, count: int) -> np.ndarray:
+        """A block's weight rows (fault ``noscale:w``: their 8-bit codes, each row's scale left out)."""
+        rows = w[name][r0:r0 + count]
+        if not self.faults.get("noscale:w") or self.num.exact:
+            return rows
+        codes, _ = self.num.f8(rows)
+        return codes
 
     def _rows8(self, st: _Rank, layer: int, data: str, scale: str, width: int | None = None) -> np.ndarray:
         """8-bit rows with their scales, read from this rank's scratch (dequantised)."""
         width = width or self.L.model.hidden
         at = self._cached(self._row_words, layer, data, width)
         sc = st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)]
-        return _gather(st.scratch, at) * sc[:, None]
+        if self.faults.get(f"noscale:{data}"):
+            sc = np.ones_like(sc)
+        return self.num.f32(_gather(st.scratch, at) * sc[:, None])
 
     def _row_words(self, layer: int, data: str, width: int) -> np.ndarray | tuple[slice, tuple[int, ...]]:
         return _as_slice(ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width
@@ -298,7 +333,9 @@ class Launch:
         cols = np.arange(width)
         at = ix.scratch_at(self.L, layer, "a8") + np.arange(self.n)[:, None] * width + cols[None, :]
         sc = st.scratch[ix.a8_scale_at(self.L, layer, np.arange(self.n)[:, None], cols[None, :] // (width // 4))]
-        return st.scratch[at] * sc
+        if self.faults.get("noscale:a8"):
+            sc = np.ones_like(sc)
+        return self.num.f32(st.scratch[at] * sc)
 
     # ------------------------------------------------------------- L: attention and merges
     def _attention(self, st: _Rank, pidx: int) -> Block:
@@ -316,23 +353,24 @@ class Launch:
                 b_a = b1w - q0
                 yield self._flags_ready(st, "qkvf", 0, L.NG, tag, 5)
                 q, k_new, v_new = self._qkv_rows(st, layer, rows, pos)
-                if c == 0:  # the chunk of the newest blocks writes the new keys to the cache
+                if c == 0:  # the chunk of the newest blocks writes the new keys to the cache, as bf16
                     blk, off = self.table[r, pos // L.BLOCK], pos % L.BLOCK
-                    st.k_cache[layer][blk, off], st.v_cache[layer][blk, off] = k_new, v_new
+                    st.k_cache[layer][blk, off], st.v_cache[layer][blk, off] = self.num.bf16(k_new), v_new
                 keys = np.arange((b_a - cnt + 1) * L.BLOCK, (b_a + 1) * L.BLOCK)
                 keys = keys[(keys >= lo) & (keys <= hi)]
                 old = keys[keys < pos[0]]
-                kk = np.concatenate([st.k_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK],
+                # This step's keys as computed (float32), the cached ones as stored.
+                kk = np.concatenate([self.num.f32(st.k_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK]),
                                      k_new[keys[keys >= pos[0]] - pos[0]]])
-                vv = np.concatenate([st.v_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK],
+                vv = np.concatenate([self.num.f32(st.v_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK]),
                                      v_new[keys[keys >= pos[0]] - pos[0]]])
                 heads = np.arange(qh)
                 words, values = [], []
                 for i, p in enumerate(pos):
                     seen = (keys > p - L.WINDOW) & (keys <= p)
-                    s = (q[i] @ kk[seen].T) * hd ** -0.5  # [heads, keys]
-                    m = s.max(axis=1) if s.shape[1] else np.full(qh, -np.inf)
-                    e = np.exp(s - m[:, None]) if s.shape[1] else np.zeros((qh, 0))
+                    s = (q[i] @ kk[seen].T) * self.num.f32(hd ** -0.5)  # [heads, keys]
+                    m = s.max(axis=1) if s.shape[1] else np.full(qh, -np.inf, dtype=self.num.dtype)
+                    e = np.exp(s - m[:, None]) if s.shape[1] else np.zeros((qh, 0), dtype=self.num.dtype)
                     at = ix.partial_at(L, layer, pidx, i, heads)
                     words.append(np.concatenate([at, at + 4, (at[:, None] + 8 + 4 * np.arange(hd)[None, :]).ravel()]))
                     values.append(np.concatenate([m, e.sum(axis=1), (e @ vv[seen]).ravel()]))
@@ -349,30 +387,32 @@ class Launch:
         L, d = self.L, self.d
         hd, qh = d.head_dim, L.model.q_heads
         el = ix.qkv_element(L, rows[:, None], 0, np.arange(L.QKV_N)[None, :])
-        qkv = st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el]
+        qkv = self.num.f32(st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el])
         w = st.w[layer]
         q = qkv[:, :qh * hd].reshape(len(rows), qh, hd)
         k = qkv[:, qh * hd:(qh + 1) * hd].reshape(len(rows), 1, hd)
         v = qkv[:, (qh + 1) * hd:].reshape(len(rows), hd)
         ps = _t(pos.astype(np.int64))
-        q = rope(_t(_norm(q, w["q_norm"], d.eps)), ps, d.rope_theta).numpy()
-        k = rope(_t(_norm(k, w["k_norm"], d.eps)), ps, d.rope_theta).numpy()[:, 0]
+        q = self.num.f32(rope(_t(_norm(q, w["q_norm"], d.eps)), ps, d.rope_theta).numpy())
+        k = self.num.f32(rope(_t(_norm(k, w["k_norm"], d.eps)), ps, d.rope_theta).numpy()[:, 0])
         return q, k, v
 
     def _merge(self, st: _Rank, layer: int, t: int, hq: int, r: int, cpr: int) -> None:
+        """Row ``t``'s heads of quarter ``hq``: every chunk's partials merged, then 8-bit with one scale."""
         L, hd = self.L, self.d.head_dim
         per_task = L.model.q_heads // 4
         i = t - r * L.QPR
-        for h in range(hq * per_task, (hq + 1) * per_task):
-            ats = [ix.partial_at(L, layer, r * cpr + c, i, h) for c in range(cpr)]
-            m = np.array([st.scratch[a] for a in ats])
-            lsum = np.array([st.scratch[a + 4] for a in ats])
-            o = np.stack([st.scratch[a + 8 + 4 * np.arange(hd)] for a in ats])
-            top = m.max()
-            scale = np.where(np.isneginf(m), 0.0, np.exp(m - top))
-            out = (scale @ o) / (scale @ lsum)
-            st.scratch[ix.scratch_at(L, layer, "a8") + t * L.model.o_in + h * hd + np.arange(hd)] = out
-        st.scratch[ix.a8_scale_at(L, layer, t, hq)] = 1.0
+        heads = range(hq * per_task, (hq + 1) * per_task)
+        ats = np.array([[ix.partial_at(L, layer, r * cpr + c, i, h) for c in range(cpr)] for h in heads])
+        m, lsum = self.num.f32(st.scratch[ats]), self.num.f32(st.scratch[ats + 4])  # [head, chunk]
+        o = self.num.f32(st.scratch[ats[..., None] + 8 + 4 * np.arange(hd)])  # [head, chunk, dim]
+        top = m.max(axis=1, keepdims=True)
+        scale = np.where(np.isneginf(m), 0.0, np.exp(m - top)).astype(self.num.dtype)
+        out = np.einsum("hc,hcd->hd", scale, o) / (scale * lsum).sum(axis=1)[:, None]
+        codes, amax_scale = self.num.f8(out.ravel())
+        at = ix.scratch_at(L, layer, "a8") + t * L.model.o_in + np.asarray(heads)[:, None] * hd + np.arange(hd)
+        st.scratch[at.ravel()] = codes
+        st.scratch[ix.a8_scale_at(L, layer, t, hq)] = amax_scale
 
     # ------------------------------------------------------------- N: row norms, all-gathers
     def _norm_block(self, st: _Rank, j: int) -> Block:
@@ -385,7 +425,7 @@ class Launch:
             at = np.stack([ix.rs_pair(L, region, src, t_own, 0, pairs) for src in range(TP)])
             yield self._tagged(st.sym, at.ravel() + 4, tag, site, f"rank {st.rank} norm block {j} waits the "
                                f"reduce-scatter of row {t_own} at {region} for tag {tag}")
-            lo, hi = st.sym[at].sum(axis=0), st.sym[at + 2].sum(axis=0)
+            lo, hi = self.num.f32(st.sym[at]).sum(axis=0), self.num.f32(st.sym[at + 2]).sum(axis=0)
             return np.stack([lo, hi], axis=1).ravel()
 
         def gather(region: int, layer: int, tag: int, data: str, scale: str, flag: str, site: int) -> Block:
@@ -403,8 +443,9 @@ class Launch:
 
         def put_x8(region: int, row_values: np.ndarray, tag: int) -> None:
             row = ix.ag_x8_row(L, region, t_own)
-            st.sym[row + np.arange(d.hidden)] = row_values
-            st.sym[row + d.hidden] = 1.0
+            codes, scale = self.num.f8(row_values)
+            st.sym[row + np.arange(d.hidden)] = codes
+            st.sym[row + d.hidden] = scale
             st.sym[row + d.hidden + 4] = tag
 
         for layer in range(self.layers):
@@ -412,7 +453,7 @@ class Launch:
             w = self.ranks[st.rank].w[layer]
             if t_own < n:
                 if layer == 0:
-                    res = self.inputs.x[t_own].numpy().copy()
+                    res = self.num.f32(self.inputs.x[t_own].numpy())  # bf16 values: the kernel's x_in
                 else:
                     res = res + (yield from row_sum4(L.Y_RSD, tag - 1, 7))
                 put_x8(L.Y_AGX, _norm(res, w["in_ln"], d.eps), tag)
@@ -424,7 +465,7 @@ class Launch:
         ftag = ix.tag(self.step, self.layers)
         if t_own < n:
             res = res + (yield from row_sum4(L.Y_RSD, ftag - 1, 9))
-            out = _norm(res, self.final_ln, d.eps)
+            out = self.num.bf16(_norm(res, self.final_ln, d.eps))
             at = ix.ag_bf_pair(L, L.Y_AGF, t_own, np.arange(L.ROW_PAIRS))
             st.sym[at], st.sym[at + 2], st.sym[at + 4] = out[0::2], out[1::2], ftag
         for c in range(4):
@@ -512,28 +553,44 @@ CHECK_SHAPES = ((3, 2, (5, 94, 4500)), (4, 4, (0, 17, 4095, 6000)))
 
 # The fixed order, then 8 seeded interleavings.
 CHECK_SCHEDULES: tuple[int | None, ...] = (None, *range(8))
+# The kernel's formats on each arch. Their values do not depend on the order the blocks run in (every
+# block computes the same function of what it waits for), so they run in the fixed order.
+CHECK_FORMATS: tuple[str, ...] = ("gfx942", "gfx950")
+EXACT_TOLERANCE = 1e-12  # float64, nothing rounded: the largest error over the largest magnitude
 
 
 def check_layouts(layouts: list[tuple[str, Callable[[int], DrafterLayout]]], seed: int = 0,
-                  schedules: tuple[int | None, ...] = CHECK_SCHEDULES) -> list[EmulationCheck]:
-    """Emulate each layout (built for a shape's rows per request) on every check shape, in every
-    schedule, against the float64 model; a deadlock is a failed check with its waits, not an exception."""
+                  schedules: tuple[int | None, ...] = CHECK_SCHEDULES,
+                  formats: tuple[str, ...] = CHECK_FORMATS) -> list[EmulationCheck]:
+    """Emulate each layout (built for a shape's rows per request) on every check shape against the
+    float64 model: in float64 in every schedule (within ``EXACT_TOLERANCE``), and in each arch's formats
+    (relative Frobenius error within ``numerics.error_bound``). A deadlock is a failed check with its
+    waits, not an exception."""
     dims = Dims(layers=1)
     weights = make_weights(dims, seed)
-    shards = shard_weights(dims, weights)
+    runs = [(None, order) for order in schedules] + [(arch, None) for arch in formats]
+    shards = {numbers: shard_weights(dims, weights, numbers) for numbers in dict.fromkeys(n for n, _ in runs)}
     checks = []
     for requests, qpr, context in CHECK_SHAPES:
         inputs = make_inputs(dims, requests=requests, qpr=qpr, context=list(context), seed=seed + 1)
-        ref = forward_f64(dims, weights, inputs).numpy()
-        shape = f"{requests} requests x {qpr} rows, context {list(context)}"
-        for (name, build), order in itertools.product(layouts, schedules):
+        norms: list[dict[str, float]] = []
+        ref = forward_f64(dims, weights, inputs, norms).numpy()
+        bound = error_bound(norms[:-1], norms[-1]["x"])
+        shape = f"{requests}x{qpr} rows, ctx {'/'.join(map(str, context))}"
+        for (name, build), (numbers, order) in itertools.product(layouts, runs):
             schedule = "fixed" if order is None else f"seed {order}"
+            label = Formats(numbers).name
             try:
-                result = Launch(build(qpr), dims, weights, inputs, shards=shards, schedule_seed=order).run()
+                result = Launch(build(qpr), dims, weights, inputs, shards=shards[numbers], schedule_seed=order,
+                                numbers=numbers).run()
             except Deadlock as e:
-                checks.append(EmulationCheck(name, shape, math.inf, 0, 0, str(e), schedule=schedule))
+                checks.append(EmulationCheck(name, shape, math.inf, 0, 0, str(e), schedule=schedule, numbers=label))
                 continue
-            worst = max(max_relative_error(h, ref) for h in result.h_out)
-            checks.append(EmulationCheck(name, shape, worst, result.blocks, result.resumes, schedule=schedule))
+            if numbers is None:
+                worst, limit = max(max_relative_error(h, ref) for h in result.h_out), EXACT_TOLERANCE
+            else:
+                worst, limit = max(frobenius_error(h, ref) for h in result.h_out), bound
+            checks.append(EmulationCheck(name, shape, worst, result.blocks, result.resumes, tolerance=limit,
+                                         schedule=schedule, numbers=label))
     return checks
 

@@ -159,8 +159,11 @@ def _attend(d: Dims, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     return out
 
 
-def forward_f64(d: Dims, weights: Weights, inputs: StepInputs) -> torch.Tensor:
-    """The unsharded model in float64: h_out [n_rows, H]."""
+def forward_f64(d: Dims, weights: Weights, inputs: StepInputs, norms: list[dict[str, float]] | None = None
+                ) -> torch.Tensor:
+    """The unsharded model in float64: h_out [n_rows, H]. ``norms`` receives each layer's Frobenius norms
+    of the residual ``x``, the attention branch ``o``, ``h`` = x + o and the MLP branch ``d``, then
+    ``{"x": ‖final residual‖}``: the sizes ``numerics.error_bound`` weighs the roundings by."""
     x = inputs.x.clone()
     group = d.q_heads // d.kv_heads
     k_cache = [c.clone() for c in inputs.k_cache]
@@ -179,18 +182,32 @@ def forward_f64(d: Dims, weights: Weights, inputs: StepInputs) -> torch.Tensor:
             k_cache[layer][blk, off] = k[row]
             v_cache[layer][blk, off] = v[row]
         att = _attend(d, q, k_cache[layer], v_cache[layer], inputs, range(d.q_heads), lambda h: h // group)
-        x = x + att.reshape(x.shape[0], -1) @ w["o"].T
-        h2 = rms_norm(x, w["post_ln"], d.eps)
-        x = x + swiglu_clamped(h2 @ w["gate"].T, h2 @ w["up"].T) @ w["down"].T
+        o = att.reshape(x.shape[0], -1) @ w["o"].T
+        h2 = rms_norm(x + o, w["post_ln"], d.eps)
+        mlp = swiglu_clamped(h2 @ w["gate"].T, h2 @ w["up"].T) @ w["down"].T
+        if norms is not None:
+            norms.append({"x": float(x.norm()), "o": float(o.norm()), "h": float((x + o).norm()),
+                          "d": float(mlp.norm())})
+        x = x + o + mlp
+    if norms is not None:
+        norms.append({"x": float(x.norm())})
     return rms_norm(x, weights.final_ln, d.eps)
 
 
+def f8_codes(t: torch.Tensor, arch: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """8-bit codes (the arch's format) of each row with its float32 scale, amax / the format's max.
+
+    Computed in float32: for float32 values (the weights are drawn in float32) the same codes and
+    scales as in float64, since one float32 division rounded from float64 is the float32 division."""
+    t32 = t.to(torch.float32)
+    scale = t32.abs().amax(-1, keepdim=True).clamp(min=1e-12) / F8_MAX[arch]
+    return (t32 / scale).to(F8_DTYPE[arch]), scale
+
+
 def quantize_rows(t: torch.Tensor, arch: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """8-bit rows with a per-row float32 scale (amax / the format's max); dequantised in f64."""
-    amax = t.abs().amax(-1, keepdim=True).clamp(min=1e-12)
-    scale = (amax / F8_MAX[arch]).to(torch.float32).to(torch.float64)
-    q = (t / scale).to(torch.float32).to(F8_DTYPE[arch])
-    return q.to(torch.float64), scale
+    """8-bit rows with a per-row float32 scale (amax / the format's max), both as float64."""
+    q, scale = f8_codes(t, arch)
+    return q.to(torch.float64), scale.to(torch.float64)
 
 
 def _dequantized(t: torch.Tensor, arch: str) -> torch.Tensor:

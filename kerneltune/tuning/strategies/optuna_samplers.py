@@ -1,8 +1,8 @@
 """Optuna's samplers (TPE, GP, CMA-ES, random) driven through ask/tell over a bucket's feasible configs.
- Each parameter is an integer index
-into its value list, so CMA-ES and GP see an ordinal space. A proposal that is
-infeasible is told as failed and a duplicate is told its recorded value, so the
-sampler learns from both and no config is measured twice.
+
+Each parameter is a categorical choice among its values. A proposal that is infeasible is told as
+failed and a duplicate is told its recorded value, so the sampler learns from both and no config is
+measured twice; a sampler that keeps re-proposing is given the untried config nearest its proposal.
 """
 
 from __future__ import annotations
@@ -19,7 +19,10 @@ from ..journal import config_key
 if TYPE_CHECKING:  # optuna is imported only when a sampler strategy is built
     import optuna
 
-_MAX_REJECTS = 500  # rejected asks (known, pending, infeasible) before an untried config at random
+# Rejected asks (known, pending, infeasible) before the untried config nearest the last one is taken. A sampler
+# that has converged re-proposes measured configs for hundreds of asks, each a trial that slows the next
+# ask; on run C's replayed landscape 4 asks and the nearest untried config match 500 asks in quality.
+_MAX_REJECTS = 4
 _MAX_RANDOM_DRAWS = 10_000
 
 
@@ -82,6 +85,7 @@ class OptunaStrategy:
     def propose(self) -> dict[str, Any] | None:
         if self.feasible is not None and not self._untried():
             return None
+        tiles: dict[str, Any] = {}
         for _ in range(_MAX_REJECTS):
             trial = self.study.ask(self.dists)
             tiles = self._tiles(trial)
@@ -94,8 +98,8 @@ class OptunaStrategy:
             else:
                 self.pending[key] = trial
                 return tiles
-        # The sampler keeps proposing what is known: take an untried config at random.
-        tiles = self._random_untried()
+        # The sampler keeps proposing what is known: take the untried config nearest its last proposal.
+        tiles = self._nearest_untried(tiles)
         if tiles is None:
             return None
         self.study.enqueue_trial({n: self.params[n].index(tiles[n]) for n in self.params})
@@ -103,10 +107,17 @@ class OptunaStrategy:
         self.pending[config_key(tiles)] = trial
         return tiles
 
-    def _random_untried(self) -> dict[str, Any] | None:
+    def _nearest_untried(self, near: dict[str, Any]) -> dict[str, Any] | None:
+        """An untried config differing from ``near`` in the fewest parameters (ties at random): the
+        sampler's last proposal still says where it looks. Without a feasible list, one at random."""
         if self.feasible is not None:
             untried = self._untried()
-            return self.feasible[self.rng.choice(untried)] if untried else None
+            if not untried:
+                return None
+            feasible = self.feasible
+            distance = {k: sum(feasible[k][n] != v for n, v in near.items()) for k in untried}
+            closest = min(distance.values())
+            return feasible[self.rng.choice([k for k in untried if distance[k] == closest])]
         for _ in range(_MAX_RANDOM_DRAWS):
             tiles = {n: self.rng.choice(v) for n, v in self.params.items()}
             key = config_key(tiles)

@@ -1,11 +1,13 @@
 """The TP4 launch emulated block by block on the CPU against the float64 model: every layout of
 the default space, several shapes, two layers; a wrong flag tag and a wrong peer offset, each
-caught (a reported deadlock, never a hang), and a wrong LDS offset caught in h_out."""
+caught (a reported deadlock, never a hang), and a wrong LDS offset caught in h_out. In each arch's
+8-bit and bf16 formats, h_out within the derived bound, and an operand's scale left out caught."""
 
 import pytest
 
 from kerneltune.kernels.drafter_wide.emulation import Deadlock, Launch, max_relative_error, shard_weights
 from kerneltune.kernels.drafter_wide.layout import DrafterLayout, LayoutError, ModelDims
+from kerneltune.kernels.drafter_wide.numerics import error_bound, frobenius_error
 from kerneltune.kernels.drafter_wide.reference import Dims, forward_f64, make_inputs, make_weights
 from kerneltune.tuning.space import load_space
 
@@ -139,3 +141,33 @@ def test_a_publish_ahead_of_its_data_is_caught_by_seeded_schedules_only(small):
     # before anyone else runs, so only another interleaving lets a reader in between.
     fixed, seeded = schedules_caught(small, {"early:qkvf": 1})
     assert not fixed and all(seeded), seeded
+
+
+@pytest.fixture(scope="module")
+def small_formats(small):
+    """The small model's launch in each arch's formats, and the bound on its error."""
+    dims, _, w, _, inputs, _ = small
+    norms = []
+    ref = forward_f64(dims, w, inputs, norms).numpy()
+    shards = {arch: shard_weights(dims, w, arch) for arch in ("gfx942", "gfx950")}
+    return shards, ref, error_bound(norms[:-1], norms[-1]["x"])
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_the_kernels_formats_stay_within_the_derived_bound(small, small_formats, arch):
+    dims, layout, w, _, inputs, _ = small
+    shards, ref, bound = small_formats
+    result = Launch(layout, dims, w, inputs, shards=shards[arch], numbers=arch).run()
+    errors = [frobenius_error(h, ref) for h in result.h_out]
+    # Rounded (8-bit: percents, where float64 is exact), and within the bound written before it was measured.
+    assert all(1e-2 < e < bound for e in errors), (errors, bound)
+    assert len(set(errors)) == 1  # every rank gathers the same bf16 h_out
+
+
+@pytest.mark.parametrize("operand", ["w", "x8", "a8", "act"])
+def test_an_8_bit_operand_read_without_its_scale_is_caught(small, small_formats, operand):
+    dims, layout, w, _, inputs, _ = small
+    shards, ref, bound = small_formats
+    result = Launch(layout, dims, w, inputs, shards=shards["gfx942"], numbers="gfx942",
+                    faults={f"noscale:{operand}": 1}).run()
+    assert all(frobenius_error(h, ref) > bound for h in result.h_out)
