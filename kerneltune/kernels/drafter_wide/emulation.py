@@ -2,8 +2,9 @@
 
 Every block of every role (G: GEMV rows, L: attention chunks and merges, N: row norms and the
 all-gathers) of each of the 4 ranks runs as a coroutine over NumPy buffers standing for each
-rank's scratch (global memory), flag words and symmetric peer region. Addresses come from
-``indexing.py``, the functions the kernel traces. A wait yields until the words it polls carry
+rank's scratch (global memory), flag words, symmetric peer region and paged KV cache. Addresses come
+from ``indexing.py``, the functions the kernel traces, and the step's positions, slots, block table and
+RoPE table are the arrays the host uploads (``host_inputs.py``), read at the kernel's offsets. A wait yields until the words it polls carry
 its tag; when no block can run while some still wait, the launch is a deadlock and is reported
 with every outstanding wait instead of hanging.
 
@@ -39,6 +40,7 @@ from kerneltune.protocols import EmulationCheck
 
 from . import indexing as ix
 from .health import SITES
+from .host_inputs import host_arrays, word
 from .layout import TP, DrafterLayout
 from .numerics import Formats, error_bound, frobenius_error
 from .packing import pack_rank, rank_slices
@@ -51,7 +53,6 @@ from .reference import (
     make_inputs,
     make_weights,
     rms_norm,
-    rope,
     swiglu_clamped,
 )
 
@@ -76,6 +77,7 @@ class EmulationResult:
     blocks: int
     resumes: int
     schedule: str  # a digest of the order in which blocks resumed: equal digests, equal interleavings
+    caches: list[list[np.ndarray]]  # every rank's KV cache per layer after the step, flat (ix.cache_at)
 
 
 @dataclass
@@ -86,8 +88,7 @@ class _Rank:
     sym: np.ndarray
     h_out: np.ndarray
     w: list[dict[str, np.ndarray]] = field(default_factory=list)
-    k_cache: list[np.ndarray] = field(default_factory=list)
-    v_cache: list[np.ndarray] = field(default_factory=list)
+    cache: list[np.ndarray] = field(default_factory=list)  # per layer, this rank's flat KV cache (ix.cache_at)
 
 
 def shard_weights(d: Dims, weights: Weights, numbers: str | None = None) -> list[list[dict[str, np.ndarray]]]:
@@ -154,11 +155,12 @@ class Launch:
         for r in range(TP):
             st = _Rank(r, np.full(layers * layout.W_LAYER_BYTES, np.nan), np.zeros(layout.W_LAYER_BYTES),
                        np.full(layout.Y_BYTES, np.nan), np.full((n, dims.hidden), np.nan), shards[r])
-            st.k_cache = [c.numpy()[:, :, r].copy() for c in inputs.k_cache]
-            st.v_cache = [c.numpy()[:, :, r].copy() for c in inputs.v_cache]
+            st.cache = [np.stack([k.numpy()[:, :, r], v.numpy()[:, :, r]]).ravel()
+                        for k, v in zip(inputs.k_cache, inputs.v_cache, strict=True)]
             self.ranks.append(st)
-        self.positions = inputs.positions.numpy()
-        self.table = inputs.block_table.numpy()
+        self.n_pages = inputs.k_cache[0].shape[0] if inputs.k_cache else 0
+        # Positions, slots, pages and the RoPE table as the host uploads them (float64 RoPE in float64 mode).
+        self.host = host_arrays(layout, inputs, dims.rope_theta, self.num.dtype)
         # Index arrays of the GEMV tiles, from indexing.py once per distinct argument (every tile reuses them).
         self._index: dict[tuple[Any, ...], Any] = {}
 
@@ -195,7 +197,8 @@ class Launch:
                 blocks.append((f"rank {st.rank} block {b} ({role})", gen))
         rng = None if self.schedule_seed is None else np.random.default_rng(self.schedule_seed)
         resumes, schedule = _schedule(blocks, rng)
-        return EmulationResult([st.h_out for st in self.ranks], len(blocks), resumes, schedule)
+        return EmulationResult([st.h_out for st in self.ranks], len(blocks), resumes, schedule,
+                               [st.cache for st in self.ranks])
 
     # ------------------------------------------------------------- G: GEMV rows
     def _rs_push(self, st: _Rank, region: int, rows: np.ndarray, col0: int, y: np.ndarray, tag: int) -> None:
@@ -347,22 +350,28 @@ class Launch:
             if pidx < cpr * (n // L.QPR):
                 r, c = pidx // cpr, pidx % cpr
                 rows = np.arange(r * L.QPR, (r + 1) * L.QPR)
-                pos = self.positions[rows]
-                lo, hi, b0w, b1w = ix.window(L, int(pos[0]), int(pos[-1]))
+                pos = word(self.host.positions, ix.position_at(rows)).astype(np.int64)
+                seq_len = int(pos[-1]) + 1  # as the kernel: from the last row's position, not seq_lens
+                lo, hi, b0w, b1w = ix.window(L, int(pos[0]), seq_len)
                 q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
                 b_a = b1w - q0
                 yield self._flags_ready(st, "qkvf", 0, L.NG, tag, 5)
-                q, k_new, v_new = self._qkv_rows(st, layer, rows, pos)
-                if c == 0:  # the chunk of the newest blocks writes the new keys to the cache, as bf16
-                    blk, off = self.table[r, pos // L.BLOCK], pos % L.BLOCK
-                    st.k_cache[layer][blk, off], st.v_cache[layer][blk, off] = self.num.bf16(k_new), v_new
+                q, k_new, v_new = self._qkv_rows(st, layer, rows)
+                cache = st.cache[layer]
+                dim = np.arange(hd)
+                if c == 0:  # the chunk of the newest blocks writes the new keys to their slots, as bf16
+                    slots = word(self.host.slots, ix.slot_at(rows))[:, None]
+                    cache[ix.cache_at(L, slots, self.n_pages, 0, dim) // 2] = self.num.bf16(k_new)
+                    cache[ix.cache_at(L, slots, self.n_pages, 1, dim) // 2] = v_new
                 keys = np.arange((b_a - cnt + 1) * L.BLOCK, (b_a + 1) * L.BLOCK)
                 keys = keys[(keys >= lo) & (keys <= hi)]
                 old = keys[keys < pos[0]]
+                pages = word(self.host.block_table, ix.page_at(L, r, self.host.bt_width, old))
+                held = ix.page_slot(L, pages, old)[:, None]
                 # This step's keys as computed (float32), the cached ones as stored.
-                kk = np.concatenate([self.num.f32(st.k_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK]),
+                kk = np.concatenate([self.num.f32(cache[ix.cache_at(L, held, self.n_pages, 0, dim) // 2]),
                                      k_new[keys[keys >= pos[0]] - pos[0]]])
-                vv = np.concatenate([self.num.f32(st.v_cache[layer][self.table[r, old // L.BLOCK], old % L.BLOCK]),
+                vv = np.concatenate([self.num.f32(cache[ix.cache_at(L, held, self.n_pages, 1, dim) // 2]),
                                      v_new[keys[keys >= pos[0]] - pos[0]]])
                 heads = np.arange(qh)
                 words, values = [], []
@@ -382,8 +391,9 @@ class Launch:
                 merge = functools.partial(self._merge, st, layer, t, hq, r, cpr)
                 yield from self._publish(st, "attf", task, tag, merge)
 
-    def _qkv_rows(self, st: _Rank, layer: int, rows: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The request's q (normed, rotated), and its new k and v, from this rank's qkv scratch."""
+    def _qkv_rows(self, st: _Rank, layer: int, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The request's q (normed, rotated by the host's RoPE table), and its new k and v, from this
+        rank's qkv scratch."""
         L, d = self.L, self.d
         hd, qh = d.head_dim, L.model.q_heads
         el = ix.qkv_element(L, rows[:, None], 0, np.arange(L.QKV_N)[None, :])
@@ -392,10 +402,15 @@ class Launch:
         q = qkv[:, :qh * hd].reshape(len(rows), qh, hd)
         k = qkv[:, qh * hd:(qh + 1) * hd].reshape(len(rows), 1, hd)
         v = qkv[:, (qh + 1) * hd:].reshape(len(rows), hd)
-        ps = _t(pos.astype(np.int64))
-        q = self.num.f32(rope(_t(_norm(q, w["q_norm"], d.eps)), ps, d.rope_theta).numpy())
-        k = self.num.f32(rope(_t(_norm(k, w["k_norm"], d.eps)), ps, d.rope_theta).numpy()[:, 0])
-        return q, k, v
+        angles = np.arange(hd // 2)
+        cos = word(self.host.cos_sin, ix.rope_at(L, rows[:, None], 0, angles))[:, None, :]
+        sin = word(self.host.cos_sin, ix.rope_at(L, rows[:, None], 1, angles))[:, None, :]
+
+        def rotated(x: np.ndarray) -> np.ndarray:
+            x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+            return self.num.f32(np.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1))
+
+        return rotated(_norm(q, w["q_norm"], d.eps)), rotated(_norm(k, w["k_norm"], d.eps))[:, 0], v
 
     def _merge(self, st: _Rank, layer: int, t: int, hq: int, r: int, cpr: int) -> None:
         """Row ``t``'s heads of quarter ``hq``: every chunk's partials merged, then 8-bit with one scale."""

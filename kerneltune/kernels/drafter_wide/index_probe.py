@@ -15,7 +15,7 @@ def probe_values(layout: DrafterLayout, tid: object, n_rows: object) -> list[obj
     row = tid % 64
     cpr = ix.chunks_per_request(layout, n_rows - n_rows % layout.QPR)
     q0, cnt = ix.chunk(tid % cpr, tid % 300 + 1, cpr)
-    lo, hi, b0, b1 = ix.window(layout, tid * 37, tid * 37 + layout.QPR - 1)
+    lo, hi, b0, b1 = ix.window(layout, tid * 37, tid * 37 + layout.QPR)
     t, hq, r = ix.merge_task(layout, tid % (4 * 64))
     return [
         ix.owner_rank(row), ix.owner_slot(row), ix.tile_row(tid // 16 % 4, tid % 16, n_rows),
@@ -24,6 +24,9 @@ def probe_values(layout: DrafterLayout, tid: object, n_rows: object) -> list[obj
         ix.flag_word(layout, "apf", tid % layout.W_NA), ix.tag(tid % 5, tid % 3),
         ix.qkv_element(layout, row, tid % layout.NG, tid % layout.QKV_R),
         q0, cnt, lo, hi, b0, b1, t, hq, r,
+        ix.position_at(row), ix.slot_at(row), ix.page_at(layout, r, 7, tid * 37),
+        ix.page_slot(layout, tid % 11, tid * 37), ix.cache_at(layout, tid * 3, 40, tid % 2, tid % 128),
+        ix.rope_at(layout, row, tid % 2, tid % 64),
     ]
 
 

@@ -142,10 +142,11 @@ def chunks_per_request(layout: DrafterLayout, n_rows: Any) -> Any:
     return layout.W_NA // (n_rows // layout.QPR)
 
 
-def window(layout: DrafterLayout, p_first: Any, p_last: Any) -> tuple[Any, Any, Any, Any]:
-    """Keys a request's rows can see, ``[lo, hi]``, and the paged blocks holding them."""
+def window(layout: DrafterLayout, p_first: Any, seq_len: Any) -> tuple[Any, Any, Any, Any]:
+    """Keys a request's rows can see, ``[lo, hi]`` (from its first row's position to its last key,
+    ``seq_len - 1``), and the paged blocks holding them."""
     lo = smax(p_first - layout.WINDOW + 1, 0)
-    hi = p_last
+    hi = seq_len - 1
     return lo, hi, lo // layout.BLOCK, hi // layout.BLOCK
 
 
@@ -172,3 +173,36 @@ def merge_task(layout: DrafterLayout, task: Any) -> tuple[Any, Any, Any]:
     """Merge task -> (token row, head quarter, request): each task merges 4 heads of one row."""
     t = task // 4
     return t, task % 4, t // layout.QPR
+
+
+# ----------------------------------------------------------------- step inputs and the paged KV cache
+def position_at(row: Any) -> Any:
+    """Byte offset of a token row's position (int32) in ``positions``."""
+    return 4 * row
+
+
+def slot_at(row: Any) -> Any:
+    """Byte offset of a token row's cache slot (int32) in ``slots``: where its new K and V go."""
+    return 4 * row
+
+
+def page_at(layout: DrafterLayout, request: Any, bt_width: Any, key: Any) -> Any:
+    """Byte offset of the block-table word (int32) naming the page that holds ``key`` of ``request``."""
+    return 4 * (request * bt_width + key // layout.BLOCK)
+
+
+def page_slot(layout: DrafterLayout, page: Any, key: Any) -> Any:
+    """The cache slot of ``key`` in its page (the host computes ``slots`` with it too)."""
+    return page * layout.BLOCK + key % layout.BLOCK
+
+
+def cache_at(layout: DrafterLayout, slot: Any, n_pages: Any, value: Any, dim: Any) -> Any:
+    """Byte offset in a rank's KV cache, all K pages then all V pages of ``BLOCK`` slots x head_dim
+    bf16 each, of dimension ``dim`` of slot ``slot``'s key (``value`` 0) or value (1)."""
+    return 2 * ((value * n_pages * layout.BLOCK + slot) * layout.model.head_dim + dim)
+
+
+def rope_at(layout: DrafterLayout, row: Any, sin: Any, j: Any) -> Any:
+    """Byte offset in the float32 RoPE table (per row: the cos of the head_dim / 2 angles, then their
+    sin) of angle ``j``'s cos (``sin`` 0) or sin (1) at a token row's position."""
+    return 4 * (row * layout.model.head_dim + sin * (layout.model.head_dim // 2) + j)

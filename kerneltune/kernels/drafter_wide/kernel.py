@@ -286,8 +286,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             rstd = fx.rsqrt(wave_sum(x0 * x0 + x1 * x1) / F32(float(hd)) + F32(eps))
             x0 = x0 * rstd * bf16_at(dev.at(norm_w, 2 * lane))
             x1 = x1 * rstd * bf16_at(dev.at(norm_w, 2 * (lane + WAVE)))
-            cos = dev.ld(dev.at(cos_sin, 4 * (row * hd + lane)), F32)
-            sin = dev.ld(dev.at(cos_sin, 4 * (row * hd + WAVE + lane)), F32)
+            cos = dev.ld(dev.at(cos_sin, ix.rope_at(L, row, 0, lane)), F32)
+            sin = dev.ld(dev.at(cos_sin, ix.rope_at(L, row, 1, lane)), F32)
             return x0 * cos - x1 * sin, x0 * sin + x1 * cos
 
         def attend(state: tuple, q: tuple, kv: tuple, key: Any, p: Any) -> tuple:
@@ -309,9 +309,11 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             qn, kn = table(layer, L.T_Q_NORM), table(layer, L.T_K_NORM)
             if pidx < cpr * n_req:
                 r, c = pidx // cpr, pidx % cpr
-                p_first = dev.ld(dev.at(positions, 4 * (r * L.QPR)), I32)
-                p_last = dev.ld(dev.at(positions, 4 * (r * L.QPR + L.QPR - 1)), I32)
-                lo, hi, b0w, b1w = ix.window(L, p_first, p_last)
+                p_first = dev.ld(dev.at(positions, ix.position_at(r * L.QPR)), I32)
+                # The request's length from its last row's position: loading seq_lens[r] instead keeps one
+                # more pointer live and costs 4 bytes of scratch at 512 threads on gfx942 (offline compile).
+                seq_len = dev.ld(dev.at(positions, ix.position_at(r * L.QPR + L.QPR - 1)), I32) + 1
+                lo, hi, b0w, b1w = ix.window(L, p_first, seq_len)
                 q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
                 b_a = b1w - q0
                 key_lo = ix.smax((b_a - cnt + 1) * L.BLOCK, lo)
@@ -320,15 +322,14 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 for u in range(wave, L.QPR * qh, waves):
                     i, h = u // qh, u % qh
                     row = r * L.QPR + i
-                    p = dev.ld(dev.at(positions, 4 * row), I32)
+                    p = dev.ld(dev.at(positions, ix.position_at(row)), I32)
                     q0_, q1_ = head_vec(row, h * hd, layer, qn)
                     state = (F32(float("-inf")), F32(0.0), F32(0.0), F32(0.0))
                     for key in range(key_lo, ix.smin(key_hi, p_first - 1) + 1):  # cached keys
-                        blk = dev.ld(dev.at(block_table, 4 * (r * bt_width + key // L.BLOCK)), I32)
-                        k_at = dev.at(cache, 2 * ((blk * L.BLOCK + key % L.BLOCK) * hd))
-                        v_at = dev.at(cache, 2 * (((nblk + blk) * L.BLOCK + key % L.BLOCK) * hd))
-                        kv = (bf16_at(dev.at(k_at, 2 * lane)), bf16_at(dev.at(k_at, 2 * (lane + WAVE))),
-                              bf16_at(dev.at(v_at, 2 * lane)), bf16_at(dev.at(v_at, 2 * (lane + WAVE))))
+                        blk = dev.ld(dev.at(block_table, ix.page_at(L, r, bt_width, key)), I32)
+                        s_ = ix.page_slot(L, blk, key)
+                        kv = tuple(bf16_at(dev.at(cache, ix.cache_at(L, s_, nblk, value, dim)))
+                                   for value in (0, 1) for dim in (lane, lane + WAVE))
                         state = attend(state, (q0_, q1_), kv, key, p)
                     for key in range(ix.smax(key_lo, p_first), key_hi + 1):  # this step's keys
                         nrow = r * L.QPR + key - p_first
@@ -345,13 +346,13 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 if c == 0:  # the chunk of the newest blocks writes the request's new keys
                     for i in range(wave, L.QPR, waves):
                         row = r * L.QPR + i
-                        slot = dev.ld(dev.at(slots, 4 * row), I32)
+                        slot = dev.ld(dev.at(slots, ix.slot_at(row)), I32)
                         k0, k1 = head_vec(row, qh * hd, layer, kn)
                         v0, v1 = head_vec(row, (qh + 1) * hd, layer)
-                        st_bf16(dev.at(cache, 2 * (slot * hd + lane)), k0)
-                        st_bf16(dev.at(cache, 2 * (slot * hd + lane + WAVE)), k1)
-                        st_bf16(dev.at(cache, 2 * ((nblk * L.BLOCK + slot) * hd + lane)), v0)
-                        st_bf16(dev.at(cache, 2 * ((nblk * L.BLOCK + slot) * hd + lane + WAVE)), v1)
+                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 0, lane)), k0)
+                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 0, lane + WAVE)), k1)
+                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 1, lane)), v0)
+                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 1, lane + WAVE)), v1)
                 dev.publish(flag("apf", pidx), tag, tid)
             for task in range(pidx, 4 * n_rows, L.W_NA):
                 t, hq, r = ix.merge_task(L, task)

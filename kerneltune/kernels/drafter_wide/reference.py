@@ -159,11 +159,12 @@ def _attend(d: Dims, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     return out
 
 
-def forward_f64(d: Dims, weights: Weights, inputs: StepInputs, norms: list[dict[str, float]] | None = None
-                ) -> torch.Tensor:
+def forward_f64(d: Dims, weights: Weights, inputs: StepInputs, norms: list[dict[str, float]] | None = None,
+                caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> torch.Tensor:
     """The unsharded model in float64: h_out [n_rows, H]. ``norms`` receives each layer's Frobenius norms
     of the residual ``x``, the attention branch ``o``, ``h`` = x + o and the MLP branch ``d``, then
-    ``{"x": ‖final residual‖}``: the sizes ``numerics.error_bound`` weighs the roundings by."""
+    ``{"x": ‖final residual‖}``: the sizes ``numerics.error_bound`` weighs the roundings by. ``caches``
+    receives each layer's K and V cache after the step."""
     x = inputs.x.clone()
     group = d.q_heads // d.kv_heads
     k_cache = [c.clone() for c in inputs.k_cache]
@@ -182,6 +183,8 @@ def forward_f64(d: Dims, weights: Weights, inputs: StepInputs, norms: list[dict[
             k_cache[layer][blk, off] = k[row]
             v_cache[layer][blk, off] = v[row]
         att = _attend(d, q, k_cache[layer], v_cache[layer], inputs, range(d.q_heads), lambda h: h // group)
+        if caches is not None:
+            caches.append((k_cache[layer], v_cache[layer]))
         o = att.reshape(x.shape[0], -1) @ w["o"].T
         h2 = rms_norm(x + o, w["post_ln"], d.eps)
         mlp = swiglu_clamped(h2 @ w["gate"].T, h2 @ w["up"].T) @ w["down"].T

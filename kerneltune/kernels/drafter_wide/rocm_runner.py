@@ -106,7 +106,7 @@ def step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, ra
     """The step's inputs on this rank: rows, the per-layer pointer table, RoPE table, cache slots."""
     import torch
 
-    from .reference import rope_angles
+    from .host_inputs import host_arrays
 
     bf16 = torch.bfloat16
     keep: list[Any] = []
@@ -126,16 +126,15 @@ def step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, ra
                    layout.T_K_NORM: vec("k_norm"), layout.T_IN_LN: vec("in_ln"), layout.T_POST_LN: vec("post_ln")}
         for slot, value in entries.items():
             tab[layer * layout.TABLE_SLOTS + slot] = value
-    ang = rope_angles(inputs.positions, dims.head_dim, dims.rope_theta)
-    blk = inputs.block_table[torch.arange(inputs.x.shape[0]) // inputs.qpr, inputs.positions // dims.kv_block]
+    host = host_arrays(layout, inputs, dims.rope_theta)
     return {
         "x_in": inputs.x.to(bf16).to(dev), "tab": tab.view(torch.int32).to(dev),
         "fin_ln": weights.final_ln.to(bf16).to(dev),
-        "cos_sin": torch.cat([torch.cos(ang), torch.sin(ang)], dim=1).to(torch.float32).to(dev),
-        "block_table": inputs.block_table.to(torch.int32).to(dev),
-        "positions": inputs.positions.to(torch.int32).to(dev),
-        "slots": (blk * dims.kv_block + inputs.positions % dims.kv_block).to(torch.int32).to(dev),
-        "seq_lens": (inputs.context + inputs.qpr).to(torch.int32).to(dev),
+        "cos_sin": torch.from_numpy(host.cos_sin).to(dev),
+        "block_table": torch.from_numpy(host.block_table).view(-1, host.bt_width).to(dev),
+        "positions": torch.from_numpy(host.positions).to(dev),
+        "slots": torch.from_numpy(host.slots).to(dev),
+        "seq_lens": torch.from_numpy(host.seq_lens).to(dev),
         "device_buffers": keep,  # what the pointer table points at: alive as long as the step
     }
 

@@ -3,8 +3,10 @@ the default space, several shapes, two layers; a wrong flag tag and a wrong peer
 caught (a reported deadlock, never a hang), and a wrong LDS offset caught in h_out. In each arch's
 8-bit and bf16 formats, h_out within the derived bound, and an operand's scale left out caught."""
 
+import numpy as np
 import pytest
 
+from kerneltune.kernels.drafter_wide import indexing as ix
 from kerneltune.kernels.drafter_wide.emulation import Deadlock, Launch, max_relative_error, shard_weights
 from kerneltune.kernels.drafter_wide.layout import DrafterLayout, LayoutError, ModelDims
 from kerneltune.kernels.drafter_wide.numerics import error_bound, frobenius_error
@@ -171,3 +173,51 @@ def test_an_8_bit_operand_read_without_its_scale_is_caught(small, small_formats,
     result = Launch(layout, dims, w, inputs, shards=shards["gfx942"], numbers="gfx942",
                     faults={f"noscale:{operand}": 1}).run()
     assert all(frobenius_error(h, ref) > bound for h in result.h_out)
+
+
+def _caught(small, expect_cache):
+    """Run the small launch in float64: was the mutation caught (a deadlock, a wrong h_out, or a KV cache
+    that differs from the reference's after the step)?"""
+    dims, layout, w, shards, inputs, ref = small
+    try:
+        result = Launch(layout, dims, w, inputs, shards=shards).run()
+    except Deadlock:
+        return True
+    if not all(max_relative_error(h, ref) < EXACT for h in result.h_out):
+        return True
+    for rank, per_layer in enumerate(result.caches):
+        for flat, (k, v) in zip(per_layer, expect_cache, strict=True):
+            want = np.stack([k[:, :, rank].numpy(), v[:, :, rank].numpy()]).ravel()
+            if not np.allclose(flat, want, rtol=0, atol=EXACT):
+                return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def small_caches(small):
+    dims, _, w, _, inputs, _ = small
+    caches = []
+    forward_f64(dims, w, inputs, caches=caches)
+    return caches
+
+
+def test_the_unmutated_launch_leaves_the_references_kv_cache(small, small_caches):
+    assert not _caught(small, small_caches)
+
+
+# One mutation per family of indexing.py's addresses; each must make the emulation fail.
+MUTANTS = {
+    "page table": ("page_at", lambda f: lambda L, r, width, key: f(L, r, width, key) - 4),  # the entry before
+    "slot in page": ("page_slot", lambda f: lambda L, page, key: f(L, page, key) + 1),
+    "new key's slot": ("slot_at", lambda f: lambda row: f(row ^ 1)),  # the neighbouring row's slot
+    "cos_sin": ("rope_at", lambda f: lambda L, row, sin, j: f(L, row, 1 - sin, j)),  # cos and sin swapped
+    "peer offset": ("rs_pair", lambda f: lambda L, reg, src, row, c0, p: f(L, reg, src, row, c0, p) - 4 * p),
+    "flag index": ("flag_word", lambda f: lambda L, name, index: f(L, name, 2 * index)),
+}
+
+
+@pytest.mark.parametrize("family", MUTANTS)
+def test_a_mutated_address_is_caught(small, small_caches, monkeypatch, family):
+    name, mutant = MUTANTS[family]
+    monkeypatch.setattr(ix, name, mutant(getattr(ix, name)))
+    assert _caught(small, small_caches)

@@ -188,7 +188,7 @@ def test_requests_split_the_attention_blocks_evenly():
 
 @pytest.mark.parametrize(("p_first", "lo"), [(0, 0), (5, 0), (4095, 0), (4096, 1), (4196, 101), (9000, 4905)])
 def test_the_window_holds_the_last_4096_keys(p_first, lo):
-    assert ix.window(L, p_first, p_first + 3) == (lo, p_first + 3, lo // 16, (p_first + 3) // 16)
+    assert ix.window(L, p_first, p_first + 4) == (lo, p_first + 3, lo // 16, (p_first + 3) // 16)
 
 
 class _Expr:
