@@ -2,11 +2,11 @@
 
 Every block of every role (G: GEMV rows, L: attention chunks and merges, N: row norms and the
 all-gathers) of each of the 4 ranks runs as a coroutine over NumPy buffers standing for each
-rank's scratch (global memory), flag words, symmetric peer region and paged KV cache. Addresses come
-from ``indexing.py``, the functions the kernel traces, and the step's positions, slots, block table and
-RoPE table are the arrays the host uploads (``host_inputs.py``), read at the kernel's offsets. A wait yields until the words it polls carry
-its tag; when no block can run while some still wait, the launch is a deadlock and is reported
-with every outstanding wait instead of hanging.
+rank's scratch (global memory), flag words, symmetric peer region and paged KV cache. Addresses
+come from ``indexing.py``, the functions the kernel traces, and the step's positions, slots, block
+table and RoPE table are the arrays the host uploads (``host_inputs.py``), read at the kernel's
+offsets. A wait yields until the words it polls carry its tag; when no block can run while some
+still wait, the launch is a deadlock and is reported with every outstanding wait instead of hanging.
 
 Memory is byte-addressed: a value stored at byte offset ``b`` sits in slot ``b`` whatever its
 width, and every slot starts as NaN, so a value read from a wrong or unwritten address poisons

@@ -126,9 +126,10 @@ class _RocmDrafter:
     def load(self, ctx: RankContext, spec: StepSpec) -> None:
         import torch
 
+        from .api import DrafterWide
         from .health import WORDS
-        from .kernel import build_wide
         from .packing import pack_rank
+        from .plugin import DrafterProblem
         from .reference import make_inputs, make_weights
         from .rocm_runner import step_tensors
 
@@ -146,20 +147,17 @@ class _RocmDrafter:
         self.step_word = torch.ones(1, dtype=torch.int32, device=dev)
         self.tensors = step_tensors(self.dims, self.layout, weights, inputs, ctx.rank, dev)
         self.h_out = torch.full((self.n, self.dims.hidden), float("nan"), dtype=torch.bfloat16, device=dev)
-        self.run = build_wide(self.layout, self.arch, 0, self.wait_ticks)
+        problem = DrafterProblem(self.arch, spec.requests, spec.qpr, max(spec.context), spec.layers)
+        tiles = {"ng": self.layout.ng, "threads": self.layout.threads, "w_na": self.layout.w_na}
+        self.run = DrafterWide(problem, ctx.rank, tiles=tiles, wait_ticks=self.wait_ticks)
 
     def poison(self, ctx: RankContext) -> None:
         self.h_out.fill_(float("nan"))
         self.health.zero_()
 
     def launch(self, ctx: RankContext, step: int) -> None:
-        t, w = self.tensors, self.w
-        self.run(t["x_in"].data_ptr(), self.h_out.data_ptr(), t["tab"].data_ptr(),
-                 *(x.data_ptr() for k in ("qkv", "o", "gu", "d") for x in w[k]),
-                 t["fin_ln"].data_ptr(), t["cos_sin"].data_ptr(), t["block_table"].data_ptr(),
-                 t["positions"].data_ptr(), t["slots"].data_ptr(), t["seq_lens"].data_ptr(),
-                 self.scratch.data_ptr(), self.sym.local.data_ptr(), *self.sym.ptrs, self.step_word.data_ptr(),
-                 self.health.data_ptr(), ctx.rank, t["block_table"].shape[1], self.n)
+        self.run(self.tensors, self.w, self.h_out, self.scratch, self.sym.local, self.sym.ptrs, self.step_word,
+                 self.health)
         self.step_word.add_(1)  # the next launch's tags are new
 
     def output(self, ctx: RankContext) -> dict[str, Any]:
