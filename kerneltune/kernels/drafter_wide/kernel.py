@@ -9,11 +9,13 @@ tagged flag words in global memory and tagged words in the ranks' symmetric peer
 address comes from ``indexing.py``, the functions the emulation runs on integers. A wait that
 passes its deadline writes the health buffer and lets the launch end.
 
-Numerics, against ``reference.forward_tp4``: 8-bit weights and activations with float32 scales
-into ``mfma_f32_16x16x32_fp8_fp8`` (float32 accumulation); qkv, act and partial sums stored as
-bf16; the residual and every softmax in float32. The attention output is quantised per row and
-head quarter (one merge task's heads, ``indexing.a8_scale_at``), finer than the reference's
-per-row scale. Attention runs one wave per (row, head) over the chunk's keys (no MFMA yet).
+Numerics (what ``numerics.Formats`` emulates; checked against the float64 model within
+``numerics.error_bound``): 8-bit weights and activations with float32 scales into
+``mfma_f32_16x16x32_fp8_fp8`` (float32 accumulation); qkv, act, partial sums, the K/V cache and the
+norm weights as bf16; the residual and every softmax in float32. The attention output is quantised
+per row and head quarter (one merge task's heads, ``indexing.a8_scale_at``), finer than
+``reference.forward_tp4``'s per-row scale. Attention runs one wave per (row, head) over the chunk's
+keys (no MFMA yet).
 """
 
 
