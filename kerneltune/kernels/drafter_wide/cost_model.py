@@ -21,7 +21,7 @@ arithmetic, clock throttling, and contention between the G blocks' and the atten
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from . import indexing as ix
@@ -84,10 +84,7 @@ class Modelled:
         return self.floor_us_per_layer / self.us_per_layer
 
     def to_dict(self) -> dict[str, Any]:
-        return {"us_per_layer": self.us_per_layer, "floor_us_per_layer": self.floor_us_per_layer,
-                "fraction_of_floor": self.fraction_of_floor, "phases_us": self.phases_us,
-                "hbm_bytes": self.hbm_bytes, "xgmi_bytes_per_peer": self.xgmi_bytes_per_peer,
-                "mfma_cycles_busiest_cu": self.mfma_cycles_busiest_cu, "modelled": True}
+        return {**asdict(self), "fraction_of_floor": self.fraction_of_floor, "modelled": True}
 
 
 def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Modelled:

@@ -42,14 +42,13 @@ from . import indexing as ix
 from .health import SITES
 from .host_inputs import host_arrays, word
 from .layout import TP, DrafterLayout
-from .numerics import Formats, error_bound, frobenius_error
+from .numerics import Formats, bounded_reference, frobenius_error
 from .packing import pack_rank, rank_slices
 from .reference import (
     F8_DTYPE,
     Dims,
     StepInputs,
     Weights,
-    forward_f64,
     make_inputs,
     make_weights,
     rms_norm,
@@ -305,7 +304,7 @@ class Launch:
             yield self._flags_ready(st, "actf", 0, L.NG, tag, 4)
             el = ix.act_element(L, rows[:, None], 0, np.arange(L.IR)[None, :])
             codes, scale = self.num.f8(st.scratch[ix.scratch_at(L, layer, "act") + 2 * el])  # each row's amax
-            act_rows = codes * (1 if self.faults.get("noscale:act") else scale[:, None])
+            act_rows = codes * self._scales("act", scale)[:, None]
             [y] = self._gemv_rows([self._w(w, "down", c0, L.D_R)], act_rows)
             self._rs_push(st, L.Y_RSD, rows, c0, self.num.bf16(y), tag)
 
@@ -317,13 +316,15 @@ class Launch:
         codes, _ = self.num.f8(rows)
         return codes
 
+    def _scales(self, operand: str, scale: np.ndarray) -> np.ndarray:
+        """An 8-bit operand's scales as read (fault ``noscale:<operand>``: ones, the codes taken as values)."""
+        return np.ones_like(scale) if self.faults.get(f"noscale:{operand}") else scale
+
     def _rows8(self, st: _Rank, layer: int, data: str, scale: str, width: int | None = None) -> np.ndarray:
         """8-bit rows with their scales, read from this rank's scratch (dequantised)."""
         width = width or self.L.model.hidden
         at = self._cached(self._row_words, layer, data, width)
-        sc = st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)]
-        if self.faults.get(f"noscale:{data}"):
-            sc = np.ones_like(sc)
+        sc = self._scales(data, st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)])
         return self.num.f32(_gather(st.scratch, at) * sc[:, None])
 
     def _row_words(self, layer: int, data: str, width: int) -> np.ndarray | tuple[slice, tuple[int, ...]]:
@@ -335,9 +336,8 @@ class Launch:
         width = self.L.model.o_in
         cols = np.arange(width)
         at = ix.scratch_at(self.L, layer, "a8") + np.arange(self.n)[:, None] * width + cols[None, :]
-        sc = st.scratch[ix.a8_scale_at(self.L, layer, np.arange(self.n)[:, None], cols[None, :] // (width // 4))]
-        if self.faults.get("noscale:a8"):
-            sc = np.ones_like(sc)
+        sc = self._scales("a8", st.scratch[ix.a8_scale_at(self.L, layer, np.arange(self.n)[:, None],
+                                                           cols[None, :] // (width // 4))])
         return self.num.f32(st.scratch[at] * sc)
 
     # ------------------------------------------------------------- L: attention and merges
@@ -588,9 +588,8 @@ def check_layouts(layouts: list[tuple[str, Callable[[int], DrafterLayout]]], see
     checks = []
     for requests, qpr, context in CHECK_SHAPES:
         inputs = make_inputs(dims, requests=requests, qpr=qpr, context=list(context), seed=seed + 1)
-        norms: list[dict[str, float]] = []
-        ref = forward_f64(dims, weights, inputs, norms).numpy()
-        bound = error_bound(norms[:-1], norms[-1]["x"])
+        ref, bound = bounded_reference(dims, weights, inputs)
+        ref = ref.numpy()
         shape = f"{requests}x{qpr} rows, ctx {'/'.join(map(str, context))}"
         for (name, build), (numbers, order) in itertools.product(layouts, runs):
             schedule = "fixed" if order is None else f"seed {order}"

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .reference import F8_DTYPE, F8_MAX
+from .reference import F8_DTYPE, F8_MAX, Dims, StepInputs, Weights, forward_f64
 
 U8 = 2.0 ** -4  # e4m3: 3 mantissa bits, round to nearest
 U16 = 2.0 ** -8  # bf16: 7 mantissa bits
@@ -53,6 +53,7 @@ class Formats:
         return "float64" if self.arch is None else f"{self.arch} 8-bit"
 
     def f32(self, a: Any) -> np.ndarray:
+        """``a`` in the working precision: float32 in the kernel's formats, float64 in float64 mode."""
         return np.asarray(a, dtype=self.dtype)
 
     def bf16(self, a: Any) -> np.ndarray:
@@ -89,6 +90,13 @@ def error_bound(norms: list[dict[str, float]], final: float) -> float:
         r_d = (4 + 1) * r_gu + U16 ** 2 + gemv  # g with gain 2, u with 1; act stored bf16; then W_d
         carried += r_o * n["o"] ** 2 + r_d * n["d"] ** 2
     return math.sqrt(carried / final ** 2 + 2 * U16 ** 2)  # the final norm's bf16 weights and h_out
+
+
+def bounded_reference(d: Dims, weights: Weights, inputs: StepInputs) -> tuple[Any, float]:
+    """The float64 model's h_out and the bound on the formats' error against it (its branch sizes)."""
+    norms: list[dict[str, float]] = []
+    ref = forward_f64(d, weights, inputs, norms)
+    return ref, error_bound(norms[:-1], norms[-1]["x"])
 
 
 def frobenius_error(h_out: np.ndarray, reference: np.ndarray) -> float:

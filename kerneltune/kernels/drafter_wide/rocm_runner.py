@@ -66,9 +66,9 @@ def run_tp4(tiles: dict[str, int], requests: int, qpr: int, context: list[int], 
     from kerneltune.backends.launch_group import LaunchGroup
 
     from .health import check_health
-    from .numerics import error_bound
+    from .numerics import bounded_reference
     from .packing import pack_rank
-    from .reference import Dims, forward_f64, forward_tp4, make_inputs, make_weights
+    from .reference import Dims, forward_tp4, make_inputs, make_weights
 
     arch = require_rocm_gpus()
     group = LaunchGroup("kerneltune.kernels.drafter_wide.rank_program:DrafterRank",
@@ -88,10 +88,9 @@ def run_tp4(tiles: dict[str, int], requests: int, qpr: int, context: list[int], 
     inputs = make_inputs(dims, requests, qpr, context, seed + 1)
     out = torch.from_numpy(outs[0]["h_out"])
     nbytes = weight_bytes(pack_rank(dims, weights, 0, arch))
-    norms: list[dict[str, float]] = []
-    ref = forward_f64(dims, weights, inputs, norms)
+    ref, bound = bounded_reference(dims, weights, inputs)
     return RunReport(arch, out.shape[0], _rel(out, forward_tp4(dims, weights, inputs, arch)), _rel(out, ref),
-                     error_bound(norms[:-1], norms[-1]["x"]), us, timed_steps, nbytes, floor_us(nbytes, arch))
+                     bound, us, timed_steps, nbytes, floor_us(nbytes, arch))
 
 
 def _rel(a: Any, b: Any) -> float:

@@ -12,10 +12,9 @@ import dataclasses
 import pytest
 import torch
 
-from kerneltune.kernels.drafter_wide.numerics import error_bound
+from kerneltune.kernels.drafter_wide.numerics import bounded_reference
 from kerneltune.kernels.drafter_wide.reference import (
     Dims,
-    forward_f64,
     forward_tp4,
     make_inputs,
     make_weights,
@@ -34,9 +33,7 @@ def rel(a, b):
 def case():
     w = make_weights(D, seed=0)
     inputs = make_inputs(D, requests=3, qpr=2, context=CONTEXT, seed=1)
-    norms = []
-    ref = forward_f64(D, w, inputs, norms)
-    return w, inputs, ref, error_bound(norms[:-1], norms[-1]["x"])
+    return w, inputs, *bounded_reference(D, w, inputs)
 
 
 def test_exact_tp4_equals_the_unsharded_model(case):
