@@ -52,14 +52,19 @@ class DrafterWide:
         self.tiles = dict(tiles) if tiles is not None else choose_layout(problem, system_stamps())
         self.layout = DrafterLayout(**self.tiles, qpr=problem.qpr)
         self._run = build_wide(self.layout, arch, 0, wait_ticks)
+        self._peers: tuple[tuple[int, ...], Any] | None = None  # the group's 4 symmetric regions, on the device
 
     def __call__(self, tensors: Mapping[str, Any], weights: Mapping[str, tuple[Any, Any]], h_out: Any,
                  scratch: Any, sym_local: Any, sym_peers: list[int], step_word: Any, health: Any) -> None:
+        import torch
+
         t, n = tensors, h_out.shape[0]
         self.layout.check_rows(n)
+        if self._peers is None or self._peers[0] != tuple(sym_peers):  # the kernel reads them from device memory
+            self._peers = (tuple(sym_peers), torch.tensor(sym_peers, dtype=torch.int64, device=h_out.device))
         self._run(t["x_in"].data_ptr(), h_out.data_ptr(), t["tab"].data_ptr(),
                   *(x.data_ptr() for k in ("qkv", "o", "gu", "d") for x in weights[k]),
                   t["fin_ln"].data_ptr(), t["cos_sin"].data_ptr(), t["block_table"].data_ptr(),
-                  t["positions"].data_ptr(), t["slots"].data_ptr(), t["seq_lens"].data_ptr(),
-                  scratch.data_ptr(), sym_local.data_ptr(), *sym_peers, step_word.data_ptr(),
-                  health.data_ptr(), self.rank, t["block_table"].shape[1], n)
+                  t["positions"].data_ptr(), t["slots"].data_ptr(), scratch.data_ptr(), sym_local.data_ptr(),
+                  self._peers[1].data_ptr(), step_word.data_ptr(), health.data_ptr(), self.rank,
+                  t["block_table"].shape[1], n)

@@ -13,9 +13,10 @@ another, each ending in a flag round trip:
   over the xGMI link to each peer.
 
 What it ignores (README, "The drafter's cost model"): caches (weights are streamed once per step, so
-there is little to reuse; Infinity Cache is not modelled), the stand-in attention's scalar loop (it
-models the seed's MFMA attention, issue 20), instruction issue and latency inside a block, the norms'
-arithmetic, clock throttling, and contention between the G blocks' and the attention blocks' streams.
+there is little to reuse; Infinity Cache is not modelled), the attention's MFMA, softmax and LDS time
+(taken as hidden under its KV stream) and the barriers between its tile pairs, instruction issue and
+latency inside a block, the norms' arithmetic, clock throttling, and contention between the G blocks'
+and the attention blocks' streams.
 """
 
 from __future__ import annotations

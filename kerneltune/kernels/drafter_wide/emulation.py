@@ -127,9 +127,10 @@ class Launch:
     ``{"early:qkvf": 1}`` publishes the qkv flags before the qkv values are stored,
     ``{"nowait:qkvf": 1}`` drops the attention blocks' wait for them, ``{"noscale:x8": 1}`` reads the
     x8 rows' 8-bit codes without their scales (likewise ``w``, ``a8``, ``act``; in the kernel's
-    formats). ``schedule_seed`` picks a random interleaving of the blocks (None: the fixed order);
-    ``numbers`` the arch whose formats the values are rounded to (None: float64), with ``shards``
-    from ``shard_weights`` for the same ``numbers``."""
+    formats), ``{"mask": 1}`` masks every attention block (interior ones too: the same result) and
+    ``{"mask": -1}`` none (edge blocks then count keys outside the window). ``schedule_seed`` picks a
+    random interleaving of the blocks (None: the fixed order); ``numbers`` the arch whose formats the
+    values are rounded to (None: float64), with ``shards`` from ``shard_weights`` for the same ``numbers``."""
 
     def __init__(self, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, step: int = 1,
                  faults: Mapping[str, int] | None = None,
@@ -342,54 +343,88 @@ class Launch:
 
     # ------------------------------------------------------------- L: attention and merges
     def _attention(self, st: _Rank, pidx: int) -> Block:
-        L, d, n = self.L, self.d, self.n
+        L, n = self.L, self.n
         cpr = ix.chunks_per_request(L, n)
-        hd, qh = d.head_dim, L.model.q_heads
         for layer in range(self.layers):
             tag = ix.tag(self.step, layer)
             if pidx < cpr * (n // L.QPR):
-                r, c = pidx // cpr, pidx % cpr
-                rows = np.arange(r * L.QPR, (r + 1) * L.QPR)
-                pos = word(self.host.positions, ix.position_at(rows)).astype(np.int64)
-                seq_len = int(pos[-1]) + 1  # as the kernel: from the last row's position, not seq_lens
-                lo, hi, b0w, b1w = ix.window(L, int(pos[0]), seq_len)
-                q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
-                b_a = b1w - q0
                 yield self._flags_ready(st, "qkvf", 0, L.NG, tag, 5)
-                q, k_new, v_new = self._qkv_rows(st, layer, rows)
-                cache = st.cache[layer]
-                dim = np.arange(hd)
-                if c == 0:  # the chunk of the newest blocks writes the new keys to their slots, as bf16
-                    slots = word(self.host.slots, ix.slot_at(rows))[:, None]
-                    cache[ix.cache_at(L, slots, self.n_pages, 0, dim) // 2] = self.num.bf16(k_new)
-                    cache[ix.cache_at(L, slots, self.n_pages, 1, dim) // 2] = v_new
-                keys = np.arange((b_a - cnt + 1) * L.BLOCK, (b_a + 1) * L.BLOCK)
-                keys = keys[(keys >= lo) & (keys <= hi)]
-                old = keys[keys < pos[0]]
-                pages = word(self.host.block_table, ix.page_at(L, r, self.host.bt_width, old))
-                held = ix.page_slot(L, pages, old)[:, None]
-                # This step's keys as computed (float32), the cached ones as stored.
-                kk = np.concatenate([self.num.f32(cache[ix.cache_at(L, held, self.n_pages, 0, dim) // 2]),
-                                     k_new[keys[keys >= pos[0]] - pos[0]]])
-                vv = np.concatenate([self.num.f32(cache[ix.cache_at(L, held, self.n_pages, 1, dim) // 2]),
-                                     v_new[keys[keys >= pos[0]] - pos[0]]])
-                heads = np.arange(qh)
-                words, values = [], []
-                for i, p in enumerate(pos):
-                    seen = (keys > p - L.WINDOW) & (keys <= p)
-                    s = (q[i] @ kk[seen].T) * self.num.f32(hd ** -0.5)  # [heads, keys]
-                    m = s.max(axis=1) if s.shape[1] else np.full(qh, -np.inf, dtype=self.num.dtype)
-                    e = np.exp(s - m[:, None]) if s.shape[1] else np.zeros((qh, 0), dtype=self.num.dtype)
-                    at = ix.partial_at(L, layer, pidx, i, heads)
-                    words.append(np.concatenate([at, at + 4, (at[:, None] + 8 + 4 * np.arange(hd)[None, :]).ravel()]))
-                    values.append(np.concatenate([m, e.sum(axis=1), (e @ vv[seen]).ravel()]))
-                yield from self._publish(st, "apf", pidx, tag,
-                                         _store(st.scratch, np.concatenate(words), np.concatenate(values)))
+                store = self._chunk(st, layer, pidx, cpr)
+                yield from self._publish(st, "apf", pidx, tag, store)
             for task in range(pidx, 4 * n, L.W_NA):
                 t, hq, r = ix.merge_task(L, task)
                 yield self._flags_ready(st, "apf", r * cpr, cpr, tag, 6)
                 merge = functools.partial(self._merge, st, layer, t, hq, r, cpr)
                 yield from self._publish(st, "attf", task, tag, merge)
+
+    def _chunk(self, st: _Rank, layer: int, pidx: int, cpr: int) -> Callable[[], None]:
+        """Attention block ``pidx``'s chunk as the kernel computes it: this step's rows staged in LDS (and,
+        for the chunk of the newest blocks, written to their cache slots), then the chunk's 16-key blocks,
+        newest first, through the two LDS tile pairs (K row-major, V transposed, at ``indexing.py``'s
+        elements) into each row's online softmax over its 16 heads: bf16 q, K, V and P into float32
+        products, interior blocks unmasked, edge blocks masked. Returns the store of the (m, l, o)
+        partials; the LDS is NaN until written, so a tile element read before it is filled poisons them."""
+        L, d = self.L, self.d
+        hd, qh, num = d.head_dim, L.model.q_heads, self.num
+        r, c = pidx // cpr, pidx % cpr
+        rows = np.arange(r * L.QPR, (r + 1) * L.QPR)
+        pos = word(self.host.positions, ix.position_at(rows)).astype(np.int64)
+        p_first, p_last = int(pos[0]), int(pos[0]) + L.QPR - 1
+        seq_len = int(word(self.host.seq_lens, ix.seq_len_at(r)))
+        lo, hi, b0w, b1w = ix.window(L, p_first, seq_len)
+        q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
+        b_a = b1w - q0
+        q, k_new, v_new = self._qkv_rows(st, layer, rows)
+        cache, dim, kk = st.cache[layer], np.arange(hd), np.arange(L.BLOCK)[:, None]
+        lds = np.full(2 * L.pool_words, np.nan)  # bf16 elements
+        i = np.arange(L.QPR)[:, None]
+        lds[ix.staged(L, i, 0, dim)], lds[ix.staged(L, i, 1, dim)] = num.bf16(k_new), num.bf16(v_new)
+        if c == 0:
+            slots = word(self.host.slots, ix.slot_at(rows))[:, None]
+            cache[ix.cache_at(L, slots, self.n_pages, 0, dim) // 2] = num.bf16(k_new)
+            cache[ix.cache_at(L, slots, self.n_pages, 1, dim) // 2] = num.bf16(v_new)
+
+        def fill(pair: int, blk: int) -> None:
+            key = blk * L.BLOCK + kk
+            held = np.clip(key, lo, hi)
+            page = word(self.host.block_table, ix.page_at(L, r, self.host.bt_width, held))
+            slot = ix.page_slot(L, page, held)
+            new_row = np.clip(key - p_first, 0, L.QPR - 1)
+            inside, fresh = (key >= lo) & (key <= hi), key >= p_first
+            for value, tile in ((0, ix.tile_k), (1, ix.tile_v)):
+                cached = cache[ix.cache_at(L, slot, self.n_pages, value, dim) // 2]
+                staged = lds[ix.staged(L, new_row, value, dim)]
+                lds[tile(L, pair, kk, dim)] = np.where(inside, np.where(fresh, staged, cached), 0.0)
+
+        for pair in range(min(2, cnt)):
+            fill(pair, b_a - pair)
+        qb = num.bf16(q)  # [rows, heads, dim]: the MFMA's bf16 operand
+        m = np.full((L.QPR, qh), -np.inf, dtype=num.dtype)
+        lsum = np.zeros((L.QPR, qh), dtype=num.dtype)
+        o = np.zeros((L.QPR, qh, hd), dtype=num.dtype)
+        masking = self.faults.get("mask")  # 1: mask every block, -1: none
+        for it in range(cnt):
+            pair, blk = it % 2, b_a - it
+            keys = blk * L.BLOCK + np.arange(L.BLOCK)
+            k_t, v_t = num.f32(lds[ix.tile_k(L, pair, kk, dim)]), num.f32(lds[ix.tile_v(L, pair, kk, dim)])
+            s = num.f32(qb @ k_t.T) * num.f32(hd ** -0.5)  # [rows, heads, keys]
+            inner = ix.interior(L, blk, p_first, p_last, lo, hi)
+            if (not inner and masking != -1) or masking == 1:
+                seen = ix.key_seen(L, keys[None, :], pos[:, None], lo, hi)
+                s = np.where(seen[:, None, :], s, -np.inf)
+            m_new = np.maximum(m, s.max(axis=-1))
+            m_use = np.where(np.isneginf(m_new), 0.0, m_new).astype(num.dtype)
+            alpha = np.exp(m - m_use)
+            p = np.exp(s - m_use[..., None])
+            lsum = lsum * alpha + p.sum(axis=-1)
+            o = o * alpha[..., None] + num.f32(num.bf16(p) @ v_t)
+            m = m_new
+            if it + 2 < cnt:
+                fill(pair, blk - 2)
+        heads = np.arange(qh)
+        at = ix.partial_at(L, layer, pidx, np.arange(L.QPR)[:, None], heads[None, :])  # [rows, heads]
+        words = np.concatenate([at.ravel(), (at + 4).ravel(), (at[..., None] + 8 + 4 * dim).ravel()])
+        return _store(st.scratch, words, np.concatenate([m.ravel(), lsum.ravel(), o.ravel()]))
 
     def _qkv_rows(self, st: _Rank, layer: int, rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """The request's q (normed, rotated by the host's RoPE table), and its new k and v, from this

@@ -150,6 +150,42 @@ def window(layout: DrafterLayout, p_first: Any, seq_len: Any) -> tuple[Any, Any,
     return lo, hi, lo // layout.BLOCK, hi // layout.BLOCK
 
 
+def seq_len_at(request: Any) -> Any:
+    """Byte offset of a request's length (int32: cached tokens plus this step's rows) in ``seq_lens``."""
+    return 4 * request
+
+
+def interior(layout: DrafterLayout, block: Any, p_first: Any, p_last: Any, lo: Any, hi: Any) -> Any:
+    """Whether every key of paged block ``block`` is seen by every row of the request (rows at
+    positions ``p_first`` .. ``p_last``, keys ``[lo, hi]``): such a block needs no mask. A row at ``p``
+    sees the keys in ``(p - WINDOW, p]``."""
+    first, last = block * layout.BLOCK, block * layout.BLOCK + layout.BLOCK - 1
+    return (first > p_last - layout.WINDOW) & (first >= lo) & (last <= hi) & (last <= p_first)
+
+
+def key_seen(layout: DrafterLayout, key: Any, p: Any, lo: Any, hi: Any) -> Any:
+    """Whether the row at position ``p`` sees ``key`` (the mask of an edge block)."""
+    return (key >= lo) & (key <= hi) & (key > p - layout.WINDOW) & (key <= p)
+
+
+# LDS of an attention block, in bf16 elements: the K|V tile pairs (K row-major [key][dim], V transposed
+# [dim][key], so that each lane's MFMA operand is 4 consecutive elements), then this step's new rows.
+def tile_k(layout: DrafterLayout, pair: Any, key: Any, dim: Any) -> Any:
+    """bf16 element of (``key`` of the block, ``dim``) in tile pair ``pair``'s K tile."""
+    return 2 * pair * (2 * layout.TILE_WORDS) + key * layout.model.head_dim + dim
+
+
+def tile_v(layout: DrafterLayout, pair: Any, key: Any, dim: Any) -> Any:
+    """bf16 element of (``key``, ``dim``) in tile pair ``pair``'s V tile, stored transposed."""
+    return (2 * pair + 1) * (2 * layout.TILE_WORDS) + dim * layout.BLOCK + key
+
+
+def staged(layout: DrafterLayout, row_in_request: Any, value: Any, dim: Any) -> Any:
+    """bf16 element of this step's new key (``value`` 0, normed and rotated) or value (1) of a request's
+    row, staged in LDS after the tile pairs (the rows are not in the cache yet when other chunks read)."""
+    return 8 * layout.TILE_WORDS + (2 * row_in_request + value) * layout.model.head_dim + dim
+
+
 def chunk(c: Any, n_blocks: Any, cpr: Any) -> tuple[Any, Any]:
     """Chunk ``c`` of ``cpr``: its first block counted from the newest, and how many blocks."""
     q0 = (c * n_blocks) // cpr

@@ -14,8 +14,15 @@ Numerics (what ``numerics.Formats`` emulates; checked against the float64 model 
 ``mfma_f32_16x16x32_fp8_fp8`` (float32 accumulation); qkv, act, partial sums, the K/V cache and the
 norm weights as bf16; the residual and every softmax in float32. The attention output is quantised
 per row and head quarter (one merge task's heads, ``indexing.a8_scale_at``), finer than
-``reference.forward_tp4``'s per-row scale. Attention runs one wave per (row, head) over the chunk's
-keys (no MFMA yet).
+``reference.forward_tp4``'s per-row scale.
+
+Attention, as the seed designs it: an L block takes one chunk (``W_NA // requests`` blocks) of its
+request's sliding window (``seq_lens`` gives the request's length) and streams its 16-key paged blocks,
+newest first, through two LDS tile pairs (K row-major, V transposed; cached keys through the page
+table, this step's from LDS staging rows); block it + 2 loads into registers while block it is consumed.
+Each wave holds one token row's 16 heads: S^T = K Q^T and O^T = V^T P^T on ``mfma_f32_16x16x16bf16_1k``
+(q, K, V and P in bf16), an online softmax in float32 between them, interior blocks unmasked and edge
+blocks (window edge, paging edge, this step's causal keys) masked.
 """
 
 
@@ -24,9 +31,12 @@ from typing import Any
 from . import indexing as ix
 from .layout import MAX_ROWS, WAVE, DrafterLayout
 
-# The launcher's parameters as the offline compile describes them: 25 addresses, then rank,
-# the block table's width and the launch's row count.
-KERNEL_ARG_SPEC = [["i64", None]] * 25 + [["i32", None]] * 3
+# The launcher's parameters as the offline compile describes them: 21 addresses, then rank,
+# the block table's width and the launch's row count. Every pointer argument is loaded at entry and held
+# in SGPRs through every role, so the step's ``seq_lens`` travels in the pointer table and the 4 ranks'
+# symmetric regions in one device array (``peers``): with them as arguments the MFMA attention's extra
+# scalars cost 3-6 SGPR spills.
+KERNEL_ARG_SPEC = [["i64", None]] * 21 + [["i32", None]] * 3
 
 
 def build_wide_for(arch: str, ng: int, threads: int, w_na: int, qpr: int, layers: int = 1):
@@ -70,6 +80,9 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
         raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {red_words} + 16 + {waves}")
     most_flags = max(L.NG, 4 * MAX_ROWS, L.W_NA)
     heads_per_task = qh // 4
+    tokens_per_wave = -(-L.QPR // waves)  # token rows (16 heads each) one attention wave accumulates
+    if L.BLOCK != 16 or qh != 16:
+        raise ValueError(f"KV block {L.BLOCK}, {qh} heads: the attention's MFMA tile is 16 keys x 16 heads")
 
     @fx.struct
     class Smem:
@@ -78,15 +91,17 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
     @flyc.kernel(name=f"drafter_wide_{arch}", known_block_size=[threads, 1, 1])
     def drafter_wide(x_in: I64, h_out: I64, tab: I64, w_qkv: I64, s_qkv: I64, w_o: I64, s_o: I64, w_gu: I64,
                      s_gu: I64, w_d: I64, s_d: I64, fin_ln: I64, cos_sin: I64, block_table: I64, positions: I64,
-                     slots: I64, seq_lens: I64, scratch: I64, sym: I64, pe0: I64, pe1: I64, pe2: I64, pe3: I64,
-                     step: I64, health: I64, rank: I32, bt_width: I32, n_rows: I32):
+                     slots: I64, scratch: I64, sym: I64, peers: I64, step: I64, health: I64, rank: I32,
+                     bt_width: I32, n_rows: I32):
         tid = I32(fx.thread_idx.x)
         bid = I32(fx.block_idx.x)
         lane = tid % WAVE
         wave = tid // WAVE
         g4 = lane // 16
         l16 = lane % 16
-        pool = fx.recast_iter(F32, fx.SharedAllocator().allocate(Smem).peek().pool.ptr)
+        pool_ptr = fx.SharedAllocator().allocate(Smem).peek().pool.ptr
+        pool = fx.recast_iter(F32, pool_ptr)
+        pool16 = fx.recast_iter(fx.Int16, pool_ptr)  # the attention's bf16 tiles and staged rows
         step_ = dev.ld(step, I32)
         deadline = dev.realtime() + I64(wait_ticks)
 
@@ -98,7 +113,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             return dev.at(scratch, ix.scratch_at(L, layer, name))
 
         def peer(r: Any) -> Any:
-            return (r == 0).select(pe0, (r == 1).select(pe1, (r == 2).select(pe2, pe3)))
+            """Rank ``r``'s symmetric region (``peers``: 4 addresses)."""
+            return dev.ld(dev.at(peers, 8 * r), I64, 8)
 
         def table(layer: Any, slot: int) -> Any:
             return dev.ld(dev.at(tab, (layer * L.TABLE_SLOTS + slot) * 8), I64, 8)
@@ -292,17 +308,141 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             sin = dev.ld(dev.at(cos_sin, ix.rope_at(L, row, 1, lane)), F32)
             return x0 * cos - x1 * sin, x0 * sin + x1 * cos
 
-        def attend(state: tuple, q: tuple, kv: tuple, key: Any, p: Any) -> tuple:
-            """One key into a row's online softmax (m, l, o at the lane's two dims)."""
-            m_run, l_run, o0, o1 = state
-            s = wave_sum(q[0] * kv[0] + q[1] * kv[1]) * F32(sm_scale)
-            seen = (key > p - L.WINDOW) & (key <= p)
-            m_new = seen.select(m_run.maximumf(s), m_run)
-            alpha = (m_new == m_run).select(F32(1.0), fx.exp(m_run - m_new))
-            w = seen.select(fx.exp(s - m_new), F32(0.0))
-            return m_new, l_run * alpha + w, o0 * alpha + w * kv[2], o1 * alpha + w * kv[3]
+        def lds16(i: Any) -> Any:
+            """Four consecutive bf16 of the pool (element ``i``, 8-byte aligned): one MFMA operand."""
+            return fx.ptr_load(pool16 + i, result_type=fx.Vector.make_type(4, fx.Int16))
 
-        def attention_role(layer: Any, tag: Any) -> None:
+        def lds16_put(i: Any, bits: Any) -> None:
+            fx.ptr_store(fx.Vector.from_elements([fx.Int16(bits)], dtype=fx.Int16), pool16 + i)
+
+        def bf16x4(v: list[Any]) -> Any:
+            """Four float32 -> their bf16 as the Int16 x 4 operand of ``mfma_f32_16x16x16bf16_1k``."""
+            words = [dev.bf16_pair(v[0], v[1]), dev.bf16_pair(v[2], v[3])]
+            return fx.Vector.from_elements(words, dtype=I32).bitcast(fx.Int16)
+
+        def q_operand(row: Any, layer: Any, norm_w: Any) -> list[Any]:
+            """B operand of S^T = K Q^T for token ``row``: lane (g4, l16) holds dims 16 ks + 4 g4 .. + 3 of
+            head l16 for each of the 8 K-steps ks, RMSNormed over the head (the 4 lanes of a head sum their
+            squares) and rotated (dims d and d + 64 are K-steps ks and ks + 4 of the same lane)."""
+            qkv = sc(layer, "qkv")
+            x = []
+            for ks in range_constexpr(hd // 16):
+                d0 = 16 * ks + 4 * g4
+                v = fx.generic_load(dev.ptr(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, l16 * hd + d0)), fx.BFloat16, 8),
+                                    dtype=fx.BFloat16, count=4).to(F32)
+                x.append([v[j] for j in range_constexpr(4)])
+            ss = F32(0.0)
+            for ks in range_constexpr(hd // 16):
+                for j in range_constexpr(4):
+                    ss = ss + x[ks][j] * x[ks][j]
+            ss = ss + ss.shuffle_xor(I32(16), I32(WAVE))
+            ss = ss + ss.shuffle_xor(I32(32), I32(WAVE))
+            rstd = fx.rsqrt(ss / F32(float(hd)) + F32(eps))
+            n = [[x[ks][j] * rstd * bf16_at(dev.at(norm_w, 2 * (16 * ks + 4 * g4 + j))) for j in range_constexpr(4)]
+                 for ks in range_constexpr(hd // 16)]
+            half = hd // 32  # K-steps per rotated half
+            out = []
+            for ks in range_constexpr(hd // 16):
+                lo, hi = ks % half, ks % half + half
+                vals = []
+                for j in range_constexpr(4):
+                    d = 16 * lo + 4 * g4 + j
+                    cos = dev.ld(dev.at(cos_sin, ix.rope_at(L, row, 0, d)), F32)
+                    sin = dev.ld(dev.at(cos_sin, ix.rope_at(L, row, 1, d)), F32)
+                    vals.append(n[lo][j] * cos - n[hi][j] * sin if ks < half else n[lo][j] * sin + n[hi][j] * cos)
+                out.append(bf16x4(vals))
+            return out
+
+        def stage_rows(r: Any, layer: Any, kn: Any, cache: Any, nblk: Any, write_cache: Any) -> None:
+            """This step's new keys (RMSNormed, rotated) and values of request ``r`` as bf16 in the LDS
+            staging rows; the chunk of the newest blocks also writes them to their cache slots."""
+            for i in range(wave, L.QPR, waves):
+                row = r * L.QPR + i
+                k0, k1 = head_vec(row, qh * hd, layer, kn)
+                v0, v1 = head_vec(row, (qh + 1) * hd, layer)
+                for value, (a, b) in ((0, (k0, k1)), (1, (v0, v1))):
+                    lds16_put(ix.staged(L, i, value, lane), dev.bf16_bits(a))
+                    lds16_put(ix.staged(L, i, value, lane + WAVE), dev.bf16_bits(b))
+                if write_cache:
+                    slot = dev.ld(dev.at(slots, ix.slot_at(row)), I32)
+                    for value, (a, b) in ((0, (k0, k1)), (1, (v0, v1))):
+                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, value, lane)), a)
+                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, value, lane + WAVE)), b)
+
+        pieces_total = 2 * L.BLOCK * hd // 8  # 8-bf16 pieces of a block's K and V
+        fill_pieces = -(-pieces_total // threads)  # per thread (threads past the last repeat it)
+
+        def piece_of(e: int) -> tuple[Any, Any, Any]:
+            """Thread's piece ``e``: (K 0 or V 1, key in the block, first dim / 8)."""
+            piece = ix.smin(tid + e * threads, pieces_total - 1)
+            return piece // (L.BLOCK * hd // 8), (piece // (hd // 8)) % L.BLOCK, piece % (hd // 8)
+
+        def fill_load(r: Any, blk: Any, lo: Any, hi: Any, p_first: Any, cache: Any, nblk: Any) -> list[Any]:
+            """This thread's pieces (8 bf16 as 4 Int32) of block ``blk``'s K and V, as the tiles take them:
+            cached keys through the page table, this step's keys from the staging rows, zeros outside
+            ``[lo, hi]`` (masked, and never NaN under a zero weight)."""
+            out = []
+            for e in range_constexpr(fill_pieces):
+                value, kk, d8 = piece_of(e)
+                key = blk * L.BLOCK + kk
+                held = ix.smin(ix.smax(key, lo), hi)
+                page = dev.ld(dev.at(block_table, ix.page_at(L, r, bt_width, held)), I32)
+                cached = fx.generic_load(dev.ptr(dev.at(cache, ix.cache_at(L, ix.page_slot(L, page, held), nblk, value,
+                                                                            8 * d8)), I32, 16), dtype=I32, count=4)
+                new = fx.ptr_load(pool16 + ix.staged(L, ix.smin(ix.smax(key - p_first, 0), L.QPR - 1), value, 8 * d8),
+                                  result_type=fx.Vector.make_type(8, fx.Int16)).bitcast(I32)
+                inside = (key >= lo) & (key <= hi)
+                fresh = key >= p_first
+                out.append([inside.select(fresh.select(new[w], cached[w]), I32(0)) for w in range_constexpr(4)])
+            return out
+
+        def fill_store(pair: Any, pieces: list[Any]) -> None:
+            """The pieces into tile pair ``pair``: K row-major, V transposed."""
+            for e in range_constexpr(fill_pieces):
+                value, kk, d8 = piece_of(e)
+                words = pieces[e]
+                if value == 0:
+                    at = ix.tile_k(L, pair, kk, 8 * d8)
+                    fx.ptr_store(fx.Vector.from_elements(words, dtype=I32).bitcast(F32), pool + at // 2)
+                else:
+                    for w in range_constexpr(4):
+                        lds16_put(ix.tile_v(L, pair, kk, 8 * d8 + 2 * w), words[w])
+                        lds16_put(ix.tile_v(L, pair, kk, 8 * d8 + 2 * w + 1), words[w].shrui(I32(16)))
+
+        def block_acc(pair: Any, blk: Any, q: list[Any], state: tuple, p: Any, lo: Any, hi: Any,
+                      masked: bool) -> tuple:
+            """One 16-key block into one token row's online softmax over its 16 heads, on MFMA. S^T = K Q^T
+            leaves lane (g4, l16) keys 4 g4 + j of head l16, which is the B operand (P^T) of O^T = V^T P^T
+            as it stands: no shuffle between the two products. m is the head's max (shuffled over g4), l the
+            lane's share of its sum; o the lane's dims 16 dt + 4 g4 + j."""
+            m_run, l_run, o = state
+            acc = fx.Vector.filled(4, 0.0, F32)
+            for ks in range_constexpr(hd // 16):
+                a = lds16(ix.tile_k(L, pair, l16, 16 * ks + 4 * g4))
+                acc = rocdl.mfma_f32_16x16x16bf16_1k(T.f32x4, [a, q[ks], acc, 0, 0, 0])
+            s = []
+            for j in range_constexpr(4):
+                v = acc[j] * F32(sm_scale)
+                if fx.const_expr(masked):
+                    v = ix.key_seen(L, blk * L.BLOCK + 4 * g4 + j, p, lo, hi).select(v, F32(float("-inf")))
+                s.append(v)
+            top = s[0].maximumf(s[1]).maximumf(s[2]).maximumf(s[3])
+            top = top.maximumf(top.shuffle_xor(I32(16), I32(WAVE)))
+            top = top.maximumf(top.shuffle_xor(I32(32), I32(WAVE)))
+            m_new = m_run.maximumf(top)
+            m_use = (m_new == F32(float("-inf"))).select(F32(0.0), m_new)
+            alpha = fx.exp(m_run - m_use)
+            pj = [fx.exp(v - m_use) for v in s]
+            l_run = l_run * alpha + pj[0] + pj[1] + pj[2] + pj[3]
+            b = bf16x4(pj)
+            out = []
+            for dt in range_constexpr(hd // 16):
+                a = lds16(ix.tile_v(L, pair, 4 * g4, 16 * dt + l16))
+                out.append(rocdl.mfma_f32_16x16x16bf16_1k(T.f32x4, [a, b, o[dt] * splat(alpha), 0, 0, 0]))
+            return m_new, l_run, out
+
+        def attention_role(layer: Any, tag: Any, seq_len: Any) -> None:
+            """``seq_len``: the request's length from ``seq_lens``, read once before the layers."""
             pidx = bid - L.ATT0
             n_req = n_rows // L.QPR
             cpr = ix.chunks_per_request(L, n_rows)
@@ -312,49 +452,52 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             if pidx < cpr * n_req:
                 r, c = pidx // cpr, pidx % cpr
                 p_first = dev.ld(dev.at(positions, ix.position_at(r * L.QPR)), I32)
-                # The request's length from its last row's position: loading seq_lens[r] instead keeps one
-                # more pointer live and costs 4 bytes of scratch at 512 threads on gfx942 (offline compile).
-                seq_len = dev.ld(dev.at(positions, ix.position_at(r * L.QPR + L.QPR - 1)), I32) + 1
+                p_last = p_first + L.QPR - 1
                 lo, hi, b0w, b1w = ix.window(L, p_first, seq_len)
                 q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
-                b_a = b1w - q0
-                key_lo = ix.smax((b_a - cnt + 1) * L.BLOCK, lo)
-                key_hi = ix.smin((b_a + 1) * L.BLOCK - 1, hi)
+                b_a = b1w - q0  # the chunk's blocks, newest first: b_a, b_a - 1, .., b_a - cnt + 1
                 dev.wait_flags(flag("qkvf", 0), L.NG, most_flags, tag, tid, threads, deadline, health, 5, bid)
-                for u in range(wave, L.QPR * qh, waves):
-                    i, h = u // qh, u % qh
-                    row = r * L.QPR + i
-                    p = dev.ld(dev.at(positions, ix.position_at(row)), I32)
-                    q0_, q1_ = head_vec(row, h * hd, layer, qn)
-                    state = (F32(float("-inf")), F32(0.0), F32(0.0), F32(0.0))
-                    for key in range(key_lo, ix.smin(key_hi, p_first - 1) + 1):  # cached keys
-                        blk = dev.ld(dev.at(block_table, ix.page_at(L, r, bt_width, key)), I32)
-                        s_ = ix.page_slot(L, blk, key)
-                        kv = tuple(bf16_at(dev.at(cache, ix.cache_at(L, s_, nblk, value, dim)))
-                                   for value in (0, 1) for dim in (lane, lane + WAVE))
-                        state = attend(state, (q0_, q1_), kv, key, p)
-                    for key in range(ix.smax(key_lo, p_first), key_hi + 1):  # this step's keys
-                        nrow = r * L.QPR + key - p_first
-                        kv = (*head_vec(nrow, qh * hd, layer, kn),
-                              *head_vec(nrow, (qh + 1) * hd, layer))
-                        state = attend(state, (q0_, q1_), kv, key, p)
-                    m_run, l_run, o0, o1 = state
-                    at = dev.at(scratch, ix.partial_at(L, layer, pidx, i, h))
-                    if lane == 0:
-                        dev.st(at, m_run, F32)
-                        dev.st(dev.at(at, 4), l_run, F32)
-                    dev.st(dev.at(at, 8 + 4 * lane), o0, F32)
-                    dev.st(dev.at(at, 8 + 4 * (lane + WAVE)), o1, F32)
-                if c == 0:  # the chunk of the newest blocks writes the request's new keys
-                    for i in range(wave, L.QPR, waves):
-                        row = r * L.QPR + i
-                        slot = dev.ld(dev.at(slots, ix.slot_at(row)), I32)
-                        k0, k1 = head_vec(row, qh * hd, layer, kn)
-                        v0, v1 = head_vec(row, (qh + 1) * hd, layer)
-                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 0, lane)), k0)
-                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 0, lane + WAVE)), k1)
-                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 1, lane)), v0)
-                        st_bf16(dev.at(cache, ix.cache_at(L, slot, nblk, 1, lane + WAVE)), v1)
+                stage_rows(r, layer, kn, cache, nblk, c == 0)
+                gpu.barrier()
+                for pair in range_constexpr(2):
+                    if pair < cnt:
+                        fill_store(pair, fill_load(r, b_a - pair, lo, hi, p_first, cache, nblk))
+                gpu.barrier()
+                rows = [ix.smin(wave + waves * t, L.QPR - 1) for t in range_constexpr(tokens_per_wave)]
+                qs = [q_operand(r * L.QPR + i, layer, qn) for i in rows]
+                zero = fx.Vector.filled(4, 0.0, F32)
+                states = [(F32(float("-inf")), F32(0.0), [zero] * (hd // 16)) for _ in range_constexpr(tokens_per_wave)]
+                # Block it in tile pair it % 2; block it + 2's pieces load into registers while block it is
+                # consumed, then refill the pair it used. Interior blocks run unmasked, edge blocks masked.
+                for it in range(0, cnt):
+                    pair = it % 2
+                    blk = b_a - it
+                    ahead = fill_load(r, blk - 2, lo, hi, p_first, cache, nblk)
+                    inner = ix.interior(L, blk, p_first, p_last, lo, hi)
+                    for t in range_constexpr(tokens_per_wave):
+                        p = p_first + rows[t]
+                        state = states[t]
+                        if inner:
+                            state = block_acc(pair, blk, qs[t], state, p, lo, hi, False)
+                        else:
+                            state = block_acc(pair, blk, qs[t], state, p, lo, hi, True)
+                        states[t] = state
+                    gpu.barrier()
+                    if it + 2 < cnt:
+                        fill_store(pair, ahead)
+                    gpu.barrier()
+                for t in range_constexpr(tokens_per_wave):
+                    m_run, l_run, o = states[t]
+                    l_run = l_run + l_run.shuffle_xor(I32(16), I32(WAVE))
+                    l_run = l_run + l_run.shuffle_xor(I32(32), I32(WAVE))
+                    if wave + waves * t < L.QPR:
+                        at = dev.at(scratch, ix.partial_at(L, layer, pidx, rows[t], l16))
+                        if g4 == 0:
+                            dev.st(at, m_run, F32)
+                            dev.st(dev.at(at, 4), l_run, F32)
+                        for dt in range_constexpr(hd // 16):
+                            for j in range_constexpr(4):
+                                dev.st(dev.at(at, 8 + 4 * (16 * dt + 4 * g4 + j)), o[dt][j], F32)
                 dev.publish(flag("apf", pidx), tag, tid)
             for task in range(pidx, 4 * n_rows, L.W_NA):
                 t, hq, r = ix.merge_task(L, task)
@@ -495,19 +638,21 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             for layer in range_constexpr(L.LAYERS):
                 gemv_role(layer, ix.tag(step_, layer))
         elif bid < L.NORM0:
+            request = ix.smin((bid - L.ATT0) // ix.chunks_per_request(L, n_rows), n_rows // L.QPR - 1)
+            seq_len = dev.ld(dev.at(table(0, L.T_SEQ_LENS), ix.seq_len_at(request)), I32)
             for layer in range_constexpr(L.LAYERS):
-                attention_role(layer, ix.tag(step_, layer))
+                attention_role(layer, ix.tag(step_, layer), seq_len)
         else:
             norm_role()
 
     @flyc.jit
     def launch(x_in: I64, h_out: I64, tab: I64, w_qkv: I64, s_qkv: I64, w_o: I64, s_o: I64, w_gu: I64,
                s_gu: I64, w_d: I64, s_d: I64, fin_ln: I64, cos_sin: I64, block_table: I64, positions: I64,
-               slots: I64, seq_lens: I64, scratch: I64, sym: I64, pe0: I64, pe1: I64, pe2: I64, pe3: I64,
-               step: I64, health: I64, rank: I32, bt_width: I32, n_rows: I32,
+               slots: I64, scratch: I64, sym: I64, peers: I64, step: I64, health: I64, rank: I32,
+               bt_width: I32, n_rows: I32,
                stream: fx.Stream = fx.Stream(None)):  # noqa: B008
         drafter_wide(x_in, h_out, tab, w_qkv, s_qkv, w_o, s_o, w_gu, s_gu, w_d, s_d, fin_ln, cos_sin, block_table,
-                     positions, slots, seq_lens, scratch, sym, pe0, pe1, pe2, pe3, step, health, rank, bt_width,
+                     positions, slots, scratch, sym, peers, step, health, rank, bt_width,
                      n_rows).launch(grid=(L.BLOCKS, 1, 1), block=(threads, 1, 1), stream=stream)
 
     return launch

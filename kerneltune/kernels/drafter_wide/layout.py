@@ -111,8 +111,9 @@ class DrafterLayout:
     def WINDOW(self) -> int:
         return self.model.window
 
-    # Slots of the per-layer pointer table ``tab`` (16 two-word entries per layer).
-    T_CACHE, T_NBLK, T_Q_NORM, T_K_NORM, T_IN_LN, T_POST_LN = range(6)
+    # Slots of the per-layer pointer table ``tab`` (16 two-word entries per layer); the step's ``seq_lens``
+    # address is in every layer's (the kernel reads layer 0's).
+    T_CACHE, T_NBLK, T_Q_NORM, T_K_NORM, T_IN_LN, T_POST_LN, T_SEQ_LENS = range(7)
     TABLE_SLOTS = 16
 
     # ----------------------------------------------------------------- roles and GEMV rows
@@ -249,7 +250,7 @@ class DrafterLayout:
     def pool_words(self) -> int:
         """The largest role's LDS: GEMV reductions, attention tiles + merge, or a norm row."""
         gemv = 2 * self.waves * TILE_ROWS * TILE_ROWS
-        attention = 5 * self.TILE_WORDS + 2 * self.W_MAXP * 4
+        attention = 4 * self.TILE_WORDS + self.qpr * self.model.head_dim  # 2 K|V tile pairs, new rows
         norm = self.model.hidden // 2 + self.waves
         return max(gemv, attention, norm)
 

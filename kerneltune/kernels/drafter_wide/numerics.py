@@ -2,8 +2,9 @@
 
 ``Formats(arch)`` rounds where ``kernel.py`` rounds: 8-bit rows with a float32 scale (``amax`` over the
 row or head quarter, codes ``v · f8_max / amax`` by round-to-nearest-even, as ``v_cvt_pk_fp8_f32``),
-bf16 where the kernel stores bf16 (qkv, act, the reduce-scatter pairs, the K/V cache, the norm weights,
-h_out) and float32 everywhere else. ``Formats(None)`` keeps float64 and rounds nothing.
+bf16 where the kernel stores bf16 (qkv, act, the reduce-scatter pairs, the K/V cache and the attention's
+LDS tiles, the norm weights, h_out) or feeds a bf16 MFMA (the attention's q and P), and float32
+everywhere else. ``Formats(None)`` keeps float64 and rounds nothing.
 
 The bound (``error_bound``) on h_out's relative Frobenius error against the float64 model, written
 down before it was measured and not adjusted after:
@@ -17,7 +18,10 @@ down before it was measured and not adjusted after:
 - A GEMV of two 8-bit operands then errs by ``√2·u8`` relative to its output (per-term errors over K
   terms of random sign add as the output's own terms do), plus its store's rounding.
 - Gains of the steps between (first order): attention passes the relative errors of q, k and v each
-  with gain 1 (normed heads: logits of order 1); the clamped SwiGLU passes g's with gain 2
+  with gain 1 (normed heads: logits of order 1). The attention's MFMAs take q, k and v as bf16 (one more
+  rounding each, counted for cached keys too) and P as bf16: ``o = Σ p v / Σ p`` with each ``p`` off by
+  ``δ`` errs like a GEMV's terms, ``u16`` relative (added 2026-12-01 with the MFMA attention, before its
+  error was measured). The clamped SwiGLU passes g's with gain 2
   (``d ln(g·σ(1.702 g)) / d ln g ≤ 1 + 1.702·g·σ(-1.702 g) < 2``) and u's with gain 1; RMSNorm passes
   the relative error of its input at most with gain 1.
 - Branch sizes come from the float64 model on the same inputs (``forward_f64(..., norms=)``): the
@@ -85,7 +89,7 @@ def error_bound(norms: list[dict[str, float]], final: float) -> float:
     for n in norms:
         into = carried / n["x"] ** 2  # the layer input's relative error, squared (RMSNorm: gain 1)
         r_qkv = into + gemv
-        r_o = 3 * r_qkv + gemv  # q, k and v each with gain 1, then the 8-bit a8 and W_o
+        r_o = 3 * (r_qkv + U16 ** 2) + U16 ** 2 + gemv  # bf16 q, k, v (gain 1) and P; the 8-bit a8 and W_o
         r_gu = (carried + r_o * n["o"] ** 2) / n["h"] ** 2 + gemv
         r_d = (4 + 1) * r_gu + U16 ** 2 + gemv  # g with gain 2, u with 1; act stored bf16; then W_d
         carried += r_o * n["o"] ** 2 + r_d * n["d"] ** 2

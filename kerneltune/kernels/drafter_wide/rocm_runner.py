@@ -116,16 +116,18 @@ def step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, ra
 
     # 16 two-word entries per layer; a pointer's low word first, as the kernel reassembles it.
     tab = torch.zeros(dims.layers * layout.TABLE_SLOTS, dtype=torch.int64)
+    host = host_arrays(layout, inputs, dims.rope_theta)
+    seq_lens = ptr(torch.from_numpy(host.seq_lens).to(dev))
     for layer, w in enumerate(weights.layers):
         cache = torch.stack([inputs.k_cache[layer][:, :, rank], inputs.v_cache[layer][:, :, rank]]).to(bf16).to(dev)
         def vec(name: str, w: dict[str, Any] = w) -> int:
             return ptr(w[name].to(bf16).to(dev))
 
         entries = {layout.T_CACHE: ptr(cache), layout.T_NBLK: cache.shape[1], layout.T_Q_NORM: vec("q_norm"),
-                   layout.T_K_NORM: vec("k_norm"), layout.T_IN_LN: vec("in_ln"), layout.T_POST_LN: vec("post_ln")}
+                   layout.T_K_NORM: vec("k_norm"), layout.T_IN_LN: vec("in_ln"), layout.T_POST_LN: vec("post_ln"),
+                   layout.T_SEQ_LENS: seq_lens}
         for slot, value in entries.items():
             tab[layer * layout.TABLE_SLOTS + slot] = value
-    host = host_arrays(layout, inputs, dims.rope_theta)
     return {
         "x_in": inputs.x.to(bf16).to(dev), "tab": tab.view(torch.int32).to(dev),
         "fin_ln": weights.final_ln.to(bf16).to(dev),
@@ -133,7 +135,6 @@ def step_tensors(dims: Any, layout: DrafterLayout, weights: Any, inputs: Any, ra
         "block_table": torch.from_numpy(host.block_table).view(-1, host.bt_width).to(dev),
         "positions": torch.from_numpy(host.positions).to(dev),
         "slots": torch.from_numpy(host.slots).to(dev),
-        "seq_lens": torch.from_numpy(host.seq_lens).to(dev),
         "device_buffers": keep,  # what the pointer table points at: alive as long as the step
     }
 

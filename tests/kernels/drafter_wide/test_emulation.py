@@ -3,6 +3,8 @@ the default space, several shapes, two layers; a wrong flag tag and a wrong peer
 caught (a reported deadlock, never a hang), and a wrong LDS offset caught in h_out. In each arch's
 8-bit and bf16 formats, h_out within the derived bound, and an operand's scale left out caught."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -212,7 +214,12 @@ MUTANTS = {
     "cos_sin": ("rope_at", lambda f: lambda L, row, sin, j: f(L, row, 1 - sin, j)),  # cos and sin swapped
     "peer offset": ("rs_pair", lambda f: lambda L, reg, src, row, c0, p: f(L, reg, src, row, c0, p) - 4 * p),
     "flag index": ("flag_word", lambda f: lambda L, name, index: f(L, name, 2 * index)),
+    "request length": ("seq_len_at", lambda f: lambda r: f(max(r - 1, 0))),  # the previous request's seq_lens
+    "LDS tile": ("tile_v", lambda f: lambda L, pair, key, dim: f(L, pair, key, dim) - 2 * L.TILE_WORDS),  # V on K
+    "staged row": ("staged", lambda f: lambda L, i, value, dim: f(L, i, 0, dim)),  # the new V over the new K
 }
+# (A mutation the kernel's writer and reader share consistently, e.g. K and V swapped in both, is no bug:
+# the LDS mutants alias two regions.)
 
 
 @pytest.mark.parametrize("family", MUTANTS)
@@ -220,3 +227,26 @@ def test_a_mutated_address_is_caught(small, small_caches, monkeypatch, family):
     name, mutant = MUTANTS[family]
     monkeypatch.setattr(ix, name, mutant(getattr(ix, name)))
     assert _caught(small, small_caches)
+
+
+def test_interior_blocks_need_no_mask_and_edge_blocks_do(small, monkeypatch):
+    """Masking every block changes nothing (the interior rule is exact); masking none counts keys outside
+    a row's window or past its position. The small shape has both kinds (cached blocks, the new rows')."""
+    dims, layout, w, shards, inputs, ref = small
+    kinds = set()
+    interior = ix.interior
+    monkeypatch.setattr(ix, "interior", lambda *a: kinds.add(bool(interior(*a))) or interior(*a))
+    plain = Launch(layout, dims, w, inputs, shards=shards).run().h_out
+    assert kinds == {True, False}
+    masked = Launch(layout, dims, w, inputs, shards=shards, faults={"mask": 1}).run().h_out
+    assert all(np.array_equal(a, b) for a, b in zip(plain, masked, strict=True))
+    unmasked = Launch(layout, dims, w, inputs, shards=shards, faults={"mask": -1}).run().h_out
+    assert all(max_relative_error(h, ref) > 1e-3 for h in unmasked)
+
+
+def test_the_request_length_comes_from_seq_lens(small):
+    """A seq_lens one short hides each request's newest key from the last row: the output changes."""
+    dims, layout, w, shards, inputs, ref = small
+    launch = Launch(layout, dims, w, inputs, shards=shards)
+    launch.host = dataclasses.replace(launch.host, seq_lens=launch.host.seq_lens - 1)
+    assert all(max_relative_error(h, ref) > 1e-6 for h in launch.run().h_out)

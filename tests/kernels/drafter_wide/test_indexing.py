@@ -225,3 +225,43 @@ def test_reduce_scatter_pairs_are_packed_per_source_and_owned_row():
         got = [ix.rs_pair(L, region, src, t, col0, p) for col0 in range(0, L.model.hidden, 128) for p in range(64)]
         assert got == [base + j * ix.PAIR_BYTES for j in range(L.ROW_PAIRS)]
         assert all(isinstance(w, int) for w in got)
+
+
+@pytest.mark.parametrize("qpr", [1, 4, 64])
+def test_attention_tiles_and_staged_rows_are_disjoint_and_inside_the_pool(qpr):
+    layout = DrafterLayout(qpr=qpr)
+    hd, block = layout.model.head_dim, layout.BLOCK
+    elements = [ix.tile_k(layout, pair, key, d) for pair in range(2) for key in range(block) for d in range(hd)]
+    elements += [ix.tile_v(layout, pair, key, d) for pair in range(2) for key in range(block) for d in range(hd)]
+    elements += [ix.staged(layout, i, value, d) for i in range(qpr) for value in range(2) for d in range(hd)]
+    assert len(set(elements)) == len(elements) == 4 * block * hd + 2 * qpr * hd
+    assert min(elements) == 0 and max(elements) < 2 * layout.pool_words
+    # Each lane's MFMA operand is 4 consecutive bf16 at an 8-byte boundary; a fill piece 8 at a 16-byte one.
+    assert all(ix.tile_k(layout, p, key, 4 * g) % 4 == 0 for p in range(2) for key in range(block) for g in range(32))
+    assert all(ix.tile_v(layout, p, 4 * g, d) % 4 == 0 for p in range(2) for g in range(4) for d in range(hd))
+    assert ix.tile_v(layout, 0, 1, 0) == ix.tile_v(layout, 0, 0, 0) + 1  # V transposed: keys adjacent
+    assert all(ix.staged(layout, i, v, 8 * j) % 8 == 0 for i in range(qpr) for v in range(2) for j in range(16))
+
+
+def test_a_block_is_interior_exactly_when_every_row_sees_every_key():
+    import random
+
+    rng = random.Random(3)
+    for _ in range(3000):
+        p_first = rng.randrange(0, 9000)
+        qpr = rng.choice([1, 4, 8])
+        p_last = p_first + qpr - 1
+        lo, hi, b0, b1 = ix.window(L, p_first, p_last + 1 - rng.choice([0, 1]))
+        blk = rng.randrange(max(b0 - 1, 0), b1 + 2)
+        keys = range(blk * L.BLOCK, (blk + 1) * L.BLOCK)
+        every = all(ix.key_seen(L, k, p, lo, hi) for k in keys for p in range(p_first, p_last + 1))
+        assert bool(ix.interior(L, blk, p_first, p_last, lo, hi)) == every, (p_first, qpr, lo, hi, blk)
+
+
+def test_a_row_sees_its_window_up_to_its_own_position():
+    assert [k for k in range(0, 40) if ix.key_seen(L, k, 20, 0, 39)] == list(range(0, 21))
+    p = 5000
+    seen = [k for k in range(0, 6000) if ix.key_seen(L, k, p, 0, 5999)]
+    assert seen == list(range(p - L.WINDOW + 1, p + 1))
+    assert not ix.key_seen(L, 30, 40, 31, 45) and not ix.key_seen(L, 46, 50, 0, 45)  # outside [lo, hi]
+    assert ix.seq_len_at(3) == 12
