@@ -169,21 +169,22 @@ def key_seen(layout: DrafterLayout, key: Any, p: Any, lo: Any, hi: Any) -> Any:
 
 
 # LDS of an attention block, in bf16 elements: the K|V tile pairs (K row-major [key][dim], V transposed
-# [dim][key], so that each lane's MFMA operand is 4 consecutive elements), then this step's new rows.
+# [dim][key], so that each lane's MFMA operand is 4 consecutive elements, rows padded so that the 16 lanes
+# of one operand read fall in different banks), then this step's new rows.
 def tile_k(layout: DrafterLayout, pair: Any, key: Any, dim: Any) -> Any:
     """bf16 element of (``key`` of the block, ``dim``) in tile pair ``pair``'s K tile."""
-    return 2 * pair * (2 * layout.TILE_WORDS) + key * layout.model.head_dim + dim
+    return pair * layout.PAIR_ELEMENTS + key * layout.K_ROW + dim
 
 
 def tile_v(layout: DrafterLayout, pair: Any, key: Any, dim: Any) -> Any:
     """bf16 element of (``key``, ``dim``) in tile pair ``pair``'s V tile, stored transposed."""
-    return (2 * pair + 1) * (2 * layout.TILE_WORDS) + dim * layout.BLOCK + key
+    return pair * layout.PAIR_ELEMENTS + layout.BLOCK * layout.K_ROW + dim * layout.V_ROW + key
 
 
 def staged(layout: DrafterLayout, row_in_request: Any, value: Any, dim: Any) -> Any:
     """bf16 element of this step's new key (``value`` 0, normed and rotated) or value (1) of a request's
     row, staged in LDS after the tile pairs (the rows are not in the cache yet when other chunks read)."""
-    return 8 * layout.TILE_WORDS + (2 * row_in_request + value) * layout.model.head_dim + dim
+    return 2 * layout.PAIR_ELEMENTS + (2 * row_in_request + value) * layout.model.head_dim + dim
 
 
 def chunk(c: Any, n_blocks: Any, cpr: Any) -> tuple[Any, Any]:

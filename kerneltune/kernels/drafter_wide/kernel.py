@@ -397,13 +397,16 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             return out
 
         def fill_store(pair: Any, pieces: list[Any]) -> None:
-            """The pieces into tile pair ``pair``: K row-major, V transposed."""
+            """The pieces into tile pair ``pair``: K row-major (two 8-byte stores: padded rows are 8-byte
+            aligned), V transposed."""
             for e in range_constexpr(fill_pieces):
                 value, kk, d8 = piece_of(e)
                 words = pieces[e]
                 if value == 0:
-                    at = ix.tile_k(L, pair, kk, 8 * d8)
-                    fx.ptr_store(fx.Vector.from_elements(words, dtype=I32).bitcast(F32), pool + at // 2)
+                    at = ix.tile_k(L, pair, kk, 8 * d8) // 2
+                    for h in range_constexpr(2):
+                        half = fx.Vector.from_elements(words[2 * h:2 * h + 2], dtype=I32).bitcast(F32)
+                        fx.ptr_store(half, pool + at + 2 * h)
                 else:
                     for w in range_constexpr(4):
                         lds16_put(ix.tile_v(L, pair, kk, 8 * d8 + 2 * w), words[w])

@@ -238,19 +238,27 @@ class DrafterLayout:
         return -(-end // 4096) * 4096
 
     # ----------------------------------------------------------------- LDS pool (32-bit words)
+    # The attention's tiles, in bf16 elements. An MFMA operand read takes 8 bytes from each of 16 tile rows
+    # (K: 16 keys, V transposed: 16 dims); unpadded, those rows lie 256 and 32 bytes apart, in 1 and 4 of
+    # LDS's 32 four-byte banks: 16- and 4-way conflicts. 4 elements of padding put them in 16 different
+    # bank pairs.
     @property
-    def TILE_WORDS(self) -> int:  # one paged KV block of K or V in bf16
-        return self.model.kv_block * self.model.head_dim // 2
+    def K_ROW(self) -> int:
+        return self.model.head_dim + 4
 
     @property
-    def W_MAXP(self) -> int:  # most partials one merge reads (one request on every block)
-        return self.w_na
+    def V_ROW(self) -> int:
+        return self.model.kv_block + 4
+
+    @property
+    def PAIR_ELEMENTS(self) -> int:  # one K tile and one V tile
+        return self.BLOCK * self.K_ROW + self.model.head_dim * self.V_ROW
 
     @property
     def pool_words(self) -> int:
-        """The largest role's LDS: GEMV reductions, attention tiles + merge, or a norm row."""
+        """The largest role's LDS: GEMV reductions, attention tiles and staged rows, or a norm row."""
         gemv = 2 * self.waves * TILE_ROWS * TILE_ROWS
-        attention = 4 * self.TILE_WORDS + self.qpr * self.model.head_dim  # 2 K|V tile pairs, new rows
+        attention = self.PAIR_ELEMENTS + self.qpr * self.model.head_dim  # 2 K|V tile pairs, new rows (words)
         norm = self.model.hidden // 2 + self.waves
         return max(gemv, attention, norm)
 

@@ -215,7 +215,7 @@ MUTANTS = {
     "peer offset": ("rs_pair", lambda f: lambda L, reg, src, row, c0, p: f(L, reg, src, row, c0, p) - 4 * p),
     "flag index": ("flag_word", lambda f: lambda L, name, index: f(L, name, 2 * index)),
     "request length": ("seq_len_at", lambda f: lambda r: f(max(r - 1, 0))),  # the previous request's seq_lens
-    "LDS tile": ("tile_v", lambda f: lambda L, pair, key, dim: f(L, pair, key, dim) - 2 * L.TILE_WORDS),  # V on K
+    "LDS tile": ("tile_v", lambda f: lambda L, pair, key, dim: f(L, pair, key, dim) - L.BLOCK * L.K_ROW),  # V on K
     "staged row": ("staged", lambda f: lambda L, i, value, dim: f(L, i, 0, dim)),  # the new V over the new K
 }
 # (A mutation the kernel's writer and reader share consistently, e.g. K and V swapped in both, is no bug:

@@ -41,7 +41,7 @@ def test_the_bound_is_the_final_stores_alone_without_branches():
 
 def test_the_bound_adds_each_branchs_roundings_in_quadrature():
     gemv = 2 * U8 ** 2 + U16 ** 2
-    r_o = 3 * gemv + gemv
+    r_o = 3 * (gemv + U16 ** 2) + U16 ** 2 + gemv  # bf16 q, k, v into the attention's MFMAs, and bf16 P
     r_gu = r_o * 4.0 / 4.0 + gemv  # ‖o‖ = 2 over ‖h‖ = 2
     r_d = 5 * r_gu + U16 ** 2 + gemv
     expected = math.sqrt((r_o * 4.0 + r_d * 9.0) / 16.0 + 2 * U16 ** 2)
