@@ -235,7 +235,12 @@ def test_interior_blocks_need_no_mask_and_edge_blocks_do(small, monkeypatch):
     dims, layout, w, shards, inputs, ref = small
     kinds = set()
     interior = ix.interior
-    monkeypatch.setattr(ix, "interior", lambda *a: kinds.add(bool(interior(*a))) or interior(*a))
+
+    def recorded(*args):
+        kinds.add(bool(interior(*args)))
+        return interior(*args)
+
+    monkeypatch.setattr(ix, "interior", recorded)
     plain = Launch(layout, dims, w, inputs, shards=shards).run().h_out
     assert kinds == {True, False}
     masked = Launch(layout, dims, w, inputs, shards=shards, faults={"mask": 1}).run().h_out
