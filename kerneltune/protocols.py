@@ -11,6 +11,7 @@ import concurrent.futures as cf
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -20,6 +21,9 @@ class CheckResult:
 
     error: str | None
     rel_error: float | None = None
+    # Measured error figures a kernel's accuracy contract is judged on at launch (kept in the journal
+    # and the table entry as ``accuracy``); empty for kernels with no such contract.
+    accuracy: Mapping[str, float] = MappingProxyType({})
 
 
 class Capability(StrEnum):

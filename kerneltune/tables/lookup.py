@@ -67,7 +67,8 @@ def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...])
     return d
 
 
-# Why a config cannot be launched for the problem at hand, or None.
+# Why an entry's winner or fallback (its ``config``, and the ``accuracy`` measured of it where the kernel
+# records one) cannot be launched for the problem at hand, or None.
 Refusal = Callable[[dict[str, Any]], str | None]
 # How alike an entry's bucket is to the problem's beyond the distance (0: most alike): a kernel's own
 # knowledge, e.g. that one cap method is another's approximation, which breaks ties between entries.
@@ -81,12 +82,14 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
 def _accepted(entry: dict[str, Any], refuses: Refusal | None) -> tuple[dict[str, Any] | None, str | None]:
     """The entry's winner, else its fastest fallback, that ``refuses`` accepts (None if neither), and
     why the winner was refused."""
-    why = refuses(entry["config"]) if refuses is not None else None
+    why = refuses(entry) if refuses is not None else None
     if why is None:
         return entry, None
     for fb in entry.get("fallbacks", ()):
-        if refuses(fb["config"]) is None:
-            return {**entry, "config": fb["config"], "median_us": fb["median_us"], "spread": fb.get("spread")}, why
+        if refuses(fb) is None:
+            chosen = {**entry, "config": fb["config"], "median_us": fb["median_us"], "spread": fb.get("spread")}
+            chosen.pop("accuracy", None)
+            return ({**chosen, "accuracy": fb["accuracy"]} if "accuracy" in fb else chosen), why
     return None, why
 
 

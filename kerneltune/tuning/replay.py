@@ -17,7 +17,7 @@ from typing import Any
 
 from .journal import config_key, merged_journals
 
-KEEP = ("status", "error", "timing", "tflops", "flops", "rel_error", "compile_s", "pct_ceiling", "time",
+KEEP = ("status", "error", "timing", "tflops", "flops", "rel_error", "accuracy", "compile_s", "pct_ceiling", "time",
         "kernel_hash")
 
 

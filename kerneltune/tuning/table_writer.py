@@ -46,10 +46,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
     t = win["timing"]
     noise = max(t["spread"], t.get("noise", 0.0), rel_noise)
     limit = t["median_us"] * (1.0 + noise)
-    runner_ups = [
-        {"config": r["tiles"], "median_us": r["timing"]["median_us"], "spread": r["timing"]["spread"]}
-        for r in ok[1:] if r["timing"]["median_us"] <= limit
-    ][:MAX_RUNNER_UPS]
+    runner_ups = [_measured(r) for r in ok[1:] if r["timing"]["median_us"] <= limit][:MAX_RUNNER_UPS]
 
     def gates(r: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(r["tiles"].get(g) for g in kernel.gated_tiles)
@@ -57,8 +54,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
     fallbacks: dict[tuple[Any, ...], dict[str, Any]] = {}  # ok is fastest first: the first of each wins
     for r in ok:
         if gates(r) != gates(win) and gates(r) not in fallbacks:
-            fallbacks[gates(r)] = {"config": r["tiles"], "median_us": r["timing"]["median_us"],
-                                   "spread": r["timing"]["spread"]}
+            fallbacks[gates(r)] = _measured(r)
     recorded = win["stamps"]
     stamps = {k: recorded.get(k) for k in recorded.get("matched", _CUDA_JAX_MATCHED) if k != "kernel_hash"}
     stamps.update(kernel_hash=win["kernel_hash"], date=win.get("time", now_stamp()))
@@ -80,7 +76,15 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         "fallbacks": list(fallbacks.values()),
         "candidates_ok": len(ok),
         "stamps": stamps,
+        **({"accuracy": win["accuracy"]} if win.get("accuracy") else {}),
     }
+
+
+def _measured(r: dict[str, Any]) -> dict[str, Any]:
+    """A runner-up's or fallback's config with what was measured of it (time, and errors where the
+    kernel's check reports them: the runtime holds them against a launch's error budget)."""
+    item = {"config": r["tiles"], "median_us": r["timing"]["median_us"], "spread": r["timing"]["spread"]}
+    return {**item, "accuracy": r["accuracy"]} if r.get("accuracy") else item
 
 
 def write_bucket_table(out: Path, kernel: Kernel, bucket: str, records: list[dict[str, Any]],

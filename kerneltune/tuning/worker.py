@@ -218,6 +218,7 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
         "tflops": flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None,
         "flops": flops,
         "rel_error": check.rel_error,
+        **({"accuracy": dict(check.accuracy)} if check.accuracy else {}),
     }
 
 

@@ -86,13 +86,13 @@ def test_a_fallback_carries_its_own_time_and_spread():
     winner = {**entry(config={"block_q": 1, "static_max": True}), "median_us": 5.0, "spread": 0.5,
               "fallbacks": [{"config": {"block_q": 1, "static_max": False}, "median_us": 6.0, "spread": 0.02}]}
     chosen, [miss] = select_entry(table_of(winner), BUCKET, RUNNING, "h1", HARD,
-                                  refuses=lambda c: "no static max" if c["static_max"] else None)
+                                  refuses=lambda item: "no static max" if item["config"]["static_max"] else None)
     assert (chosen["median_us"], chosen["spread"]) == (6.0, 0.02)
     assert miss == (f"entry {B}'s winner not used for {B}: no static max; using its fastest measured config with "
                     "static_max=False (6.0 µs against the winner's 5.0 µs)")
     del winner["median_us"]
     _, [miss] = select_entry(table_of(winner), BUCKET, RUNNING, "h1", HARD,
-                             refuses=lambda c: "no static max" if c["static_max"] else None)
+                             refuses=lambda item: "no static max" if item["config"]["static_max"] else None)
     assert miss.endswith("with static_max=False (6.0 µs)")
 
 

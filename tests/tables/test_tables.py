@@ -126,8 +126,8 @@ def test_refused_config_falls_through_to_the_next_nearest_entry():
     next_ = entry(bucket={**BUCKET, "seq_len": 1024}, config={"block_q": 2, "fast_math": True})
     table = {"entries": {bucket_key(e["bucket"]): e for e in (near, next_)}}
 
-    def refuses(config):
-        return None if config["fast_math"] else "fast_math: this cap needs it"
+    def refuses(item):
+        return None if item["config"]["fast_math"] else "fast_math: this cap needs it"
 
     chosen, misses = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses)
     assert chosen["config"]["block_q"] == 2
@@ -142,8 +142,8 @@ def test_refused_winner_gives_way_to_its_fastest_accepted_fallback_and_says_so()
     next_ = entry(bucket={**BUCKET, "seq_len": 1024}, config={"block_q": 2, "static_max": False})
     table = {"entries": {bucket_key(e["bucket"]): e for e in (near, next_)}}
 
-    def refuses(config):
-        return "static_max: needs a bounding cap" if config["static_max"] else None
+    def refuses(item):
+        return "static_max: needs a bounding cap" if item["config"]["static_max"] else None
 
     chosen, misses = select_entry(table, BUCKET, RUNNING, "h1", HARD, refuses)
     assert chosen["config"] == {"block_q": 3, "static_max": False} and chosen["bucket"] == near["bucket"]

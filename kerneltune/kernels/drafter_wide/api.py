@@ -9,7 +9,6 @@ serves; each miss is logged once. The launch itself needs 4 AMD MI300X/MI355X GP
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,7 +25,7 @@ def choose_layout(problem: DrafterProblem, running: Mapping[str, Any]) -> dict[s
     from kerneltune.tables.lookup import tuned_config
 
     tiles = tuned_config(KERNEL_NAME, PLUGIN.bucket(problem), PLUGIN.source_hash(), PLUGIN.hard_bucket_fields,
-                         dict(running), refuses=functools.partial(PLUGIN.infeasibility, problem))
+                         dict(running), refuses=lambda item: PLUGIN.infeasibility(problem, item["config"]))
     return dict(tiles) if tiles is not None else PLUGIN.heuristic(problem)
 
 

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .accuracy import ErrorBudget, budget_for, budget_refusal
 from .bounds import check_bounds
 from .cap import CapMethod
 from .config import SUPPORTED_HEAD_DIMS, KernelConfig, Problem, infeasibility
@@ -19,7 +20,7 @@ from .heuristics import heuristic_config
 from .kernel import Forward, build_forward
 
 KERNEL_NAME = "ranker_attention"
-_SOURCES = ("kernel.py", "cap.py", "bounds.py", "config.py")
+_SOURCES = ("kernel.py", "cap.py", "bounds.py", "config.py", "accuracy.py")
 
 
 @functools.cache
@@ -83,15 +84,17 @@ def tile_type_error(tiles: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _refusal(problem: Problem, tiles: dict[str, Any]) -> str | None:
-    """Why a tuned entry's tiles cannot run this problem (a field of the wrong type, a field its cap
-    forbids, a size that does not fit), or None."""
+def _refusal(problem: Problem, budget: ErrorBudget, item: dict[str, Any]) -> str | None:
+    """Why a tuned entry's winner or fallback cannot run this problem (a field of the wrong type, a field
+    its cap forbids, a size that does not fit, measured errors over the call's budget), or None."""
+    tiles = item["config"]
     if (why := tile_type_error(tiles)) is not None:
         return why
     try:
-        return infeasibility(KernelConfig.for_problem(problem, **tiles), problem)
+        why = infeasibility(KernelConfig.for_problem(problem, **tiles), problem)
     except (TypeError, ValueError) as e:
         return str(e)
+    return why if why is not None else budget_refusal(item, budget)
 
 
 # Caps that compute the same function with other instructions: the nearest proxies of each other.
@@ -107,15 +110,18 @@ def _cap_kin(problem: Problem, entry_bucket: dict[str, Any]) -> int:
     return 0 if function(entry_bucket["cap_method"]) == function(problem.cap_method) else 1
 
 
-def choose_config(problem: Problem, config: KernelConfig | None) -> KernelConfig:
-    """The caller's tiles if given, else the tuned table's entry, else the heuristic;
-    always with the problem's cap and scale."""
+def choose_config(problem: Problem, config: KernelConfig | None, budget: ErrorBudget | None = None) -> KernelConfig:
+    """The caller's tiles if given, else the tuned table's entry whose measured errors meet ``budget``
+    (by default the one for a call that returns only ``out``), else the heuristic; always with the
+    problem's cap and scale."""
     if config is None:
+        budget = budget or budget_for(problem.cap_method, return_lse=False)
         from kerneltune.backends.cuda_jax import system_stamps
         from kerneltune.tables.lookup import tuned_config
 
         tiles = tuned_config(KERNEL_NAME, problem.bucket(), kernel_source_hash(),
-                             Problem.HARD_BUCKET_FIELDS, system_stamps(), refuses=functools.partial(_refusal, problem),
+                             Problem.HARD_BUCKET_FIELDS, system_stamps(),
+                             refuses=functools.partial(_refusal, problem, budget),
                              kin=functools.partial(_cap_kin, problem))
         return KernelConfig.for_problem(problem, **(tiles or heuristic_config(problem)))
     chosen = KernelConfig.for_problem(problem, **config.tile())
@@ -141,7 +147,7 @@ def clamp_bounds(bounds: jax.Array, seq_len: int) -> jax.Array:
 def ranker_attention(q: jax.Array, k: jax.Array, v: jax.Array, bounds: jax.Array, *,
                      sm_scale: float | None = None, cap_method: CapMethod | str = "none",
                      cap: float | None = None, config: KernelConfig | None = None,
-                     return_lse: bool = False, interpret: bool = False):
+                     return_lse: bool = False, error_budget: ErrorBudget | None = None, interpret: bool = False):
     """Ranker attention forward on Hopper (or the CPU with ``interpret=True``).
 
     q ``[B, T, Hq, D]``, k and v ``[B, T, Hkv, D]``, bounds ``[B, 4]`` int32 as
@@ -149,6 +155,10 @@ def ranker_attention(q: jax.Array, k: jax.Array, v: jax.Array, bounds: jax.Array
     ``out`` ``[B, T, Hq, D]`` or ``(out, lse)`` with lse ``[B, Hq, T]`` float32
     (natural log; -inf and out = 0 for rows in neither segment). Concrete bounds that break a rule
     raise ``ValueError``; traced bounds (under ``jax.jit``) mean what ``clamp_bounds`` makes of them.
+
+    ``error_budget`` bounds the errors of the tuned config the call may launch, as multiples of the
+    no-cap kernel's (``accuracy``); by default 2x on ``out``, and 1x on the LSE when it is returned and
+    the cap is ``tanh`` (``tanh_approx`` is tanh without the LSE bound). A ``config`` given is used as is.
     """
     problem = problem_of(q, k, v, bounds, sm_scale=sm_scale, cap_method=cap_method, cap=cap)
     if not interpret and jax.default_backend() != "gpu":
@@ -157,6 +167,6 @@ def ranker_attention(q: jax.Array, k: jax.Array, v: jax.Array, bounds: jax.Array
                            "in Mosaic GPU's CPU interpreter (slow, for tests)")
     if isinstance(bounds, jax.core.Tracer):  # not checkable here: given the defined meaning instead
         bounds = clamp_bounds(bounds, problem.seq_len)
-    chosen = choose_config(problem, config)
+    chosen = choose_config(problem, config, budget_for(problem.cap_method, return_lse, error_budget))
     out, lse = _compiled(problem, chosen, interpret)(q, k, v, bounds)
     return (out, lse) if return_lse else out

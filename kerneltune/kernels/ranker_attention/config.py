@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .cap import CapMethod, CapParams, cap_bound
+from .cap import CapImpl, CapMethod, CapParams, cap_bound
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("bfloat16", "float16")
@@ -108,6 +108,9 @@ class KernelConfig:
     # STATIC_MAX_CAP: takes the row max and the rescale of O and l off each KV step's dependent chain
     # (run H: 0.86-0.91x the time at D=128 with tanh caps, 0.98-1.02x at D=64).
     static_max: bool = False
+    # How the cap is evaluated (``CapImpl``): the tanh instruction is faster and less accurate in the
+    # LSE; the runtime launches it only for a call whose error budget the entry's measured errors meet.
+    cap_impl: str = CapImpl.EXACT.value
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -123,11 +126,14 @@ class KernelConfig:
         if not (math.isfinite(self.sm_scale) and self.sm_scale > 0):
             raise ValueError(f"sm_scale: must be a finite number > 0, got {self.sm_scale}")
         CapParams.checked(self.cap_method, self.cap_params.cap)
-        if self.cap_method is CapMethod.TANH_APPROX and not self.fast_math:
-            raise ValueError("fast_math: cap_method='tanh_approx' is the approximate tanh; it needs fast_math=True")
+        impl = CapImpl.parse(self.cap_impl)
+        if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
+            raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")
+        if impl is CapImpl.TANH_INSTR and not self.fast_math:
+            raise ValueError("cap_impl: 'tanh_instr' is the approximate tanh instruction; it needs fast_math=True")
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
-                   "mask_interior", "persistent", "fast_math", "static_max")
+                   "mask_interior", "persistent", "fast_math", "static_max", "cap_impl")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

@@ -34,7 +34,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
-from .cap import cap_forward
+from .cap import CapImpl, cap_forward
 from .config import KernelConfig, Problem, static_max_refusal
 
 LOG2E = math.log2(math.e)
@@ -61,7 +61,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
     def logits_to_log2(qk):
         return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
-                           tanh_from_exp2=config.fast_math)
+                           tanh_from_exp2=config.fast_math and config.cap_impl == CapImpl.EXACT)
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped

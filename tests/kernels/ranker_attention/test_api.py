@@ -70,7 +70,7 @@ def test_launch_api_in_interpret_mode_returns_out_and_natural_lse():
 RUNNING = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2", "jaxlib": "0.11.2",
            "device_kind": "nvidia-h200", "matched": ["gpu", "sm_count", "driver", "cuda", "jax", "jaxlib"]}
 TILES = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=True, schedule_barrier=True,
-             mask_interior=False, persistent=False)
+             mask_interior=False, persistent=False, cap_impl="exact")
 
 
 def install_table(tmp_path, monkeypatch, entries):
@@ -84,20 +84,20 @@ def install_table(tmp_path, monkeypatch, entries):
 
 
 def test_tuned_entry_the_problem_refuses_is_passed_over(tmp_path, monkeypatch, caplog):
-    """run F: a tanh_approx call at T=8k found the clamp entry nearest, tuned with fast_math=False,
-    which tanh_approx refuses; the launch must take the next entry, say so, and not raise."""
-    problem = Problem(batch=4, seq_len=8192, q_heads=16, kv_heads=16, head_dim=128, cap_method="tanh_approx",
+    """run F: a call found the nearest entry tuned with a field its cap refuses (then fast_math=False for
+    tanh_approx; now the tanh instruction for a softsign cap); the launch must take the next entry, say
+    so, and not raise."""
+    problem = Problem(batch=4, seq_len=8192, q_heads=16, kv_heads=16, head_dim=128, cap_method="softsign",
                       cap=30.0)
     install_table(tmp_path, monkeypatch, [
-        {"bucket": {**problem.bucket(), "cap_method": "clamp"}, "config": {**TILES, "fast_math": False}},
-        {"bucket": {**problem.bucket(), "cap_method": "tanh", "seq_len": 4096},
+        {"bucket": {**problem.bucket(), "cap_method": "tanh"}, "config": {**TILES, "cap_impl": "tanh_instr"}},
+        {"bucket": {**problem.bucket(), "cap_method": "clamp", "seq_len": 4096},
          "config": {**TILES, "fast_math": True, "persistent": True}},
     ])
     with caplog.at_level("WARNING", logger="kerneltune.tables"):
         chosen = api.choose_config(problem, None)
-    assert chosen.persistent and chosen.fast_math
-    assert "cap_method=clamp" in caplog.text and "fast_math" in caplog.text
-
+    assert chosen.persistent and chosen.cap_impl == "exact"
+    assert "cap_method=tanh" in caplog.text and "'tanh_instr' evaluates a tanh cap" in caplog.text
 
 
 def test_static_max_entry_serves_a_problem_it_refuses_through_its_measured_fallback(tmp_path, monkeypatch,

@@ -46,3 +46,31 @@ def check_against_reference(head_dim, cap_method, **fields):
         c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), np.asarray(ro), np.asarray(rl), bounds,
                     "bfloat16", cap_method)
         assert c.ok, c.errors
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("static_max", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_tanh_instruction_matches_reference(head_dim, static_max):
+    check_against_reference(head_dim, "tanh_approx", persistent=True, static_max=static_max, cap_impl="tanh_instr")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_accuracy_contract_tells_the_tanh_instruction_from_the_exact_tanh(head_dim):
+    """Run P: on the same inputs, the tanh instruction's LSE error is about 10x the no-cap kernel's and
+    the exact tanh's under 1x; both keep out at its level. The check's ratios must show it, or the
+    budget could never refuse anything."""
+    from kerneltune.kernels.ranker_attention.accuracy import ErrorBudget, budget_refusal, ratios
+    from kerneltune.kernels.ranker_attention.config import Problem
+    from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+
+    problem = Problem(batch=10, seq_len=512, q_heads=4, kv_heads=2, head_dim=head_dim, cap_method="tanh", cap=30.0)
+    for impl, lse_ok in (("exact", True), ("tanh_instr", False)):
+        tiles = {**PLUGIN.tile_defaults, "persistent": True, "cap_impl": impl}
+        inputs = PLUGIN.make_inputs(problem, {"history": [256, 384], "candidates": 64}, seed=3)
+        result = PLUGIN.check(PLUGIN.build(problem, tiles), problem, inputs)
+        item = {"config": tiles, "accuracy": dict(result.accuracy)}
+        assert result.error is None, result.error
+        assert budget_refusal(item, ErrorBudget(lse=None)) is None, ratios(result.accuracy)
+        assert (budget_refusal(item, ErrorBudget()) is None) == lse_ok, ratios(result.accuracy)
