@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The main job on its built-in default: sweep ranker attention. With a Hopper GPU this is a live
-# sweep; elsewhere it replays the journals of the sweep that made the shipped table (run I), so the
+# sweep; elsewhere it replays the journal of the sweep that made the shipped table (run P), so the
 # figures it prints are the README's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUN=results/ranker_attention/2026-11-30-h200-run-i
-JOURNALS=$RUN/call2/sweep/journals
-SPACE=results/ranker_attention/2026-11-30-h200-run-h/static-max-resweep-space.toml
+RUN=results/ranker_attention/2026-12-02-h200-run-p
+JOURNALS=$RUN/calls2-3/sweep/journals
+SPACE=$RUN/space.toml
 OUT=kerneltune-demo
 rm -rf "$OUT"
 if .venv/bin/python -c 'import jax, sys; sys.exit(0 if jax.devices()[0].platform == "gpu" else 1)' 2>/dev/null; then
@@ -14,6 +14,6 @@ if .venv/bin/python -c 'import jax, sys; sys.exit(0 if jax.devices()[0].platform
 fi
 .venv/bin/kerneltune sweep ranker-attention --replay "$JOURNALS" --space "$SPACE" --bucket d128-tanh-long \
   --bucket d128-none-long --bucket d64-tanh-many-rows --out "$OUT"
-.venv/bin/kerneltune sweep ranker-attention --replay "$JOURNALS" --space "$SPACE" --strategy tpe --budget 6 \
+.venv/bin/kerneltune sweep ranker-attention --replay "$JOURNALS" --space "$SPACE" --strategy tpe --budget 4 \
   --seed 0 --bucket d128-tanh-long --out "$OUT" --journal "$OUT/tpe.jsonl"
 echo "Everything this demo wrote is in $OUT/ (journals, tables, logs)."

@@ -161,3 +161,24 @@ def test_tuned_config_applies_the_kernels_refusal_and_kinship(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="kerneltune.tables"):
         assert tuned_config("k", want, "h1", HARD, RUNNING, (tmp_path,), refuses=lambda c: "refused") is None
     assert caplog.messages[-1] == f"k: no valid tuned entry for {B.replace('4096', '8192')}; using the heuristic"
+
+
+def test_a_fallback_is_judged_and_returned_with_its_own_measured_accuracy():
+    """The refusal sees what was measured of each candidate; the chosen fallback must not carry the
+    refused winner's figures (a later check of the budget would read the wrong ones)."""
+    winner = {**entry(config={"block_q": 1}), "accuracy": {"err": 9.0},
+              "fallbacks": [{"config": {"block_q": 2}, "median_us": 6.0, "spread": 0.02, "accuracy": {"err": 3.0}},
+                            {"config": {"block_q": 3}, "median_us": 7.0, "spread": 0.02, "accuracy": {"err": 1.0}}]}
+    seen = []
+
+    def refuses(item):
+        seen.append(item["accuracy"]["err"])
+        return "too wrong" if item["accuracy"]["err"] > 2.0 else None
+
+    chosen, _ = select_entry(table_of(winner), BUCKET, RUNNING, "h1", HARD, refuses=refuses)
+    assert seen == [9.0, 3.0, 1.0]
+    assert chosen["config"] == {"block_q": 3} and chosen["accuracy"] == {"err": 1.0}
+    del winner["fallbacks"][1]["accuracy"]
+    chosen, _ = select_entry(table_of({**winner, "fallbacks": [winner["fallbacks"][1]]}), BUCKET, RUNNING, "h1",
+                             HARD, refuses=lambda item: "too wrong" if item.get("accuracy") else None)
+    assert chosen["config"] == {"block_q": 3} and "accuracy" not in chosen

@@ -61,6 +61,25 @@ def test_wrong_outputs_and_compile_errors_become_their_invalidity(tmp_path):
     assert result.entry["config"] == {"mode": "good", "work": 1} and len(status) == 12
 
 
+def test_what_a_check_measures_reaches_the_journal_the_table_and_a_replay(tmp_path):
+    """A kernel's accuracy figures are what the runtime holds against a launch's error budget: each
+    verified record keeps its own, and the entry's winner and fallbacks carry theirs, live and replayed."""
+    opts = options(tmp_path, ["good", "twin"])  # twin: another gated setting, as fast as good
+    [result] = run_sweep(opts)
+    checked = [r for r in Journal(opts.journal_path).records() if r["status"] in ("ok", "pruned")]
+    assert len(checked) == 4
+    for r in checked:
+        assert r["accuracy"] == {"max_abs": 0.0, "work": float(r["tiles"]["work"])}
+    assert result.entry["accuracy"]["work"] == result.entry["config"]["work"]
+    [fallback] = result.entry["fallbacks"]
+    assert fallback["config"]["mode"] != result.entry["config"]["mode"]
+    assert fallback["accuracy"]["work"] == fallback["config"]["work"]
+    (tmp_path / "r").mkdir()
+    [replayed] = run_sweep(options(tmp_path / "r", ["good", "twin"], replay=opts.journal_path))
+    assert replayed.entry["accuracy"] == result.entry["accuracy"]
+    assert replayed.entry["fallbacks"][0]["accuracy"] == fallback["accuracy"]
+
+
 @pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 15 s per case
 @pytest.mark.parametrize("compile_threads", [0, 2])
 def test_every_failure_becomes_its_invalidity(tmp_path, compile_threads):

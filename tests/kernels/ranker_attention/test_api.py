@@ -5,6 +5,7 @@ import pytest
 
 from kerneltune.backends import cuda_jax
 from kerneltune.kernels.ranker_attention import KernelConfig, api, ranker_attention
+from kerneltune.kernels.ranker_attention.accuracy import ErrorBudget
 from kerneltune.kernels.ranker_attention.config import Problem
 from kerneltune.kernels.ranker_attention.reference import reference_f64
 from kerneltune.tables import lookup
@@ -173,3 +174,47 @@ def test_overlapping_bounds_under_jit_compute_the_clamped_problem():
     ro, _ = reference_f64(*f, np.asarray([[50, 100, 20, 50], [0, 100, 100, 128]]), sm_scale=D ** -0.5,
                           cap_method="none", cap=None)
     np.testing.assert_allclose(np.asarray(out.astype(jnp.float32)), ro, atol=3e-2)
+
+
+def _instr_entry(problem):
+    """Run P's d64 tanh entry in small: the tanh instruction wins, 7x the no-cap kernel's LSE error;
+    the exact tanh is its measured fallback."""
+    nocap = {"nocap_out_rel": 1e-3, "nocap_lse_abs": 2e-5}
+    instr = {**TILES, "fast_math": True, "persistent": True, "static_max": True, "cap_impl": "tanh_instr"}
+    exact = {**instr, "cap_impl": "exact"}
+    return {"bucket": problem.bucket(), "config": instr, "median_us": 185.1,
+            "accuracy": {"out_rel": 1.07e-3, "lse_abs": 1.4e-4, **nocap},
+            "fallbacks": [{"config": exact, "median_us": 248.0, "spread": 0.002,
+                           "accuracy": {"out_rel": 1.06e-3, "lse_abs": 1e-5, **nocap}}]}
+
+
+@pytest.mark.parametrize(("return_lse", "error_budget", "impl"), [
+    (False, None, "tanh_instr"), (True, None, "exact"), (True, ErrorBudget(lse=10.0), "tanh_instr"),
+    (False, ErrorBudget(out=1.01), None)])
+def test_the_call_launches_the_fastest_entry_its_error_budget_allows(tmp_path, monkeypatch, caplog, return_lse,
+                                                                     error_budget, impl):
+    """The user's call, not just the lookup: ``return_lse`` and ``error_budget`` reach the table's
+    refusal. Out only: the instruction. The LSE returned: the exact fallback, logged with the measured
+    ratio. A budget no measured config meets: the heuristic (exact), logged."""
+    a = args(q=jnp.zeros((B, T, HQ, D), jnp.bfloat16), k=jnp.zeros((B, T, HKV, D), jnp.bfloat16),
+             v=jnp.zeros((B, T, HKV, D), jnp.bfloat16))
+    problem = api.problem_of(**a, sm_scale=None, cap_method="tanh", cap=30.0)
+    install_table(tmp_path, monkeypatch, [_instr_entry(problem)])
+    launched = []
+
+    def compiled(problem, config, interpret):
+        launched.append(config)
+        return lambda q, k, v, bounds: (q, jnp.zeros((B, HQ, T), jnp.float32))
+
+    monkeypatch.setattr(api, "_compiled", compiled)
+    with caplog.at_level("WARNING", logger="kerneltune.tables"):
+        ranker_attention(**a, cap_method="tanh", cap=30.0, return_lse=return_lse, error_budget=error_budget,
+                         interpret=True)
+    [config] = launched
+    if impl is None:
+        assert config.tile() == {**TILES, **api.heuristic_config(problem)} and config.cap_impl == "exact"
+        assert "out error 1.07x the no-cap kernel's, over the budget of 1.01x" in caplog.text
+    else:
+        assert config.cap_impl == impl and config.static_max
+    if return_lse and error_budget is None:
+        assert "lse error 7.00x the no-cap kernel's, over the budget of 1x" in caplog.text

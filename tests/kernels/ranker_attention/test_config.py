@@ -2,6 +2,7 @@ import re
 
 import pytest
 
+from kerneltune.kernels.ranker_attention.cap import CapParams
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, infeasibility, smem_bytes
 from kerneltune.kernels.ranker_attention.kernel import build_forward
 
@@ -22,6 +23,24 @@ def test_smem_model_matches_mosaic_lowering():
 def test_config_rejects_bad_fields(field, value):
     with pytest.raises(ValueError, match=field):
         KernelConfig(**{field: value})
+
+
+@pytest.mark.parametrize(("fields", "match"), [
+    (dict(cap_impl="tanh_fast"), "cap_impl: 'tanh_fast' is not one of exact, tanh_instr"),
+    (dict(cap_impl="tanh_instr", cap_method="softsign", cap_params=CapParams(20.0)), "evaluates a tanh cap"),
+    (dict(cap_impl="tanh_instr"), "evaluates a tanh cap; cap_method is 'none'"),
+    (dict(cap_impl="tanh_instr", cap_method="tanh", cap_params=CapParams(30.0), fast_math=False), "needs fast_math"),
+])
+def test_cap_impl_is_refused_where_it_cannot_hold(fields, match):
+    with pytest.raises(ValueError, match=match):
+        KernelConfig(**fields)
+
+
+@pytest.mark.parametrize("method", ["tanh", "tanh_approx"])
+def test_either_name_of_tanh_takes_either_implementation(method):
+    for impl, fast_math in (("exact", False), ("exact", True), ("tanh_instr", True)):
+        config = KernelConfig(cap_impl=impl, fast_math=fast_math, cap_method=method, cap_params=CapParams(30.0))
+        assert config.tile()["cap_impl"] == impl
 
 
 def test_problem_validation():

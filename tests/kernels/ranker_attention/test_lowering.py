@@ -27,6 +27,8 @@ def test_default_space_lowers_for_cuda(head_dim):
     space = load_space(SPACES / "ranker_attention.toml", set(PLUGIN.tunables), set(PLUGIN.problem_fields))
     lowered = 0
     for tiles in space.configs(PLUGIN.problem_dict(problem)):
+        if tiles["cap_impl"] != "exact":  # the same layouts and SMEM: test_cap_impl_lowers_to_its_instructions
+            continue
         config = KernelConfig.for_problem(problem, **tiles)
         why = PLUGIN.infeasibility(problem, tiles)
         if why is None:
@@ -36,3 +38,20 @@ def test_default_space_lowers_for_cuda(head_dim):
             with pytest.raises(ValueError, match="exceeds available shared memory"):
                 lower(problem, config)
     assert lowered >= 4
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_cap_impl_lowers_to_its_instructions(head_dim):
+    """The exact tanh is ex2 and rsqrt (no tanh op); the tanh instruction is a tanh op (no rsqrt): were
+    the field ignored, both would lower alike and the tuner would time one kernel twice (run O)."""
+    problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="tanh", cap=30.0)
+    s = jax.ShapeDtypeStruct
+    qs, ks = s((2, 512, 2, head_dim), jnp.bfloat16), s((2, 512, 1, head_dim), jnp.bfloat16)
+    ops = {}
+    for impl in ("exact", "tanh_instr"):
+        config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl=impl)
+        text = build_forward(problem, config).trace(qs, ks, ks, s((2, 4), jnp.int32)).lower(
+            lowering_platforms=("cuda",)).as_text()
+        ops[impl] = (text.count("tanh"), text.count("rsqrt"))
+    assert ops["exact"][0] == 0 and ops["exact"][1] > 0, ops
+    assert ops["tanh_instr"][0] > 0 and ops["tanh_instr"][1] == 0, ops
