@@ -38,10 +38,10 @@ class RankerAttentionPlugin:
     devices = 1
     capabilities = frozenset({Capability.CHECK_SMALL, Capability.BENCH, Capability.REPORT_VIEW})
     tunables = frozenset(KernelConfig.TILE_FIELDS)
-    # A fallback per setting: static_max needs a cap <= 44.36, tanh_approx and tanh_instr need fast_math,
-    # and the tanh instruction misses the LSE budget of a call that returns the LSE.
     tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
                                       if f.name in KernelConfig.TILE_FIELDS})
+    # A fallback per setting: static_max needs a cap <= 44.36, tanh_instr needs fast_math and a tanh cap,
+    # and the tanh instruction misses the LSE budget of a call that returns the LSE.
     gated_tiles = ("static_max", "fast_math", "cap_impl")
     problem_fields = frozenset(f.name for f in dataclasses.fields(Problem))
     hard_bucket_fields = Problem.HARD_BUCKET_FIELDS
