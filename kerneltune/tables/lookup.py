@@ -87,9 +87,9 @@ def _accepted(entry: dict[str, Any], refuses: Refusal | None) -> tuple[dict[str,
         return entry, None
     for fb in entry.get("fallbacks", ()):
         if refuses(fb) is None:
-            chosen = {**entry, "config": fb["config"], "median_us": fb["median_us"], "spread": fb.get("spread")}
-            chosen.pop("accuracy", None)
-            return ({**chosen, "accuracy": fb["accuracy"]} if "accuracy" in fb else chosen), why
+            # What was measured of the fallback (config, time, spread, errors) replaces the winner's.
+            measured = {k: v for k, v in entry.items() if k != "accuracy"}
+            return {**measured, "spread": None, **fb}, why
     return None, why
 
 

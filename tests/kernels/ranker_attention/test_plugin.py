@@ -48,3 +48,17 @@ def test_static_max_on_a_cap_it_cannot_take_is_pruned():
 def test_heuristic_skips_the_running_max_where_run_h_measured_a_gain(head_dim, method, cap, static):
     problem = Problem(batch=2, seq_len=1024, q_heads=2, kv_heads=2, head_dim=head_dim, cap_method=method, cap=cap)
     assert PLUGIN.heuristic(problem)["static_max"] is static
+
+
+def test_a_no_cap_twin_that_fails_its_own_check_fails_the_candidate(monkeypatch):
+    """The twin is the baseline the accuracy contract is judged on: were its failure dropped, a broken
+    baseline would pass any cap implementation (or refuse all of them) without a word."""
+    def errors(fn, problem, inputs):
+        return (None, 1e-3, 1e-5) if problem.cap_method.needs_cap else ("gain 4: 3 NaN in out", 0.5, 0.0)
+
+    monkeypatch.setattr(plugin, "_errors", errors)
+    monkeypatch.setattr(plugin, "_no_cap_twin", lambda problem: None)
+    problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
+    result = PLUGIN.check({"poisoned": None}, problem, inputs=None)
+    assert result.error == "the no-cap kernel measured beside it failed: gain 4: 3 NaN in out"
+    assert not result.accuracy
