@@ -57,6 +57,7 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._write_lock = threading.RLock()
+        self._closed = False
 
     def start(self) -> None:
         stderr = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
@@ -84,6 +85,8 @@ class WorkerProcess:
         """Write one request line (starting the worker if needed); False if the worker is gone.
         Alone, it is a request that gets no answer (compile-ahead)."""
         with self._write_lock:  # the sweep's thread and a pool thread may both write
+            if self._closed:
+                return False
             if self.proc is None or self.proc.poll() is not None:
                 self.start()
             assert self.proc is not None and self.proc.stdin is not None
@@ -98,14 +101,15 @@ class WorkerProcess:
     def request(self, req: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         if not self.send(req):
             raise WorkerDied("runtime", "worker exited before taking the request: " + self._stderr_tail())
-        assert self.proc is not None
+        proc = self.proc  # close() may kill it from another thread meanwhile
+        assert proc is not None
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
             self.kill()
             raise WorkerDied("timeout", f"no answer within {timeout:.0f} s; worker killed") from None
         if line is None:
-            code = self.proc.wait()
+            code = proc.wait()
             self.kill()
             why = f"signal {-code}" if code < 0 else f"exit code {code}"
             raise WorkerDied("runtime", f"worker died ({why}): {self._stderr_tail()}")
@@ -115,12 +119,19 @@ class WorkerProcess:
         return reply
 
     def kill(self) -> None:
-        if self.proc is None:
+        proc, self.proc = self.proc, None  # taken once: the waiting thread and close() may both kill
+        if proc is None:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        self.proc = None
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def close(self) -> None:
+        """Kill the worker for good: a request in flight ends at once (as a dead worker) and no later
+        request starts another."""
+        with self._write_lock:
+            self._closed = True
+        self.kill()
 
 
 # ----------------------------------------------------------------------------- worker side

@@ -273,6 +273,30 @@ def test_a_killed_sweeps_worker_dies_with_it(tmp_path):
     assert not any(os.path.exists(f"/proc/{w}") and _alive(w) for w in workers)
 
 
+def test_ctrl_c_stops_a_sweep_at_once_with_its_busy_worker(tmp_path):
+    """SIGINT while the worker measures a hanging candidate: the sweep exits within seconds and takes its
+    worker along, instead of waiting out the measurement's timeout (run Q's verify sat 8 s past a SIGINT
+    until it was killed)."""
+    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
+            f"WorkerOptions; import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang'], "
+            f"workers=WorkerOptions(compile_threads=0, compile_timeout=20, run_timeout=300)))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    workers = []
+    while time.time() < deadline and not workers:
+        workers = _children(proc.pid)
+        time.sleep(0.1)
+    assert workers, "the sweep started no worker"
+    time.sleep(2.0)  # the worker is in the hanging check
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError("the sweep was still running 20 s after SIGINT") from None
+    assert not any(os.path.exists(f"/proc/{w}") and _alive(w) for w in workers)
+
+
 def _alive(pid):
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
