@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from kerneltune.kernels.ranker_attention import KernelConfig, ranker_attention
+from kerneltune.kernels.ranker_attention.cap import CapParams
 from kerneltune.kernels.ranker_attention.inputs import adversarial_bounds, random_bounds
 from kerneltune.kernels.ranker_attention.reference import reference_f32
 from kerneltune.kernels.ranker_attention.verify import compare
@@ -35,8 +36,9 @@ def check_against_reference(head_dim, cap_method, **fields):
     q = jax.random.normal(keys[0], (b, t, hq, head_dim), jnp.bfloat16)
     k = jax.random.normal(keys[1], (b, t, hkv, head_dim), jnp.bfloat16)
     v = jax.random.normal(keys[2], (b, t, hkv, head_dim), jnp.bfloat16)
+    # The cap is the config's too: a tanh_instr config without a tanh cap_method is refused.
     config = KernelConfig(block_q=64, block_kv=64 if head_dim == 256 else 128, num_stages=2, p_in_registers=True,
-                          **fields)
+                          cap_method=cap_method, cap_params=CapParams(cap), **fields)
     for bounds in (random_bounds(b, t, rng), adversarial_bounds(t, rng)):
         out, lse = ranker_attention(q, k, v, jnp.asarray(bounds), cap_method=cap_method, cap=cap, config=config,
                                     return_lse=True)

@@ -43,7 +43,7 @@ def test_every_baseline_runs_and_agrees(tmp_path):
     assert {r["impl"] for r in rows if r["shape"] == "ragged"} == {"kerneltune", *BASELINES} - {"composite"}
     for r in (r for r in rows if r["impl"] == "kerneltune"):  # the user's call timed beside the kernel
         assert r["call_loop_us"] > 0 and r["call_single_us"] > 0 and r["call_kernels"]
-        assert 0 < r["kernel_over_call"] < 1.2
+        assert 0 < r["kernel_over_call"] < 1.2 and len(r["kernel_over_call_rounds"]) == 7
 
 
 def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
