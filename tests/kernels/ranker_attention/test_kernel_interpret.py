@@ -18,7 +18,9 @@ def run_and_compare(problem, tiles, bounds, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", list(CAPS))
+# tanh_approx is the tanh function under a looser error budget (run P): the kernel evaluates both alike,
+# so its case would run the tanh case's kernel again. test_cap checks its function, test_accuracy its budget.
+@pytest.mark.parametrize("method", [m for m in CAPS if m is not CapMethod.TANH_APPROX])
 def test_every_cap_method_on_every_adversarial_case(method):
     bounds = adversarial_bounds(T, np.random.default_rng(1))
     problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, cap_method=method,
