@@ -59,6 +59,43 @@ def test_a_no_cap_twin_that_fails_its_own_check_fails_the_candidate(monkeypatch)
     monkeypatch.setattr(plugin, "_errors", errors)
     monkeypatch.setattr(plugin, "_no_cap_twin", lambda problem: None)
     problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
-    result = PLUGIN.check({"poisoned": None}, problem, inputs=None)
+    inputs = plugin.RankerInputs(None, None, None, None, ())
+    result = PLUGIN.check({"poisoned": None}, problem, inputs)
     assert result.error == "the no-cap kernel measured beside it failed: gain 4: 3 NaN in out"
     assert not result.accuracy
+
+
+def test_a_second_check_on_the_same_inputs_reuses_their_references(monkeypatch):
+    """verify checks an entry and its fallbacks on one seed's inputs: the float32 references and the
+    no-cap twin's errors are computed once for them, and a wrong kernel checked after a right one
+    still fails."""
+    import jax.numpy as jnp
+
+    from kerneltune.kernels.ranker_attention import reference
+
+    real = reference.reference_f32
+    calls = []
+    monkeypatch.setattr(reference, "reference_f32", lambda *a, **kw: calls.append(kw["cap_method"]) or real(*a, **kw))
+    problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
+
+    def kernel(cap_method, cap):  # the float32 reference itself, rounded to the output dtype
+        def fn(q, k, v, jb, o0, l0):
+            out, lse = real(*(x.astype(jnp.float32) for x in (q, k, v)), jb, sm_scale=problem.scale,
+                            cap_method=cap_method, cap=cap)
+            return out.astype(q.dtype), lse
+        return fn
+
+    monkeypatch.setattr(plugin, "_no_cap_twin", lambda plain: kernel("none", None))
+    plugin._inputs.cache_clear()
+    spec = {"history": [50, 90], "candidates": 20}
+    inputs = PLUGIN.make_inputs(problem, spec, seed=2)
+    assert PLUGIN.make_inputs(problem, dict(spec), seed=2) is inputs
+    first = PLUGIN.check({"poisoned": kernel("tanh", 5.0)}, problem, inputs)
+    assert first.error is None, first.error
+    n = 2 * 2 * len(inputs.check_bounds)  # both gains, every case, the cap and the twin
+    assert len(calls) == n
+    again = PLUGIN.check({"poisoned": kernel("tanh", 5.0)}, problem, inputs)
+    assert again.error is None and again.accuracy == first.accuracy
+    wrong = PLUGIN.check({"poisoned": kernel("clamp", 1.0)}, problem, inputs)
+    assert wrong.error is not None and len(calls) == n
+    assert PLUGIN.make_inputs(problem, spec, seed=3) is not inputs
