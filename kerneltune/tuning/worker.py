@@ -102,7 +102,8 @@ class WorkerProcess:
         if not self.send(req):
             raise WorkerDied("runtime", "worker exited before taking the request: " + self._stderr_tail())
         proc = self.proc  # close() may kill it from another thread meanwhile
-        assert proc is not None
+        if proc is None:
+            raise WorkerDied("runtime", "the worker was closed before it answered")
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
