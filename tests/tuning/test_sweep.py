@@ -253,18 +253,25 @@ def _children(pid):
     return kids
 
 
-def test_a_killed_sweeps_worker_dies_with_it(tmp_path):
-    """kill -9 of the sweep alone (not its process group): its worker, busy with a hanging candidate, goes too."""
-    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep; "
-            f"import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang']))")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO)
+def _sweep_busy_with_a_hang(tmp_path, run_timeout):
+    """A sweep in its own process, once its worker has had time to start the hanging candidate's check."""
+    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
+            f"WorkerOptions; import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang'], "
+            f"workers=WorkerOptions(compile_threads=0, compile_timeout=20, run_timeout={run_timeout})))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     workers = []
     while time.time() < deadline and not workers:
         workers = _children(proc.pid)
         time.sleep(0.1)
     assert workers, "the sweep started no worker"
-    time.sleep(1.0)
+    time.sleep(2.0)
+    return proc, workers
+
+
+def test_a_killed_sweeps_worker_dies_with_it(tmp_path):
+    """kill -9 of the sweep alone (not its process group): its worker, busy with a hanging candidate, goes too."""
+    proc, workers = _sweep_busy_with_a_hang(tmp_path, run_timeout=4)
     proc.kill()
     proc.wait()
     deadline = time.time() + 10
@@ -277,17 +284,7 @@ def test_ctrl_c_stops_a_sweep_at_once_with_its_busy_worker(tmp_path):
     """SIGINT while the worker measures a hanging candidate: the sweep exits within seconds and takes its
     worker along, instead of waiting out the measurement's timeout (run Q's verify sat 8 s past a SIGINT
     until it was killed)."""
-    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
-            f"WorkerOptions; import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang'], "
-            f"workers=WorkerOptions(compile_threads=0, compile_timeout=20, run_timeout=300)))")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    workers = []
-    while time.time() < deadline and not workers:
-        workers = _children(proc.pid)
-        time.sleep(0.1)
-    assert workers, "the sweep started no worker"
-    time.sleep(2.0)  # the worker is in the hanging check
+    proc, workers = _sweep_busy_with_a_hang(tmp_path, run_timeout=300)
     proc.send_signal(signal.SIGINT)
     try:
         proc.wait(timeout=20)
