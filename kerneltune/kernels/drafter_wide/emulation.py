@@ -163,6 +163,7 @@ class Launch:
         self.host = host_arrays(layout, inputs, dims.rope_theta, self.num.dtype)
         # Index arrays of the GEMV tiles, from indexing.py once per distinct argument (every tile reuses them).
         self._index: dict[tuple[Any, ...], Any] = {}
+        self._buffers: dict[tuple[Any, ...], np.ndarray] = {}
 
     # ------------------------------------------------------------- flags and tagged words
     def _publish(self, st: _Rank, name: str, index: int, tag: int, store: Callable[[], None]) -> Block:
@@ -245,6 +246,15 @@ class Launch:
             self._index[key] = fn(*args)
         return self._index[key]
 
+    def _buffer(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """A working array reused by every block: the block fills it and is done with it before it yields.
+        A fresh one per block (MBs, each block's rows or LDS pools) cost a page fault per 4 KiB on first
+        write, most of the emulation's time."""
+        key = (name, shape)
+        if key not in self._buffers:
+            self._buffers[key] = np.empty(shape, dtype=self.num.dtype)
+        return self._buffers[key]
+
     def _gemv_rows(self, w: list[np.ndarray], x: np.ndarray) -> list[np.ndarray]:
         """``x @ W.T`` for one or two weight blocks (gate and up share a pass: LDS slots 0 and 1), in the
         kernel's tiles: token tiles of 16 (``tile_row``), weight tiles of 16 rows (a block with fewer rows
@@ -260,7 +270,8 @@ class Launch:
         parts = [_wave_products(wb, x, split) for wb in w]
         row_tiles = -(-len(w[0]) // tile)
         tokens = self._cached(self._tokens)
-        lds = np.full((row_tiles, len(tokens), self.L.pool_words), np.nan, dtype=self.num.dtype)
+        lds = self._buffer("lds", (row_tiles, len(tokens), self.L.pool_words))
+        lds.fill(np.nan)
         for slot, (wb, p) in enumerate(zip(w, parts, strict=True)):
             wrows = np.minimum(tile * np.arange(row_tiles)[:, None] + np.arange(tile), len(wb) - 1)
             tiles = p[:, wrows[:, None, :, None], tokens[None, :, None, :]]  # [wave, row tile, token tile, m, n]
@@ -326,7 +337,8 @@ class Launch:
         width = width or self.L.model.hidden
         at = self._cached(self._row_words, layer, data, width)
         sc = self._scales(data, st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)])
-        return self.num.f32(_gather(st.scratch, at) * sc[:, None])
+        rows = _gather(st.scratch, at)
+        return self.num.f32(np.multiply(rows, sc[:, None], out=self._buffer("rows8", rows.shape)))
 
     def _row_words(self, layer: int, data: str, width: int) -> np.ndarray | tuple[slice, tuple[int, ...]]:
         return _as_slice(ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width
