@@ -86,8 +86,8 @@ class RankerAttentionPlugin:
                 "poisoned": _compiled(problem, config, poisoned=True)}
 
     def make_inputs(self, problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> RankerInputs:
-        """The same object again for the same problem, spec and seed (of the last two: verify checks an
-        entry, times the heuristic on other inputs, then checks the entry's fallbacks on the entry's)."""
+        """The same object again for the same problem, spec and seed (of the last two): verify runs an
+        entry, its rivals and its fallbacks on one seed, so their float32 references are computed once."""
         return _inputs(problem, json.dumps(dict(inputs_spec), sort_keys=True), seed)
 
     def check(self, built: Any, problem: Problem, inputs: RankerInputs) -> CheckResult:
