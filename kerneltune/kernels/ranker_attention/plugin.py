@@ -86,7 +86,7 @@ class RankerAttentionPlugin:
                 "poisoned": _compiled(problem, config, poisoned=True)}
 
     def make_inputs(self, problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> RankerInputs:
-        """The same object again for the same problem, spec and seed (of the last two): verify runs an
+        """The same object again for the same problem, spec and seed as the last call: verify runs an
         entry, its rivals and its fallbacks on one seed, so their float32 references are computed once."""
         return _inputs(problem, json.dumps(dict(inputs_spec), sort_keys=True), seed)
 
@@ -199,7 +199,7 @@ def _errors(fn: Callable[..., Any], problem: Problem, inputs: RankerInputs) -> t
     return None, out_rel, lse_abs
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)
 def _inputs(problem: Problem, spec_json: str, seed: int) -> RankerInputs:
     return _fresh_inputs(problem, json.loads(spec_json), seed)
 

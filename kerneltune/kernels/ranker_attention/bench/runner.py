@@ -60,19 +60,18 @@ def user_call_times(fn: Any, args: tuple[Any, ...], kernel_us: float) -> dict[st
 
     fn(*args).block_until_ready()
     n = max(10, min(2000, int(0.2 / max(kernel_us * 1e-6, 1e-6))))
-    loops, sustained, per_kernel, singles = [], [], [], []
+    loops, calls, singles = [], [], []  # calls: per round, per call, (kernel name, ms) per kernel
     for _ in range(7):
         t0 = time.perf_counter()
         for _ in range(n):
             out = fn(*args)
         out.block_until_ready()
         loops.append((time.perf_counter() - t0) / n * 1e6)
-        _, per_call = profiler.measure(fn, aggregate=False, iterations=n)(*args)
-        sustained.append(float(np.median([sum(t for _, t in kernels) for kernels in per_call])) * 1e3)
-        per_kernel.append([[t for _, t in kernels] for kernels in per_call])
+        calls.append(profiler.measure(fn, aggregate=False, iterations=n)(*args)[1])
     clocks = gpu_clocks()
-    names = [name for name, _ in per_call[0]]
-    kernel_ms = np.median(np.concatenate([np.asarray(k) for k in per_kernel]), axis=0)
+    names = [name for name, _ in calls[0][0]]
+    kernel_ms = np.asarray([[[ms for _, ms in kernels] for kernels in per_call] for per_call in calls])
+    sustained = np.median(kernel_ms.sum(axis=2), axis=1) * 1e3  # per round: the median call's kernels, µs
     for _ in range(50):
         t0 = time.perf_counter()
         fn(*args).block_until_ready()
@@ -80,9 +79,11 @@ def user_call_times(fn: Any, args: tuple[Any, ...], kernel_us: float) -> dict[st
     loop_us, single_us, kernel_loop_us = (float(np.median(x)) for x in (loops, singles, sustained))
     return {"call_loop_us": loop_us, "call_single_us": single_us, "kernel_us": kernel_us,
             "kernel_sustained_us": kernel_loop_us, "kernel_over_call": kernel_loop_us / loop_us,
-            "kernel_over_call_rounds": [k / c for k, c in zip(sustained, loops, strict=True)],
+            "kernel_over_call_rounds": [float(k / c) for k, c in zip(sustained, loops, strict=True)],
             "clocks_after_loop": clocks,
-            "call_kernels": [[name, float(ms) * 1e3] for name, ms in zip(names, kernel_ms, strict=True)]}
+            "call_kernels": [[name, float(ms) * 1e3]
+                             for name, ms in zip(names, np.median(kernel_ms.reshape(-1, len(names)), axis=0),
+                                                 strict=True)]}
 
 
 def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: tuple[str, ...],
