@@ -3,7 +3,9 @@ process, timed with the engine's measurement, each output checked against the fl
 
 Useful TFLOP/s counts only the kept (query, key) pairs; the dense baselines also report their dense
 rate, the upper bound the targets are stated against. A baseline that fails is recorded with its
-error and the run goes on.
+error and the run goes on. Under a tanh cap a ``kerneltune_lse`` row times the user's call that also
+returns the LSE: its default budget bounds the LSE error too, so it may launch another config (the
+entry's exact fallback) than the ``out``-only call the targets judge.
 """
 
 from __future__ import annotations
@@ -105,31 +107,34 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     dense_flops = 4 * problem.batch * problem.q_heads * problem.seq_len ** 2 * problem.head_dim
     rep = problem.heads_per_kv_head
 
-    def references(i: int) -> tuple[np.ndarray, np.ndarray]:
+    def references(i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         qf, kf, vf = (x[i:i + 1].astype(jnp.float32) for x in (q, k, v))
         with jax.default_matmul_precision("highest"):
-            ref = reference_f32(qf, kf, vf, jb[i:i + 1], sm_scale=problem.scale, cap_method=method, cap=cap)[0]
+            ref, ref_lse = reference_f32(qf, kf, vf, jb[i:i + 1], sm_scale=problem.scale, cap_method=method, cap=cap)
             dense = jax.nn.dot_product_attention(qf, jnp.repeat(kf, rep, 2), jnp.repeat(vf, rep, 2),
                                                  scale=problem.scale)
-        return np.asarray(ref), np.asarray(dense)
+        return np.asarray(ref), np.asarray(ref_lse), np.asarray(dense)
 
     # One batch row at a time: the float32 logits of a whole T=8k problem do not fit beside the inputs.
     per_row = [references(i) for i in range(problem.batch)]
-    ref = np.concatenate([r for r, _ in per_row])
-    dense_ref = np.concatenate([d for _, d in per_row])
+    ref, ref_lse, dense_ref = (np.concatenate([r[j] for r in per_row]) for j in range(3))
     del per_row
     rows: list[dict[str, Any]] = []
 
     def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool, user_call: bool = False) -> None:
         row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
         try:
-            runnable, out = make()
+            runnable, out, *rest = make()
+            lse = rest[0] if rest else None
             t = _timed(runnable, settings)
             row.update(median_ms=t.median_us / 1e3, spread=t.spread, samples=t.samples,
                        useful_tflops=flops / (t.median_us * 1e-6) / 1e12,
                        rel_error=None if reference is None else _rel(out, reference))
             if dense_rate:
                 row["dense_tflops"] = dense_flops / (t.median_us * 1e-6) / 1e12
+            if lse is not None:
+                valid = np.isfinite(ref_lse)  # a NaN in a valid row shows as NaN
+                row["lse_max_abs"] = float(np.abs(lse[valid] - ref_lse[valid]).max()) if valid.any() else 0.0
             if user_call:
                 row.update(user_call_times(runnable.fn, runnable.args, t.median_us))
         except Exception as e:  # a baseline that cannot run is a finding, not a reason to stop
@@ -142,7 +147,14 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
         out = np.asarray(fn(q, k, v, jb).astype(jnp.float32))
         return baselines.Runnable("jax", fn, (q, k, v, jb)), out
 
+    def tuned_with_lse() -> tuple[baselines.Runnable, np.ndarray, np.ndarray]:
+        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap, return_lse=True))
+        out, lse = fn(q, k, v, jb)
+        return baselines.Runnable("jax", fn, (q, k, v, jb)), np.asarray(out.astype(jnp.float32)), np.asarray(lse)
+
     record("kerneltune", tuned, ref, False, user_call=True)
+    if method is CapMethod.TANH:
+        record("kerneltune_lse", tuned_with_lse, ref, False)
     if "flex" in which:
         record("flex", lambda: baselines.flex_attention(q, k, v, bounds, problem.scale, method, cap), ref, False)
     if "cudnn_dense" in which:
