@@ -10,10 +10,11 @@ from .cap import CapImpl, CapMethod, CapParams, cap_bound
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("bfloat16", "float16")
 
-# Hopper's opt-in shared memory per block (227 KiB) and the register file a
-# compute warpgroup may raise itself to with setmaxnreg.
+# Hopper's opt-in shared memory per block (227 KiB), and the registers per thread
+# that the compute and memory warpgroups set with setmaxnreg, by compute
+# warpgroups per CTA: 64 Ki registers over (compute_wgs + 1) * 128 threads.
 HOPPER_SMEM_BYTES = 232_448
-COMPUTE_WG_REGISTERS = 232
+REGISTER_SPLIT = {2: (232, 40), 3: (160, 24)}
 _REGISTER_OVERHEAD = 40  # indices, softmax state, addresses: measured slack
 _MOSAIC_RESERVED_SMEM = 2048
 # The largest cap ``static_max`` takes: exp2 of every logit (|logit| * log2(e) <= 64) then lies in
@@ -91,6 +92,9 @@ class KernelConfig:
 
     block_q: int = 64
     block_kv: int = 128
+    # Compute warpgroups per CTA, each owning block_q rows of the tile: three (FA3's tile at D=64)
+    # give each SM more independent softmax chains, on 160 registers per thread instead of 232.
+    compute_wgs: int = 2
     num_stages: int = 2
     # wgmma reads P straight from registers (FA3 style); False stages it through SMEM.
     p_in_registers: bool = True
@@ -119,6 +123,8 @@ class KernelConfig:
         object.__setattr__(self, "cap_method", CapMethod.parse(self.cap_method))
         if self.block_q not in (64, 128):
             raise ValueError(f"block_q: {self.block_q} must be 64 or 128 (one wgmma M per warpgroup)")
+        if self.compute_wgs not in REGISTER_SPLIT:
+            raise ValueError(f"compute_wgs: {self.compute_wgs} must be one of {tuple(REGISTER_SPLIT)}")
         if self.block_kv % 64 or not 64 <= self.block_kv <= 256:
             raise ValueError(f"block_kv: {self.block_kv} must be 64, 128, 192 or 256")
         if not 2 <= self.num_stages <= 4:
@@ -132,7 +138,7 @@ class KernelConfig:
         if impl is CapImpl.TANH_INSTR and not self.fast_math:
             raise ValueError("cap_impl: 'tanh_instr' is the approximate tanh instruction; it needs fast_math=True")
 
-    TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
+    TILE_FIELDS = ("block_q", "block_kv", "compute_wgs", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl")
 
     def tile(self) -> dict[str, object]:
@@ -152,15 +158,16 @@ def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory the kernel allocates, as Mosaic GPU lays it out: every buffer
     rounded up to 1 KiB, 2 KiB reserved, 8 B per barrier (matches its lowering's count)."""
     q_buffers = 2 if config.persistent else 1
+    wgs = config.compute_wgs
     buffers = [
-        2 * q_buffers * config.block_q * head_dim * itemsize,  # Q, then O, per compute warpgroup
+        wgs * q_buffers * config.block_q * head_dim * itemsize,  # Q, then O, per compute warpgroup
         config.num_stages * config.block_kv * head_dim * itemsize,  # K ring
         config.num_stages * config.block_kv * head_dim * itemsize,  # V ring
-        2 * q_buffers * config.block_q * 4,  # LSE
-        0 if config.p_in_registers else 2 * config.block_q * config.block_kv * itemsize,
+        wgs * q_buffers * config.block_q * 4,  # LSE
+        0 if config.p_in_registers else wgs * config.block_q * config.block_kv * itemsize,
         3 * 4 if config.persistent else 0,  # the tile handed to the compute warpgroups (2) and the claim
     ]
-    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0))
+    barriers = 8 * (4 * config.num_stages + 1 + wgs * q_buffers + (6 if config.persistent else 0))
     return sum(-(-b // 1024) * 1024 for b in buffers) + _MOSAIC_RESERVED_SMEM + barriers
 
 
@@ -186,15 +193,14 @@ def infeasibility(config: KernelConfig, problem: Problem, smem_limit: int = HOPP
     why = static_max_refusal(config)
     if why is not None:
         return why
-    tile_rows = 2 * config.block_q
-    if problem.seq_len % tile_rows:
-        return f"seq_len {problem.seq_len} is not a multiple of 2 * block_q = {tile_rows}"
+    if problem.seq_len % config.block_q:
+        return f"seq_len {problem.seq_len} is not a multiple of block_q = {config.block_q}"
     if problem.seq_len % config.block_kv:
         return f"seq_len {problem.seq_len} is not a multiple of block_kv = {config.block_kv}"
     used = smem_bytes(config, problem.head_dim)
     if used > smem_limit:
         return f"shared memory {used} B exceeds the device's {smem_limit} B"
-    regs = compute_registers(config, problem.head_dim)
-    if regs > COMPUTE_WG_REGISTERS:
-        return f"estimated {regs} registers per compute thread exceed {COMPUTE_WG_REGISTERS}"
+    regs, limit = compute_registers(config, problem.head_dim), REGISTER_SPLIT[config.compute_wgs][0]
+    if regs > limit:
+        return f"estimated {regs} registers per compute thread exceed {limit} (compute_wgs={config.compute_wgs})"
     return None

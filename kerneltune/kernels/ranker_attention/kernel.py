@@ -1,8 +1,11 @@
 """Warp-specialised Mosaic GPU forward kernel for ranker attention (Hopper).
 
-Three warpgroups per CTA: two compute warpgroups (wgmma, online softmax, cap),
-each owning ``block_q`` query rows of a ``2 * block_q`` tile, and one memory
-warpgroup feeding a ``num_stages`` ring of K/V blocks through TMA.
+``compute_wgs`` compute warpgroups per CTA (wgmma, online softmax, cap), each
+owning ``block_q`` query rows of a ``compute_wgs * block_q`` tile, and one
+memory warpgroup feeding a ``num_stages`` ring of K/V blocks through TMA. A
+tile may run past the sequence's end by whole warpgroups (three 64-row
+warpgroups over T = 1024): such a warpgroup loads and stores nothing and only
+follows the K/V ring, so that every barrier still counts its arrivals.
 
 The KV stream of a tile has two phases over disjoint masks, so no (query,
 key) pair is counted twice even when both phases visit the same block:
@@ -35,7 +38,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
 from .cap import CapImpl, cap_forward
-from .config import KernelConfig, Problem, static_max_refusal
+from .config import REGISTER_SPLIT, KernelConfig, Problem, static_max_refusal
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -57,7 +60,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     stages = config.num_stages
     group = problem.heads_per_kv_head
     p_in_registers = config.p_in_registers and not interpret
-    n_q_tiles = problem.seq_len // (2 * block_q)
+    n_wg = config.compute_wgs
+    tile_rows = n_wg * block_q
+    n_q_tiles = pl.cdiv(problem.seq_len, tile_rows)
+    compute_regs, memory_regs = REGISTER_SPLIT[n_wg]
 
     def logits_to_log2(qk):
         return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
@@ -69,9 +75,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         wg = lax.axis_index("wg")
 
         def plan(batch, q_seq):
-            """The KV steps of one tile: ``2 * block_q`` rows of one batch row and head."""
-            tile_base = q_seq * (2 * block_q)
-            tile_end = tile_base + 2 * block_q
+            """The KV steps of one tile: ``tile_rows`` rows of one batch row and head."""
+            tile_base = q_seq * tile_rows
+            tile_end = tile_base + tile_rows
             hl, hu, cl, cu = (bounds_ref[batch, i] for i in range(4))
 
             def overlaps(lo, hi):
@@ -94,28 +100,57 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_arrive(schedule)
                 plgpu.barrier_wait(schedule)
 
+        def has_rows(q_seq, half):
+            """Whether warpgroup ``half``'s rows of tile ``q_seq`` lie inside the sequence."""
+            return q_seq * tile_rows + half * block_q < problem.seq_len
+
         def load_q(batch, q_head, q_seq, buf, half=None):
-            """Q rows of warpgroup ``half`` (default: the calling one) of a tile into buffer ``buf``."""
+            """Q rows of warpgroup ``half`` (default: the calling one) of a tile into buffer ``buf``;
+            nothing for a warpgroup past the sequence's end (it awaits no Q)."""
             half = wg if half is None else half
-            q_base = q_seq * (2 * block_q) + half * block_q
-            plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_base, block_q), q_head],
-                                    qo_smem_all.at[2 * buf + half], q_ready.at[2 * buf + half])
+            q_base = q_seq * tile_rows + half * block_q
+
+            @pl.when(has_rows(q_seq, half))
+            def _():
+                plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_base, block_q), q_head],
+                                        qo_smem_all.at[n_wg * buf + half], q_ready.at[n_wg * buf + half])
 
         def compute_tile(batch, q_head, q_seq, buf, step_base):
-            """One warpgroup's rows of one tile; its Q is in ``qo_smem_all[2 * buf + wg]``. KV step
+            """One warpgroup's rows of one tile; its Q is in ``qo_smem_all[n_wg * buf + wg]``. KV step
             ``step`` of the tile is global step ``step_base + step`` of the CTA's K/V ring."""
             tile = plan(batch, q_seq)
             bounds, hist_steps, total_steps = tile["bounds"], tile["hist_steps"], tile["total_steps"]
             kv_block = tile["kv_block"]
             hl, hu = bounds.history_lower, bounds.history_upper
-            qo_smem = qo_smem_all.at[2 * buf + wg]
-            lse_smem = lse_smem_all.at[2 * buf + wg]
+            qo_smem = qo_smem_all.at[n_wg * buf + wg]
+            lse_smem = lse_smem_all.at[n_wg * buf + wg]
             q_base = tile["tile_base"] + wg * block_q
+            rows_here = has_rows(q_seq, wg)
 
             def ring(step):
                 return lax.rem(step_base + step, stages)
 
-            @pl.when(~tile["valid"])
+            @pl.when(tile["valid"] & ~rows_here)
+            def _follow_ring():
+                """Past the sequence's end: every barrier arrival of a computing warpgroup, in its order."""
+                pl.when(wg == 1)(schedule_point)
+
+                @pl.loop(0, total_steps)
+                def _(step):
+                    slot = ring(step)
+                    plgpu.barrier_wait(k_ready.at[slot])
+                    schedule_point()
+                    plgpu.barrier_arrive(k_consumed.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_arrive(schedule)
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_wait(schedule)
+                    plgpu.barrier_arrive(v_consumed.at[slot])
+
+                pl.when(wg != 1)(schedule_point)
+
+            @pl.when(~tile["valid"] & rows_here)
             def _zero_tile():
                 zeros = jnp.zeros((block_q, head_dim), jnp.float32)
                 qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
@@ -125,7 +160,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
                 plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
 
-            @pl.when(tile["valid"])
+            @pl.when(tile["valid"] & rows_here)
             def _compute():
                 m_i = plgpu.layout_cast(jnp.full((block_q,), 0.0 if config.static_max else _M_INIT, jnp.float32),
                                         _row_layout())
@@ -240,7 +275,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
                 )
                 acc, m_i, l_i = carry
-                pl.when(wg == 0)(schedule_point)
+                pl.when(wg != 1)(schedule_point)
 
                 rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
                 row_valid = bounds.query_in_history(rows) | bounds.query_in_candidates(rows)
@@ -291,13 +326,13 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         if not config.persistent:
             batch, q_head, q_seq = (lax.axis_index(n) for n in ("batch", "heads", "q_seq"))
 
-            @pl.when(wg < 2)
+            @pl.when(wg < n_wg)
             def _compute():
                 # Raised where it dominates all the compute code: ptxas sizes what follows from it
                 # (inside a branch, call 6 measured the whole kernel 9-17% slower).
-                plgpu.set_max_registers(232, action="increase")
+                plgpu.set_max_registers(compute_regs, action="increase")
 
-                @pl.when(plan(batch, q_seq)["valid"])
+                @pl.when(plan(batch, q_seq)["valid"] & has_rows(q_seq, wg))
                 def _():
                     load_q(batch, q_head, q_seq, 0)
                     plgpu.barrier_wait(q_ready.at[wg])
@@ -305,9 +340,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 compute_tile(batch, q_head, q_seq, 0, 0)
                 plgpu.wait_smem_to_gmem(0)
 
-            @pl.when(wg == 2)
+            @pl.when(wg == n_wg)
             def _memory():
-                plgpu.set_max_registers(40, action="decrease")
+                plgpu.set_max_registers(memory_regs, action="decrease")
                 drain(memory_tile(batch, q_head, q_seq, 0))
             return
 
@@ -330,14 +365,17 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         def more(carry):
             return carry[0] < n_tiles
 
-        @pl.when(wg < 2)
+        @pl.when(wg < n_wg)
         def _compute():
-            plgpu.set_max_registers(232, action="increase")
+            plgpu.set_max_registers(compute_regs, action="increase")
 
             def tile_step(carry):
                 tile, j, step_base = carry
                 buf = lax.rem(j, 2)
-                plgpu.barrier_wait(q_ready.at[2 * buf + wg])
+
+                @pl.when(has_rows(coords(tile)[2], wg))
+                def _():
+                    plgpu.barrier_wait(q_ready.at[n_wg * buf + wg])
 
                 @pl.when(j >= 1)
                 def _():
@@ -354,10 +392,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0)))
             plgpu.wait_smem_to_gmem(0)
 
-        @pl.when(wg == 2)
+        @pl.when(wg == n_wg)
         def _memory():
-            plgpu.set_max_registers(40, action="decrease")
-            for half in range(2):
+            plgpu.set_max_registers(memory_regs, action="decrease")
+            for half in range(n_wg):
                 load_q(*coords(cta), 0, half)
 
             def stream_step(carry):
@@ -373,7 +411,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     def _():
                         plgpu.barrier_wait(q_free.at[1 - buf])
 
-                    for half in range(2):
+                    for half in range(n_wg):
                         load_q(*coords(nxt), 1 - buf, half)
 
                 @pl.when(j >= 2)
@@ -445,20 +483,21 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     body = _kernel_body(config, problem, interpret)
     p_staged = not (config.p_in_registers and not interpret)
     q_buffers = 2 if config.persistent else 1
+    n_wg = config.compute_wgs
 
     # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back), and
     # "Q buffer free" (compute -> memory warpgroup, which loads the next tile's Q).
-    handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
-               plgpu.Barrier(num_arrivals=2, num_barriers=2))
+    handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=n_wg, num_barriers=2),
+               plgpu.Barrier(num_arrivals=n_wg, num_barriers=2))
 
     def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
         smem = [
-            plgpu.SMEM((2 * q_buffers, block_q, problem.head_dim), dtype, transforms=tiled),
+            plgpu.SMEM((n_wg * q_buffers, block_q, problem.head_dim), dtype, transforms=tiled),
             plgpu.SMEM((stages, block_kv, problem.head_dim), dtype, transforms=tiled),
             plgpu.SMEM((stages, block_kv, problem.head_dim), dtype, transforms=tiled),
-            plgpu.SMEM((2 * q_buffers, block_q), jnp.float32),
-            plgpu.SMEM((2, block_q, block_kv), dtype, transforms=tiled) if p_staged else None,
+            plgpu.SMEM((n_wg * q_buffers, block_q), jnp.float32),
+            plgpu.SMEM((n_wg, block_q, block_kv), dtype, transforms=tiled) if p_staged else None,
             plgpu.SMEM((_CLAIM_SLOT + 1,), jnp.int32) if config.persistent else None,
         ]
         pl.run_scoped(
@@ -467,10 +506,10 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             (
                 plgpu.Barrier(num_barriers=stages),
                 plgpu.Barrier(num_barriers=stages),
-                plgpu.Barrier(num_barriers=2 * q_buffers),
+                plgpu.Barrier(num_barriers=n_wg * q_buffers),
             ),
-            (plgpu.Barrier(num_arrivals=2, num_barriers=stages),) * 2,
-            plgpu.Barrier(num_arrivals=2),
+            (plgpu.Barrier(num_arrivals=n_wg, num_barriers=stages),) * 2,
+            plgpu.Barrier(num_arrivals=n_wg),
             handoff if config.persistent else None,
             collective_axes="wg",
         )
@@ -480,12 +519,13 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         jax.ShapeDtypeStruct((b, t, hq, problem.head_dim), dtype),
         jax.ShapeDtypeStruct((b, hq, t), jnp.float32),
     )
+    n_q_tiles = pl.cdiv(t, n_wg * block_q)
     if config.persistent:
-        n_tiles = b * hq * (t // (2 * block_q))
+        n_tiles = b * hq * n_q_tiles
         ctas = num_ctas or (3 if interpret else _sm_count())
         grid, grid_names = (min(n_tiles, ctas),), ("cta",)
     else:
-        grid, grid_names = (hq, t // (2 * block_q), b), ("heads", "q_seq", "batch")
+        grid, grid_names = (hq, n_q_tiles, b), ("heads", "q_seq", "batch")
 
     def plain_entry(*refs):
         """Inputs come before outputs: move the persistent grid's tile counter to ``entry``'s last place."""
@@ -499,7 +539,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         out_type=() if poisoned else out_types,
         grid=grid,
         grid_names=grid_names,
-        num_threads=3,
+        num_threads=n_wg + 1,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=config.fast_math),
         interpret=plgpu.InterpretGPUParams() if interpret else None,

@@ -1,5 +1,7 @@
 """The Mosaic GPU kernel on the CPU (interpret mode) against the float64 oracle, outputs poisoned."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -85,4 +87,28 @@ def test_saturated_logits_with_and_without_the_running_max(cap, static_max):
     ro, rl = reference_f64(*f, bounds, sm_scale=8.0, cap_method="tanh", cap=cap)
     assert np.all(rl[0, :, :150] < -cap + 6)  # row 0's history rows: every logit saturated low
     c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl, bounds, "bfloat16", "tanh")
+    assert c.ok, c.errors
+
+
+# Interpret mode runs each warpgroup as a thread whose barrier waits hold one of XLA's CPU threads (as many
+# as cores): four warpgroups meeting at the ping-pong barrier hang on fewer than four cores (2-core CI).
+_FOUR_CORES = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 4,
+                                 reason="interpret mode needs a core per warpgroup waiting at one barrier (4)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("seq_len", "tiles"), [
+    (192, dict(compute_wgs=2, persistent=True)),  # 128-row tiles: the second's warpgroup 1 lies past the end
+    (256, dict(compute_wgs=3, schedule_barrier=False)),  # 192-row tiles: the second has one warpgroup of rows
+    pytest.param(256, dict(compute_wgs=3, persistent=True), marks=_FOUR_CORES),
+])
+def test_tiles_running_past_the_sequence_end(seq_len, tiles):
+    """A warpgroup whose rows lie past T loads and stores nothing but follows the K/V ring and the
+    ping-pong, so its tile's other warpgroups and the next tile still see every barrier phase."""
+    bounds = adversarial_bounds(seq_len, np.random.default_rng(6), ["mid_block_gap", "straddle_edge", "touching_full",
+                                                                   "candidates_before_history"])
+    problem = Problem(batch=len(bounds), seq_len=seq_len, q_heads=2, kv_heads=1, head_dim=64,
+                      cap_method="softsign", cap=8.0)
+    c = run_and_compare(problem, dict(block_q=64, block_kv=64, num_stages=2, p_in_registers=False, **tiles),
+                        bounds, 8)
     assert c.ok, c.errors
