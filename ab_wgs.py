@@ -99,7 +99,7 @@ def accuracy(out_dir, results):
                         c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl, bounds,
                                     "bfloat16", problem.cap_method)
                         row.update(ok=c.ok, errors=list(c.errors)[:3], max_abs=c.max_abs, rel_fro=c.rel_fro,
-                                   lse_max=c.lse_max)
+                                   lse_max=c.lse_max_abs)
                     except Exception as e:
                         row.update(error=f"{type(e).__name__}: {e}"[:600], trace=traceback.format_exc()[-1500:])
                     emit(out_dir, results, row)
@@ -198,7 +198,8 @@ if __name__ == "__main__":
         if "timing-only" not in sys.argv:
             accuracy(out_dir, results)
             print("accuracy done", round(time.time() - t0), flush=True)
-        timing(out_dir, results)
+        if "accuracy-only" not in sys.argv:
+            timing(out_dir, results)
     finally:
         summary(results)
         print("total s", round(time.time() - t0))
