@@ -64,6 +64,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     tile_rows = n_wg * block_q
     n_q_tiles = pl.cdiv(problem.seq_len, tile_rows)
     compute_regs, memory_regs = REGISTER_SPLIT[n_wg]
+    # schedule_barrier: two warpgroups ping-pong (each waits for the other at both wgmma issues);
+    # three pass a turn round a ring (FA3): warpgroup i issues a wgmma, then hands the turn to i + 1.
+    pingpong = config.schedule_barrier and n_wg == 2
+    turns = config.schedule_barrier and n_wg > 2
 
     def logits_to_log2(qk):
         return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
@@ -96,9 +100,17 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                                                         cand_first + (step - hist_steps)))
 
         def schedule_point():
-            if config.schedule_barrier:
+            if pingpong:
                 plgpu.barrier_arrive(schedule)
                 plgpu.barrier_wait(schedule)
+
+        def turn_wait():
+            if turns:
+                plgpu.barrier_wait(schedule.at[wg])
+
+        def turn_pass():
+            if turns:
+                plgpu.barrier_arrive(schedule.at[lax.rem(wg + 1, n_wg)])
 
         def has_rows(q_seq, half):
             """Whether warpgroup ``half``'s rows of tile ``q_seq`` lie inside the sequence."""
@@ -139,13 +151,17 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 def _(step):
                     slot = ring(step)
                     plgpu.barrier_wait(k_ready.at[slot])
+                    turn_wait()
                     schedule_point()
+                    turn_pass()
                     plgpu.barrier_arrive(k_consumed.at[slot])
-                    if config.schedule_barrier:
+                    if pingpong:
                         plgpu.barrier_arrive(schedule)
                     plgpu.barrier_wait(v_ready.at[slot])
-                    if config.schedule_barrier:
+                    if pingpong:
                         plgpu.barrier_wait(schedule)
+                    turn_wait()
+                    turn_pass()
                     plgpu.barrier_arrive(v_consumed.at[slot])
 
                 pl.when(wg != 1)(schedule_point)
@@ -192,8 +208,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     slot = ring(step)
 
                     def compute_qk(acc_ref):
+                        turn_wait()
                         plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
                         schedule_point()
+                        turn_pass()
                         return acc_ref[...]
 
                     qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, block_kv), jnp.float32))
@@ -215,13 +233,15 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
-                    if config.schedule_barrier:
+                    if pingpong:
                         plgpu.barrier_arrive(schedule)
                     plgpu.barrier_wait(v_ready.at[slot])
-                    if config.schedule_barrier:
+                    if pingpong:
                         plgpu.barrier_wait(schedule)
+                    turn_wait()
 
                     def wait_next_k():
+                        turn_pass()
                         nxt = step + 1
 
                         @pl.when(nxt < total_steps)
@@ -331,6 +351,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 # Raised where it dominates all the compute code: ptxas sizes what follows from it
                 # (inside a branch, call 6 measured the whole kernel 9-17% slower).
                 plgpu.set_max_registers(compute_regs, action="increase")
+                pl.when(wg == n_wg - 1)(turn_pass)  # warpgroup 0 has the first turn
 
                 @pl.when(plan(batch, q_seq)["valid"] & has_rows(q_seq, wg))
                 def _():
@@ -338,6 +359,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     plgpu.barrier_wait(q_ready.at[wg])
 
                 compute_tile(batch, q_head, q_seq, 0, 0)
+                pl.when(wg == 0)(turn_wait)  # the turn the last warpgroup handed on: every phase awaited
                 plgpu.wait_smem_to_gmem(0)
 
             @pl.when(wg == n_wg)
@@ -368,6 +390,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         @pl.when(wg < n_wg)
         def _compute():
             plgpu.set_max_registers(compute_regs, action="increase")
+            pl.when(wg == n_wg - 1)(turn_pass)  # warpgroup 0 has the first turn
 
             def tile_step(carry):
                 tile, j, step_base = carry
@@ -390,6 +413,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 return nxt, j + 1, step_base
 
             lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0)))
+            pl.when(wg == 0)(turn_wait)  # the turn the last warpgroup handed on: every phase awaited
             plgpu.wait_smem_to_gmem(0)
 
         @pl.when(wg == n_wg)
@@ -509,7 +533,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
                 plgpu.Barrier(num_barriers=n_wg * q_buffers),
             ),
             (plgpu.Barrier(num_arrivals=n_wg, num_barriers=stages),) * 2,
-            plgpu.Barrier(num_arrivals=n_wg),
+            plgpu.Barrier(num_barriers=n_wg) if n_wg > 2 else plgpu.Barrier(num_arrivals=n_wg),
             handoff if config.persistent else None,
             collective_axes="wg",
         )

@@ -100,6 +100,7 @@ _FOUR_CORES = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 4,
 @pytest.mark.parametrize(("seq_len", "tiles"), [
     (192, dict(compute_wgs=2, persistent=True)),  # 128-row tiles: the second's warpgroup 1 lies past the end
     (256, dict(compute_wgs=3, schedule_barrier=False)),  # 192-row tiles: the second has one warpgroup of rows
+    (256, dict(compute_wgs=3)),  # the same under the turn ring
     pytest.param(256, dict(compute_wgs=3, persistent=True), marks=_FOUR_CORES),
 ])
 def test_tiles_running_past_the_sequence_end(seq_len, tiles):
