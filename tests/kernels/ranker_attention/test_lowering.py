@@ -39,13 +39,12 @@ def test_default_space_lowers_for_cuda(head_dim):
         why = PLUGIN.infeasibility(problem, tiles)
         layout = tuple(tiles[f] for f in LAYOUT_FIELDS)
         new_values = {(f, v) for f, v in tiles.items() if f not in LAYOUT_FIELDS} - values
-        if why is None:
-            if layout not in layouts or new_values:
-                lower(problem, config)
-                lowered += 1
-                layouts.add(layout)
-                values |= new_values
-        elif "shared memory" in why:
+        if why is None and (layout not in layouts or new_values):
+            lower(problem, config)
+            lowered += 1
+            layouts.add(layout)
+            values |= new_values
+        elif why is not None and "shared memory" in why:
             with pytest.raises(ValueError, match="exceeds available shared memory"):
                 lower(problem, config)
     assert lowered >= 4

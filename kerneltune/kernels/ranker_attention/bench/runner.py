@@ -3,9 +3,9 @@ process, timed with the engine's measurement, each output checked against the fl
 
 Useful TFLOP/s counts only the kept (query, key) pairs; the dense baselines also report their dense
 rate, the upper bound the targets are stated against. A baseline that fails is recorded with its
-error and the run goes on. Under a tanh cap a ``kerneltune_lse`` row times the user's call that also
-returns the LSE: its default budget bounds the LSE error too, so it may launch another config (the
-entry's exact fallback) than the ``out``-only call the targets judge.
+error and the run goes on. Where the user's call that also returns the LSE launches another config
+than the ``out``-only call the targets judge (its default budget bounds the LSE error too, so a tanh
+entry on the tanh instruction gives way to its exact fallback), a ``kerneltune_lse`` row times it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from kerneltune.measure import MeasureSettings, Timing
 from kerneltune.tables.stamps import device_kind, now_stamp
 
 from .. import baselines
+from ..accuracy import budget_for
 from ..cap import CapMethod
 from ..config import Problem
 from ..inputs import make_device_tensors, ranker_bounds, useful_flops
@@ -94,6 +95,7 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     import jax.numpy as jnp
 
     from .. import ranker_attention
+    from ..api import choose_config
     from ..reference import reference_f32
 
     problem = Problem(**shape.problem, cap_method=method, cap=cap)
@@ -124,37 +126,34 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool, user_call: bool = False) -> None:
         row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
         try:
-            runnable, out, *rest = make()
-            lse = rest[0] if rest else None
+            runnable, out, *lse = make()  # a third item: the LSE, checked too
             t = _timed(runnable, settings)
             row.update(median_ms=t.median_us / 1e3, spread=t.spread, samples=t.samples,
                        useful_tflops=flops / (t.median_us * 1e-6) / 1e12,
                        rel_error=None if reference is None else _rel(out, reference))
             if dense_rate:
                 row["dense_tflops"] = dense_flops / (t.median_us * 1e-6) / 1e12
-            if lse is not None:
+            if lse:
                 valid = np.isfinite(ref_lse)  # a NaN in a valid row shows as NaN
-                row["lse_max_abs"] = float(np.abs(lse[valid] - ref_lse[valid]).max()) if valid.any() else 0.0
+                row["lse_max_abs"] = float(np.abs(lse[0][valid] - ref_lse[valid]).max()) if valid.any() else 0.0
             if user_call:
                 row.update(user_call_times(runnable.fn, runnable.args, t.median_us))
         except Exception as e:  # a baseline that cannot run is a finding, not a reason to stop
             row.update(error=f"{type(e).__name__}: {e}"[:1000], trace=traceback.format_exc()[-1500:])
         rows.append(row)
 
-    def tuned() -> tuple[baselines.Runnable, np.ndarray]:
+    def tuned(return_lse: bool = False) -> tuple[Any, ...]:
         # The user's call: the config comes from the runtime's lookup, traced bounds are clamped.
-        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap))
-        out = np.asarray(fn(q, k, v, jb).astype(jnp.float32))
-        return baselines.Runnable("jax", fn, (q, k, v, jb)), out
-
-    def tuned_with_lse() -> tuple[baselines.Runnable, np.ndarray, np.ndarray]:
-        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap, return_lse=True))
-        out, lse = fn(q, k, v, jb)
-        return baselines.Runnable("jax", fn, (q, k, v, jb)), np.asarray(out.astype(jnp.float32)), np.asarray(lse)
+        fn = jax.jit(lambda a, b, c, d: ranker_attention(a, b, c, d, cap_method=method, cap=cap,
+                                                         return_lse=return_lse))
+        outs = fn(q, k, v, jb) if return_lse else (fn(q, k, v, jb),)
+        return (baselines.Runnable("jax", fn, (q, k, v, jb)), np.asarray(outs[0].astype(jnp.float32)),
+                *(np.asarray(x) for x in outs[1:]))
 
     record("kerneltune", tuned, ref, False, user_call=True)
-    if method is CapMethod.TANH:
-        record("kerneltune_lse", tuned_with_lse, ref, False)
+    out_only, with_lse = (choose_config(problem, None, budget_for(method, lse)) for lse in (False, True))
+    if with_lse != out_only:
+        record("kerneltune_lse", lambda: tuned(return_lse=True), ref, False)
     if "flex" in which:
         record("flex", lambda: baselines.flex_attention(q, k, v, bounds, problem.scale, method, cap), ref, False)
     if "cudnn_dense" in which:
