@@ -1,14 +1,16 @@
 """The ``kerneltune`` command line: Typer commands that call the engine, nothing more.
 
 Exit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target hardware is
-absent (the line says which); 3 bad input (a file, a name or an option; the line names it). A failure
-is one line on stderr; ``--debug`` adds the traceback.
+absent (the line says which); 3 bad input (a file, a name or an option; the line names it); 130
+interrupted (SIGINT or SIGTERM; the line says what was kept). A failure is one line on stderr;
+``--debug`` adds the traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape."
                        "\n\nExit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target "
                        "hardware is absent (what could be checked here was); 3 bad input (a file, a name, an "
-                       "option).",
+                       "option); 130 interrupted (SIGINT or SIGTERM; the line says what was kept).",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   # Plain help, wrapped at 100 columns: Rich's help panels cut long values at the terminal's
                   # 80 ("search_spaces/KERNEL…") and label every flag "<bool>".
@@ -37,7 +39,7 @@ app = typer.Typer(help="Tune, verify and ship GPU kernels with their best config
 # Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
 console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 120)
 errors = Console(stderr=True, width=None if "COLUMNS" in os.environ or os.isatty(2) else 400)
-EXIT_FAILED, EXIT_NO_HARDWARE, EXIT_BAD_INPUT = 1, 2, 3
+EXIT_FAILED, EXIT_NO_HARDWARE, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 3, 130
 _debug = False
 
 
@@ -71,6 +73,23 @@ def _bad_input_is_one_line() -> Iterator[None]:
         _fail(_describe(e))
 
 
+@contextlib.contextmanager
+def _interrupt_is_one_line(kept: str) -> Iterator[None]:
+    """SIGINT (or SIGTERM, mapped to it) ends in one line saying what was kept, exit 130 (not Click's
+    "Aborted!" and exit 1, which reads as a failed check)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if _debug:
+            raise
+        _fail(f"interrupted; {kept}", EXIT_INTERRUPTED)
+
+
+def _sigterm_is_an_interrupt(signum: int, frame: object) -> None:
+    """A CI job's timeout sends SIGTERM: stop as on Ctrl-C, keeping what is finished, instead of dying."""
+    raise KeyboardInterrupt
+
+
 def _version(value: bool) -> None:
     if value:
         console.print(f"kerneltune {__version__}")
@@ -88,6 +107,7 @@ def main(version: Annotated[bool, typer.Option("--version", callback=_version, i
 
     global _debug
     _debug = debug
+    signal.signal(signal.SIGTERM, _sigterm_is_an_interrupt)
     logging.getLogger("kerneltune").setLevel(logging.INFO if verbose else logging.WARNING)  # Optuna follows it
 
 
@@ -167,7 +187,8 @@ def sweep(
         console.print(f"[yellow]Replaying recorded measurements from {escape(str(replay))}: no kernel runs on this "
                       f"machine.", soft_wrap=True)
     try:
-        with _bad_input_is_one_line(), RichObserver(console) as observer:
+        with (_interrupt_is_one_line(f"every finished candidate is in {opts.journal_path}; the same command "
+                                     f"resumes from it"), _bad_input_is_one_line(), RichObserver(console) as observer):
             results = run_sweep(opts, observer)
     except HardwareMissing as e:
         _fail(f"{e}; --replay JOURNAL replays a recorded sweep here", EXIT_NO_HARDWARE)
@@ -222,7 +243,7 @@ def verify(
 
     Exit codes: 0 everything checked on the target and passed; 1 wrong or slower; 2 the target hardware
     is absent (what could be checked here is shown, with its verdict); 3 bad input (a missing or
-    malformed table, an unknown kernel)."""
+    malformed table, an unknown kernel); 130 interrupted (the JUnit keeps every verdict reached)."""
     import tempfile
 
     from kerneltune.protocols import Capability
@@ -244,10 +265,12 @@ def verify(
     def progress(r: EntryReport) -> None:
         console.print(f"{r.bucket}: {r.correctness}, {r.verdict}", soft_wrap=True)
 
-    reports = []
+    reports: list[VerifyReport] = []
     for path in tables:
         with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
             reports.append(verify_table(name, path, Path(work), on_entry=progress, buckets=tuple(bucket or ())))
+        if reports[-1].interrupted:
+            break
     if junit is not None:
         from kerneltune.report.junit import write_junit
 
@@ -255,6 +278,12 @@ def verify(
         console.print(f"JUnit: {junit}")
     for report in reports:
         _print_verify_report(name, report, plugin.tile_defaults)
+    if reports[-1].interrupted:
+        unread = len(tables) - len(reports)
+        _fail(f"{reports[-1].notes[-1]} of {reports[-1].table}"
+              + (f", {unread} more table(s) not read" if unread else "")
+              + (f"; the JUnit at {junit} holds every verdict reached" if junit is not None else ""),
+              EXIT_INTERRUPTED)
     raise typer.Exit(worst_exit_code([r.exit_code for r in reports]))
 
 
@@ -448,7 +477,8 @@ def bench(
     if need is not None:
         _fail(f"bench {kernel} needs {need}", EXIT_NO_HARDWARE)
     which = tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else benches.baselines
-    path, rows, verdicts = benches.run_bench(shapes or SPACES / benches.bench_shapes(), which, out)
+    with _interrupt_is_one_line(f"the results file under {out} holds every shape finished"):
+        path, rows, verdicts = benches.run_bench(shapes or SPACES / benches.bench_shapes(), which, out)
     table = Table(title=f"bench {kernel}: {path}")
     for _, header, _ in benches.bench_columns:
         table.add_column(header)

@@ -1,5 +1,8 @@
+import os
+import signal
 import subprocess
 import sys
+import time
 
 from typer.testing import CliRunner
 
@@ -77,3 +80,26 @@ def test_help_is_whole_and_names_the_exit_codes():
         assert "…" not in out and "<bool>" not in out, cmd
         assert cmd != "sweep" or "search_spaces/KERNEL.toml" in out
         assert max(len(line) for line in out.splitlines()) <= 100, cmd
+
+
+def test_sigterm_stops_a_sweep_with_one_line_naming_its_journal(tmp_path):
+    """A CI job's timeout sends SIGTERM: the sweep stops as on Ctrl-C (its busy worker with it), exit 130, and
+    the line says where the finished work is and that the same command resumes."""
+    from .tuning.test_sweep import _children, space
+
+    proc = subprocess.Popen([sys.executable, "-m", "kerneltune", "sweep", "tests.tuning.fake_kernel:PLUGIN",
+                             "--space", str(space(tmp_path, ["hang"])), "--out", str(tmp_path / "out"),
+                             "--compile-threads", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.time() + 60
+        while not _children(proc.pid) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(2.0)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: interrupted; every finished candidate is in ") and "resumes" in last, err

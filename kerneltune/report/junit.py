@@ -1,7 +1,8 @@
 """``verify --junit``: JUnit XML, the format CI systems render, one test case per table entry and fallback.
 
 A case passes, fails (wrong or slower, with the figures), or is skipped where the timing needs hardware
-this machine lacks (with the reason, and what was checked here). One test suite per table file.
+this machine lacks (with the reason, and what was checked here) or where the run was interrupted before it.
+One test suite per table file.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def _case(suite: ET.Element, kernel: str, report: VerifyReport, r: EntryReport) 
     if r.failed:
         ET.SubElement(case, "failure", message=r.verdict, type="wrong or slower").text = _figures(r)
         return "failures"
+    if not r.checked:
+        ET.SubElement(case, "skipped", message=r.verdict)
+        return "skipped"
     if report.timing_absent is not None:
         ET.SubElement(case, "skipped", message=f"timing not checked: {report.timing_absent}; "
                                                f"correctness here: {r.correctness}")

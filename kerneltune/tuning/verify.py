@@ -14,7 +14,7 @@ was, and passed); 3 the table is missing, unreadable or lacks a bucket asked for
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from kerneltune.tables.store import TableError, read_table
 from .runners import LiveRunner, device_groups
 
 EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (a CI job's timeout) before every item was checked
+NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
 RUNNER_UPS_TIMED = 2
 VERIFY_SEED = 11
 # The spread of one config's median across healthy H200s and days: the same shipped entries measured
@@ -48,6 +50,7 @@ class EntryReport:
     verdict: str = "ok"
     failed: bool = False
     rivals_us: dict[str, float] = field(default_factory=dict)  # runner-ups and heuristic timed beside it
+    checked: bool = True  # False: the run was interrupted before this item
 
 
 @dataclass
@@ -58,11 +61,18 @@ class VerifyReport:
     notes: list[str]
     timing_absent: str | None = None  # why timing could not be checked here (the hardware it needs)
 
+    @property
+    def interrupted(self) -> bool:
+        return self.exit_code == EXIT_INTERRUPTED
+
 
 def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: MeasureSettings | None = None,
                  on_entry: Callable[[EntryReport], None] | None = None,
                  buckets: tuple[str, ...] = ()) -> VerifyReport:
-    """Check every entry of the table (only those named in ``buckets``, if any) and its fallbacks."""
+    """Check every entry of the table (only those named in ``buckets``, if any) and its fallbacks.
+
+    Interrupted (``KeyboardInterrupt``: SIGINT, or SIGTERM where the CLI maps it), it returns what it checked
+    and the rest as not checked, with ``EXIT_INTERRUPTED``: a CI job cut by its timeout keeps its verdicts."""
     kernel = load_kernel(kernel_name)
     settings = settings or MeasureSettings(max_seconds=1.0)
     try:
@@ -90,15 +100,21 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         notes = [] if need is None else [f"timing not checked: it needs {need}; correctness checked on the CPU "
                                          f"at small shapes (interpret mode)"]
         want = {**running, "kernel_hash": kernel.source_hash()}
+        items = list(_items(entries))
         reports = []
-        for e in entries:
-            fallbacks = [{**e, **fb, "bucket_name": f"{e.get('bucket_name', '?')} (fallback)"}
-                         for fb in e.get("fallbacks", ())]
-            for i, checked in enumerate([e, *fallbacks]):
+        try:
+            for against_heuristic, checked in items:
                 reports.append(_verify_entry(kernel_name, kernel, runner, checked, want, need is None, settings,
-                                             against_heuristic=i == 0))
+                                             against_heuristic=against_heuristic))
                 if on_entry is not None:
                     on_entry(reports[-1])
+        except KeyboardInterrupt:
+            done = len(reports)
+            reports += [EntryReport(str(checked.get("bucket_name", "?")), dict(checked.get("config", {})),
+                                    verdict=NOT_CHECKED_INTERRUPTED, checked=False) for _, checked in items[done:]]
+            return VerifyReport(table_path, schema_failures + reports, EXIT_INTERRUPTED,
+                                [*notes, f"interrupted after {done} of {len(items)} items"],
+                                None if need is None else f"needs {need}")
     finally:
         runner.close()
     reports = schema_failures + reports
@@ -106,9 +122,18 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}")
 
 
+def _items(entries: list[dict[str, Any]]) -> Iterator[tuple[bool, dict[str, Any]]]:
+    """(timed against the heuristic, item): each entry, then its fallbacks, checked as the entry is."""
+    for e in entries:
+        yield True, e
+        for fb in e.get("fallbacks", ()):
+            yield False, {**e, **fb, "bucket_name": f"{e.get('bucket_name', '?')} (fallback)"}
+
+
 def worst_exit_code(codes: list[int]) -> int:
-    """One exit code for several tables: bad input over a failure over hardware absent over success."""
-    for code in (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_CANNOT_RUN):
+    """One exit code for several tables: interrupted over bad input over a failure over hardware absent over
+    success."""
+    for code in (EXIT_INTERRUPTED, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_CANNOT_RUN):
         if code in codes:
             return code
     return EXIT_OK

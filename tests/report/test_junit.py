@@ -2,8 +2,11 @@
 skipped with the reason; a table that cannot be read is a failed case naming it."""
 
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -58,3 +61,31 @@ def test_the_cli_writes_the_file_and_keeps_its_exit_code(tmp_path):
     assert r.returncode == 1, r.stderr
     [suite] = suites(tmp_path / "out/verify.xml")
     assert suite.get("failures") == "1" and "correctness" in suite.find("testcase/failure").get("message")
+
+
+def test_a_run_cut_by_a_ci_timeout_writes_the_verdicts_it_reached(tmp_path):
+    """SIGTERM (a CI job's timeout) while the fallback hangs: exit 130, one line saying how far it got, and the
+    JUnit with the entry passed and the fallback skipped as not checked."""
+    junit = tmp_path / "verify.xml"
+    proc = subprocess.Popen([sys.executable, "-m", "kerneltune", "verify", FAKE, "--table",
+                             str(table(tmp_path, "good", fallbacks=("hang",))), "--junit", str(junit)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        seen, deadline = "", time.time() + 120
+        while "small: " not in seen and time.time() < deadline and proc.poll() is None:
+            if select.select([proc.stdout], [], [], 1.0)[0]:
+                seen += proc.stdout.readline()
+        assert "small: ok" in seen, seen
+        time.sleep(1.0)  # the hanging fallback is in the worker now
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted after 1 of 2 items of "), err
+    [suite] = suites(junit)
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("2", "0", "1")
+    entry, fallback = suite.findall("testcase")
+    assert entry.find("skipped") is None and entry.find("failure") is None
+    assert "interrupted" in fallback.find("skipped").get("message")

@@ -7,7 +7,16 @@ import pytest
 from kerneltune.tables.locations import shipped_tables_dir
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import update_table
-from kerneltune.tuning.verify import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, verify_table
+from kerneltune.tuning.verify import (
+    EXIT_BAD_INPUT,
+    EXIT_CANNOT_RUN,
+    EXIT_FAIL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    NOT_CHECKED_INTERRUPTED,
+    verify_table,
+    worst_exit_code,
+)
 
 from ..paths import REPO
 
@@ -65,6 +74,23 @@ def test_only_the_named_buckets_and_a_missing_one_is_named(tmp_path):
     assert verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w", buckets=("small",)).entries
     r = verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w", buckets=("small", "large"))
     assert r.exit_code == EXIT_BAD_INPUT and "no entry for bucket large" in r.notes[0]
+
+
+def test_an_interrupted_run_keeps_its_verdicts_and_claims_nothing_it_did_not_check(tmp_path):
+    """Ctrl-C (or a CI job's SIGTERM, which the CLI maps to it) after the first item: its verdict stays, the
+    two fallbacks are "not checked" (the second would have failed), and the run's code is 130 whatever else."""
+    def interrupt(report):
+        raise KeyboardInterrupt
+
+    r = verify_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, "good", fallbacks=("slow", "unwritten")),
+                     tmp_path / "w", on_entry=interrupt)
+    assert r.exit_code == EXIT_INTERRUPTED and r.interrupted
+    assert [(e.bucket, e.checked, e.failed) for e in r.entries] == [
+        ("small", True, False), ("small (fallback)", False, False), ("small (fallback)", False, False)]
+    assert r.entries[0].verdict.startswith("ok") and r.entries[2].verdict == NOT_CHECKED_INTERRUPTED
+    assert r.entries[2].config == {"mode": "unwritten", "work": 1}
+    assert r.notes[-1] == "interrupted after 1 of 3 items"
+    assert worst_exit_code([EXIT_OK, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_BAD_INPUT]) == EXIT_INTERRUPTED
 
 
 def test_exit_2_without_the_hardware(tmp_path):
