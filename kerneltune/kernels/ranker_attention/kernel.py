@@ -43,6 +43,11 @@ LN2 = math.log(2.0)
 # alpha = exp2(0) = 1 and p = exp2(-inf) = 0 instead of NaN.
 _M_INIT = -1e30
 _HOPPER_SMS = 132
+# Attempt 11 A/B switches (run S): release the other Q buffer inside the tile's first KV step instead of
+# waiting for the previous tile's stores at the tile's start; hand the next tile's bounds through SMEM.
+_DEFER_Q_FREE = True
+_BOUNDS_IN_SMEM = True
+_HANDOFF = 5  # ids_smem words per buffer: the tile id, then its row's four bounds
 
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
@@ -68,11 +73,14 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2, ids_smem = smem
         wg = lax.axis_index("wg")
 
-        def plan(batch, q_seq):
+        def row_bounds(batch):
+            return tuple(bounds_ref[batch, i] for i in range(4))
+
+        def plan(batch, q_seq, bounds=None):
             """The KV steps of one tile: ``2 * block_q`` rows of one batch row and head."""
             tile_base = q_seq * (2 * block_q)
             tile_end = tile_base + 2 * block_q
-            hl, hu, cl, cu = (bounds_ref[batch, i] for i in range(4))
+            hl, hu, cl, cu = row_bounds(batch) if bounds is None else bounds
 
             def overlaps(lo, hi):
                 return (lo < hi) & (tile_base < hi) & (tile_end > lo)
@@ -101,10 +109,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(q_base, block_q), q_head],
                                     qo_smem_all.at[2 * buf + half], q_ready.at[2 * buf + half])
 
-        def compute_tile(batch, q_head, q_seq, buf, step_base):
+        def compute_tile(batch, q_head, q_seq, buf, step_base, bounds=None, release=None):
             """One warpgroup's rows of one tile; its Q is in ``qo_smem_all[2 * buf + wg]``. KV step
             ``step`` of the tile is global step ``step_base + step`` of the CTA's K/V ring."""
-            tile = plan(batch, q_seq)
+            tile = plan(batch, q_seq, bounds)
             bounds, hist_steps, total_steps = tile["bounds"], tile["hist_steps"], tile["total_steps"]
             kv_block = tile["kv_block"]
             hl, hu = bounds.history_lower, bounds.history_upper
@@ -117,6 +125,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
             @pl.when(~tile["valid"])
             def _zero_tile():
+                if release is not None:
+                    pl.when(release[0])(release[1])
                 zeros = jnp.zeros((block_q, head_dim), jnp.float32)
                 qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
                 no_keys = jnp.full((block_q,), -jnp.inf, jnp.float32)
@@ -180,6 +190,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
+                    if release is not None:  # a valid tile has at least one step
+                        pl.when(release[0] & (step == 0))(release[1])
                     if config.schedule_barrier:
                         plgpu.barrier_arrive(schedule)
                     plgpu.barrier_wait(v_ready.at[slot])
@@ -335,23 +347,30 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             plgpu.set_max_registers(232, action="increase")
 
             def tile_step(carry):
-                tile, j, step_base = carry
+                tile, j, step_base, bounds = carry
                 buf = lax.rem(j, 2)
                 plgpu.barrier_wait(q_ready.at[2 * buf + wg])
 
-                @pl.when(j >= 1)
-                def _():
+                def release_other_buffer():
                     # The previous tile's O and LSE have left the other buffer: it may take the next Q.
                     plgpu.wait_smem_to_gmem(0, wait_read_only=True)
                     plgpu.barrier_arrive(q_free.at[1 - buf])
 
-                step_base = compute_tile(*coords(tile), buf, step_base)
+                if _DEFER_Q_FREE:
+                    release = (j >= 1, release_other_buffer)
+                else:
+                    pl.when(j >= 1)(release_other_buffer)
+                    release = None
+                step_base = compute_tile(*coords(tile), buf, step_base,
+                                         bounds if _BOUNDS_IN_SMEM else None, release)
                 plgpu.barrier_wait(tile_ready.at[buf])
-                nxt = ids_smem[buf]
+                nxt = ids_smem[_HANDOFF * buf]
+                nxt_bounds = tuple(ids_smem[_HANDOFF * buf + 1 + i] for i in range(4))
                 plgpu.barrier_arrive(tile_taken.at[buf])
-                return nxt, j + 1, step_base
+                return nxt, j + 1, step_base, nxt_bounds
 
-            lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0)))
+            first_bounds = row_bounds(coords(cta)[0])
+            lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0), first_bounds))
             plgpu.wait_smem_to_gmem(0)
 
         @pl.when(wg == 2)
@@ -380,7 +399,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 def _():
                     plgpu.barrier_wait(tile_taken.at[buf])
 
-                ids_smem[buf] = nxt
+                ids_smem[_HANDOFF * buf] = nxt
+                if _BOUNDS_IN_SMEM:
+                    for i, value in enumerate(row_bounds(coords(jnp.minimum(nxt, n_tiles - 1))[0])):
+                        ids_smem[_HANDOFF * buf + 1 + i] = value
                 plgpu.barrier_arrive(tile_ready.at[buf])
                 return nxt, j + 1, step_base
 
@@ -400,7 +422,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     return kernel
 
 
-_CLAIM_SLOT = 2  # ids_smem: [0], [1] the tile handed to the compute warpgroups, [2] the last claim
+_CLAIM_SLOT = 2 * _HANDOFF  # ids_smem: per buffer the tile handed over and its bounds, then the last claim
 
 
 def _claim(counter_ref, ids_smem) -> jax.Array:
