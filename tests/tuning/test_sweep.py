@@ -178,6 +178,7 @@ class SlowRunner:
     def __init__(self, seconds):
         self.seconds = seconds
         self.prefetched = []
+        self.measured = []
 
     def stamps(self):
         return {"backend": "host", "matched": ["device"], "device": "test", "device_kind": "cpu"}
@@ -190,6 +191,7 @@ class SlowRunner:
         import threading
 
         fut = cf.Future()
+        self.measured.append(req)
         median = 10.0 + sum(v for v in req["tiles"].values() if type(v) is int)
         reply = {"status": "ok", "timing": {"median_us": median, "spread": 0.0, "samples": 3, "noise": 0.0}}
         if self.seconds:
@@ -216,6 +218,26 @@ def test_the_sweep_sleeps_while_a_candidate_is_measured(tmp_path):
     assert result.measured == 4 and wall >= 1.2
     assert cpu / wall < 0.05, f"{cpu:.3f} s of CPU over {wall:.2f} s"
     assert len(runner.prefetched) == 4  # each candidate was handed over to compile before it was measured
+
+
+def test_a_buckets_candidates_share_inputs_fresh_per_bucket_and_sweep_seed(tmp_path):
+    """One check seed for every candidate of a bucket (its references computed once per worker), another
+    for the timing bounds, and both change with the bucket and with --seed."""
+    def seeds(seed, bucket="small"):
+        runner, where = SlowRunner(0.0), tmp_path / f"{bucket}-{seed}"
+        where.mkdir()
+        space_path = where / "named.toml"
+        space_path.write_text(space(where, ["good", "slow"]).read_text().replace('"small"', f'"{bucket}"'))
+        run_sweep(options(where, ["good", "slow"], seed=seed, space_path=space_path),
+                  runner_factory=lambda o, k: runner)
+        assert len({str(r["tiles"]) for r in runner.measured}) >= 4
+        return {(r["seed"], r["inputs"]["timing_seed"]) for r in runner.measured}
+
+    [(check, timing)] = seeds(0)
+    assert check != timing
+    for other in (seeds(1), seeds(0, "large")):
+        [(check2, timing2)] = other
+        assert check2 != check and timing2 != timing
 
 
 def test_a_replay_of_an_older_kernel_writes_entries_stamped_with_the_recorded_hash(tmp_path):

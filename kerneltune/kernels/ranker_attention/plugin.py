@@ -208,8 +208,8 @@ def _fresh_inputs(problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -
     rng = np.random.default_rng(seed)
     hist = inputs_spec.get("history", [problem.seq_len // 2, problem.seq_len // 2])
     cands = int(inputs_spec.get("candidates", problem.seq_len // 8))
-    # Timing bounds are the bucket's (same work for every candidate, so times compare);
-    # tensors and the other check bounds are fresh per candidate.
+    # Timing bounds are the bucket's (same work for every candidate, so times compare); tensors and the
+    # other check bounds come from the seed (a sweep's is per bucket and sweep seed, verify's its own).
     timing_rng = np.random.default_rng(inputs_spec.get("timing_seed", seed))
     timing = ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, timing_rng)
     checks = [timing, ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, rng)]
