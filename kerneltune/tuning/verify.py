@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.measure import MeasureSettings
-from kerneltune.protocols import Capability, Kernel
+from kerneltune.protocols import Capability, Kernel, Runner
 from kerneltune.registry import load_kernel
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
@@ -31,6 +31,9 @@ EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (a CI job's timeout) before every item was checked
 NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
 RUNNER_UPS_TIMED = 2
+# Threads compiling the next configs while one is timed, as a sweep's worker does: an item times up to four
+# configs, each compiled twice for the ranker (plain and poisoned).
+COMPILE_THREADS = 2
 VERIFY_SEED = 11
 # The spread of one config's median across healthy H200s and days: the same shipped entries measured
 # 0.93-1.02x of their recorded times in later runs (results/ranker_attention/notes.md, run I).
@@ -67,8 +70,8 @@ class VerifyReport:
 
 
 def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: MeasureSettings | None = None,
-                 on_entry: Callable[[EntryReport], None] | None = None,
-                 buckets: tuple[str, ...] = ()) -> VerifyReport:
+                 on_entry: Callable[[EntryReport], None] | None = None, buckets: tuple[str, ...] = (),
+                 runner_factory: Callable[[str, Kernel, Path], Runner] | None = None) -> VerifyReport:
     """Check every entry of the table (only those named in ``buckets``, if any) and its fallbacks.
 
     Interrupted (``KeyboardInterrupt``: SIGINT, or SIGTERM where the CLI maps it), it returns what it checked
@@ -88,9 +91,7 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         return VerifyReport(table_path, [], EXIT_BAD_INPUT,
                             [f"{table_path}: no entry for bucket {', '.join(missing)}"])
     _seed_ceilings(table, work_dir / "logs")
-    gpus = tuple(str(i) for i in range(kernel.devices))
-    runner = LiveRunner(kernel_name, device_groups(gpus, kernel.devices), 0, work_dir / "logs",
-                        work_dir / "jax-cache", 600.0, 300.0)
+    runner = (runner_factory or _live_runner)(kernel_name, kernel, work_dir)
     try:
         running = runner.stamps()
         need = kernel.supported_on(running)
@@ -103,7 +104,11 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         items = list(_items(entries))
         reports = []
         try:
-            for against_heuristic, checked in items:
+            for n, (against_heuristic, checked) in enumerate(items):
+                if need is None:  # this item's configs and the next's compile while this one is timed
+                    for ahead in items[n:n + 2]:
+                        for _, tiles in _timed_configs(kernel, *ahead):
+                            runner.prefetch(_measure_request(kernel_name, ahead[1], tiles, settings), 0)
                 reports.append(_verify_entry(kernel_name, kernel, runner, checked, want, need is None, settings,
                                              against_heuristic=against_heuristic))
                 if on_entry is not None:
@@ -120,6 +125,33 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     reports = schema_failures + reports
     code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_CANNOT_RUN if need is not None else EXIT_OK
     return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}")
+
+
+def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
+    gpus = tuple(str(i) for i in range(kernel.devices))
+    return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), COMPILE_THREADS, work_dir / "logs",
+                      work_dir / "jax-cache", 600.0, 300.0)
+
+
+def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """What verify times for an item, in order: the item's config, then for an entry the heuristic's (where it
+    differs) and the first runner-ups', each named as its verdict names it."""
+    timed = [("the item", dict(item["config"]))]
+    if against_heuristic:
+        heur = kernel.heuristic(kernel.problem(item.get("problem") or {}))
+        if heur != item["config"]:
+            timed.append(("the heuristic", heur))
+        timed += [(f"runner-up {i + 1}", up["config"])
+                  for i, up in enumerate(item.get("runner_ups", [])[:RUNNER_UPS_TIMED])]
+    return timed
+
+
+def _measure_request(kernel_name: str, item: dict[str, Any], tiles: dict[str, Any],
+                     settings: MeasureSettings) -> dict[str, Any]:
+    """The entry, its fallbacks and its rivals all run on one seed's inputs, so a kernel may keep what it
+    computed for them (its references, say)."""
+    return {"kernel": kernel_name, "problem": item.get("problem") or {}, "bucket": item.get("bucket_name", "?"),
+            "inputs": item.get("inputs", {}), "settings": settings.__dict__, "tiles": tiles, "seed": VERIFY_SEED}
 
 
 def _items(entries: list[dict[str, Any]]) -> Iterator[tuple[bool, dict[str, Any]]]:
@@ -150,7 +182,7 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:
             return
 
 
-def _verify_entry(kernel_name: str, kernel: Kernel, runner: LiveRunner, entry: dict[str, Any], want: dict[str, Any],
+def _verify_entry(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[str, Any], want: dict[str, Any],
                   on_gpu: bool, settings: MeasureSettings, against_heuristic: bool = True) -> EntryReport:
     rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
     rep.stamps = mismatches(entry.get("stamps", {}), want)
@@ -160,10 +192,9 @@ def _verify_entry(kernel_name: str, kernel: Kernel, runner: LiveRunner, entry: d
     if (why := kernel.infeasibility(kernel.problem(problem_fields), entry["config"])) is not None:
         rep.failed, rep.verdict, rep.correctness = True, f"config refused by the kernel: {why}", "not run"
         return rep
-    base = {"kernel": kernel_name, "problem": problem_fields, "bucket": rep.bucket,
-            "inputs": entry.get("inputs", {}), "settings": settings.__dict__}
     if not on_gpu:
-        reply = runner.request({**base, "op": "check_small", "tiles": entry["config"]})
+        reply = runner.request({**_measure_request(kernel_name, entry, entry["config"], settings),
+                                "op": "check_small"})
         if reply.get("status") == "ok":
             rep.correctness = "ok (interpret mode, small shape)"
         else:
@@ -171,9 +202,9 @@ def _verify_entry(kernel_name: str, kernel: Kernel, runner: LiveRunner, entry: d
             rep.failed, rep.verdict = True, f"{reply.get('status')}: {reply.get('error', '')[:200]}"
         return rep
     # One measurement: the worker checks the outputs on fresh inputs and several bound sets
-    # (random and adversarial) before it times them. The entry, its fallbacks and its rivals all run on
-    # one seed's inputs, so a kernel may keep what it computed for them (its references, say).
-    reply = runner.measure({**base, "tiles": entry["config"], "seed": VERIFY_SEED}).result()
+    # (random and adversarial) before it times them.
+    [_, *rivals_timed] = _timed_configs(kernel, against_heuristic, entry)
+    reply = runner.measure(_measure_request(kernel_name, entry, entry["config"], settings)).result()
     if reply.get("status") != "ok":
         rep.failed, rep.verdict = True, f"{reply['status']}: {reply.get('error', '')[:300]}"
         rep.correctness = reply["status"]
@@ -184,20 +215,14 @@ def _verify_entry(kernel_name: str, kernel: Kernel, runner: LiveRunner, entry: d
     # The verdict compares timings of this run only: the winner against its recorded runner-ups and the
     # heuristic, each timed now beside it. Absolute times drift between GPUs and days.
     rivals: dict[str, float] = {}
-    heur = kernel.heuristic(kernel.problem(problem_fields)) if against_heuristic else None
-    if heur == entry["config"]:
+    if against_heuristic and "the heuristic" not in dict(rivals_timed):
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
-    elif heur is not None:
-        h = runner.measure({**base, "tiles": heur, "seed": VERIFY_SEED}).result()
-        if h.get("status") == "ok":
-            rep.heuristic_us = rivals["the heuristic"] = h["timing"]["median_us"]
-            spreads.append(h["timing"]["spread"])
-    if against_heuristic:
-        for i, up in enumerate(entry.get("runner_ups", [])[:RUNNER_UPS_TIMED]):
-            u = runner.measure({**base, "tiles": up["config"], "seed": VERIFY_SEED}).result()
-            if u.get("status") == "ok":
-                rivals[f"runner-up {i + 1}"] = u["timing"]["median_us"]
-                spreads.append(u["timing"]["spread"])
+    for name, tiles in rivals_timed:
+        r = runner.measure(_measure_request(kernel_name, entry, tiles, settings)).result()
+        if r.get("status") == "ok":
+            rivals[name] = r["timing"]["median_us"]
+            spreads.append(r["timing"]["spread"])
+    rep.heuristic_us = rivals.get("the heuristic", rep.heuristic_us)
     noise = max(spreads)
     if rivals:
         name, best = min(rivals.items(), key=lambda kv: kv[1])

@@ -93,6 +93,45 @@ def test_an_interrupted_run_keeps_its_verdicts_and_claims_nothing_it_did_not_che
     assert worst_exit_code([EXIT_OK, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_BAD_INPUT]) == EXIT_INTERRUPTED
 
 
+def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path):
+    """As a sweep's worker does: an item's rivals and the next item's configs compile on the worker's threads
+    while this one is timed (verify timed up to four configs per item, each compiled only when it was due)."""
+    import concurrent.futures as cf
+
+    from kerneltune.tuning.journal import config_key
+
+    events = []
+
+    class Recorder:
+        parallel_measures, compiles_ahead = 1, True
+
+        def stamps(self):
+            return {"backend": "host", "matched": ["kernel_hash"], "device_kind": "cpu"}
+
+        def prefetch(self, req, route):
+            events.append(("compile", req["bucket"], config_key(req["tiles"])))
+
+        def measure(self, req, route=0):
+            events.append(("time", req["bucket"], config_key(req["tiles"])))
+            done = cf.Future()
+            done.set_result({"status": "ok", "timing": {"median_us": 1000.0, "spread": 0.01}})
+            return done
+
+        def close(self):
+            pass
+
+    path = table(tmp_path, "good", fallbacks=("slow",), runner_ups=[("good", 2)])
+    r = verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w", runner_factory=lambda *a: Recorder())
+    assert r.exit_code == EXIT_OK, [e.verdict for e in r.entries]
+    timed = [e for e in events if e[0] == "time"]
+    assert [e[2] for e in timed] == [config_key({"mode": "good", "work": w}) for w in (1, 2)] + [
+        config_key({"mode": "slow", "work": 1})]
+    for n, (_, bucket, key) in enumerate(timed):
+        assert events.index(("compile", bucket, key)) < events.index(timed[n])
+    # The fallback (the second item) was handed over to compile before the entry was timed.
+    assert events.index(("compile", "small (fallback)", timed[2][2])) < events.index(timed[0])
+
+
 def test_exit_2_without_the_hardware(tmp_path):
     r = verify_table("tests.tuning.fake_kernel:NEEDS_GPU", table(tmp_path, "good"), tmp_path / "w")
     assert r.exit_code == EXIT_CANNOT_RUN and "FakeGPU 9000" in r.notes[0]
