@@ -43,6 +43,9 @@ LN2 = math.log(2.0)
 # alpha = exp2(0) = 1 and p = exp2(-inf) = 0 instead of NaN.
 _M_INIT = -1e30
 _HOPPER_SMS = 132
+# Attempt 12 A/B switch: a compute warpgroup whose rows are all padding follows the K/V ring's barriers
+# without computing, while its partner computes the tile's valid rows alone.
+_SKIP_PADDING_WARPGROUPS = True
 
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
@@ -108,15 +111,21 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             bounds, hist_steps, total_steps = tile["bounds"], tile["hist_steps"], tile["total_steps"]
             kv_block = tile["kv_block"]
             hl, hu = bounds.history_lower, bounds.history_upper
+            cl, cu = bounds.candidate_lower, bounds.candidate_upper
             qo_smem = qo_smem_all.at[2 * buf + wg]
             lse_smem = lse_smem_all.at[2 * buf + wg]
             q_base = tile["tile_base"] + wg * block_q
+            q_end = q_base + block_q
+            if _SKIP_PADDING_WARPGROUPS:
+                rows_used = (((hl < hu) & (q_base < hu) & (q_end > hl))
+                             | ((cl < cu) & (q_base < cu) & (q_end > cl)))
+            else:
+                rows_used = tile["valid"]
 
             def ring(step):
                 return lax.rem(step_base + step, stages)
 
-            @pl.when(~tile["valid"])
-            def _zero_tile():
+            def store_empty_rows():
                 zeros = jnp.zeros((block_q, head_dim), jnp.float32)
                 qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
                 no_keys = jnp.full((block_q,), -jnp.inf, jnp.float32)
@@ -125,7 +134,39 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
                 plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
 
-            @pl.when(tile["valid"])
+            pl.when(~tile["valid"])(store_empty_rows)
+
+            @pl.when(tile["valid"] & ~rows_used)
+            def _follow_the_ring():
+                """Every barrier of a KV step, in the order ``kv_step`` meets them, and no compute: the
+                partner warpgroup and the memory warpgroup count this one's arrivals."""
+                @pl.when(total_steps > 0)
+                def _():
+                    plgpu.barrier_wait(k_ready.at[ring(0)])
+
+                pl.when(wg == 1)(schedule_point)
+
+                @pl.loop(0, total_steps)
+                def _step(step):
+                    slot = ring(step)
+                    schedule_point()
+                    plgpu.barrier_arrive(k_consumed.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_arrive(schedule)
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_wait(schedule)
+
+                    @pl.when(step + 1 < total_steps)
+                    def _():
+                        plgpu.barrier_wait(k_ready.at[ring(step + 1)])
+
+                    plgpu.barrier_arrive(v_consumed.at[slot])
+
+                pl.when(wg == 0)(schedule_point)
+                store_empty_rows()
+
+            @pl.when(tile["valid"] & rows_used)
             def _compute():
                 m_i = plgpu.layout_cast(jnp.full((block_q,), 0.0 if config.static_max else _M_INIT, jnp.float32),
                                         _row_layout())
