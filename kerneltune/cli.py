@@ -125,6 +125,9 @@ def sweep(
     strategy: Annotated[str, typer.Option(help=f"One of: {', '.join(strategy_names())}.")] = "exhaustive",
     budget: Annotated[int | None, typer.Option(help="Candidates to measure per bucket (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")] = 0,
+    contenders: Annotated[Path | None, typer.Option(help="A tuned table: time only the configs it holds for each "
+                                                          "bucket (winner, runner-ups, fallbacks), as after a "
+                                                          "kernel change made it stale; exhaustive only.")] = None,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices: one timing worker per GPU, or per "
                                            "launch group of a multi-GPU kernel (default: as many as one launch "
                                            "spans).")] = "",
@@ -174,7 +177,7 @@ def sweep(
     with _bad_input_is_one_line():
         opts = SweepOptions(
             kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
-            search=SearchOptions(strategy=strategy, budget=budget, seed=seed),
+            search=SearchOptions(strategy=strategy, budget=budget, seed=seed, contenders=contenders),
             workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
                                   compile_threads=compile_threads, compile_timeout=compile_timeout,
                                   run_timeout=run_timeout),

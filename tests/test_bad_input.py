@@ -54,6 +54,12 @@ def test_a_space_file_of_another_kernel(tmp_path):
     assert "drafter_wide" in line and "ranker_attention" in line
 
 
+def test_contenders_from_a_missing_table_or_for_a_sampler(tmp_path):
+    args = ("sweep", "ranker-attention", "--replay", RUN_C, "--out", tmp_path, "--contenders", tmp_path / "t.json")
+    assert "contenders: " in one_line(kerneltune(*args)) and "t.json: no such table" in one_line(kerneltune(*args))
+    assert "samples the space" in one_line(kerneltune(*args, "--strategy", "tpe"))
+
+
 def test_a_corrupt_journal_in_a_report(tmp_path):
     journal = tmp_path / "j.jsonl"
     journal.write_text('{"bucket": "b", "key": "k", "tiles": {}}\nnot json\n'

@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -103,3 +104,18 @@ def test_sigterm_stops_a_sweep_with_one_line_naming_its_journal(tmp_path):
     assert proc.returncode == 130, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: interrupted; every finished candidate is in ") and "resumes" in last, err
+
+
+def test_contenders_of_the_shipped_table_narrow_a_replayed_sweep(tmp_path):
+    """The shipped table stores its buckets' fields sorted; the space's bucket finds its entry all the same,
+    and of run C's space only the config the table holds (the defaults, on the fields run C had) is timed."""
+    from .paths import FIXTURES
+
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", "ranker-attention", "--replay",
+                        str(FIXTURES / "ranker_attention/run-c-journals"), "--bucket", "d128-tanh-long", "--space",
+                        str(FIXTURES / "ranker_attention/run-c-space.toml"), "--out", str(tmp_path), "--contenders",
+                        str(REPO / "kerneltune/tables/shipped/nvidia-h200/ranker_attention.json")],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert r.returncode == 0, r.stderr
+    records = [json.loads(line) for line in (tmp_path / "journals/ranker_attention-replay.jsonl").open()]
+    assert len(records) == 1 and records[0]["status"] == "ok"

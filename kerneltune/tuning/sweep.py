@@ -22,8 +22,10 @@ from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
 from kerneltune.registry import load_kernel
 from kerneltune.tables.locations import table_roots
+from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import now_stamp
 
+from .contenders import held_key, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
 from .space import Bucket, Space, SpaceError, load_space
 from .strategies import make_strategy
@@ -44,10 +46,14 @@ class SearchOptions:
     budget: int | None = None  # candidates measured per bucket (default: all feasible)
     seed: int = 0
     prune_factor: float | None = 1.5  # stop timing a candidate whose first batch is this much slower than the best
+    contenders: Path | None = None  # a tuned table: time only the configs it holds per bucket (``contenders``)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
             raise ValueError(f"budget: must be at least 1, got {self.budget}")
+        if self.contenders is not None and self.strategy != "exhaustive":
+            raise ValueError(f"contenders: re-measures the table's configs exhaustively; strategy "
+                             f"{self.strategy!r} samples the space instead")
 
 
 @dataclass(frozen=True)
@@ -151,7 +157,8 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
         try:
             stamps = runner.stamps()
             static = _static_mode(opts, kernel, stamps)
-            sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, static)
+            contenders = None if opts.search.contenders is None else load_contenders(opts.search.contenders, kernel)
+            sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, static, contenders)
             return [sweep.bucket(b) for b in buckets]
         finally:
             runner.close()
@@ -190,9 +197,10 @@ class _Sweep:
     """The state one sweep shares across its buckets."""
 
     def __init__(self, opts: SweepOptions, kernel: Kernel, space: Space, journal: Journal, runner: Runner,
-                 stamps: dict[str, Any], observer: Observer | None, static: str | None):
+                 stamps: dict[str, Any], observer: Observer | None, static: str | None,
+                 contenders: dict[str, list[dict[str, Any]]] | None = None):
         self.opts, self.kernel, self.space, self.journal, self.runner = opts, kernel, space, journal, runner
-        self.stamps, self.observer, self.static = stamps, observer, static
+        self.stamps, self.observer, self.static, self.contenders = stamps, observer, static, contenders
 
     def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
         """A worker request for one candidate. Every candidate of a bucket is checked and timed on the same
@@ -222,10 +230,18 @@ class _Sweep:
                 "stamps": self.stamps, "kernel_hash": kernel.source_hash(), "strategy": self.opts.search.strategy,
                 "seed": self.opts.search.seed}
         search = self.opts.search
+        held = None
+        if self.contenders is not None:
+            held = self.contenders.get(held_key(kernel.bucket(problem)))
+            if not held:
+                raise ValueError(f"contenders {search.contenders}: no entry for bucket {bucket.name!r} "
+                                 f"({bucket_key(kernel.bucket(problem))}); --bucket sweeps the buckets it holds")
         feasible: list[dict[str, Any]] | None = None
         if search.strategy == "exhaustive" or search.budget is None:  # else sampled without enumerating
             feasible = []
             for tiles in self.space.configs(fields):
+                if held is not None and not is_contender(tiles, held):
+                    continue
                 key = config_key(tiles)
                 why = kernel.infeasibility(problem, tiles)
                 if why is None:
@@ -237,6 +253,9 @@ class _Sweep:
                            "time": now_stamp()}
                     self.journal.append(rec)
                     done[key] = rec
+            if not feasible and held is not None:
+                raise ValueError(f"contenders {search.contenders}: none of the {len(held)} configs it holds for "
+                                 f"bucket {bucket.name!r} is a feasible config of {self.space.path}")
             if not feasible:
                 raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config "
                                  f"(every config breaks a constraint or the kernel's static checks)")

@@ -240,6 +240,35 @@ def test_a_buckets_candidates_share_inputs_fresh_per_bucket_and_sweep_seed(tmp_p
         assert check2 != check and timing2 != timing
 
 
+def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
+    """After a kernel change: the table's winner, runner-up and fallback are timed again, nothing else of the
+    space's 9 configs; a bucket the table lacks, a sampler, or another kernel's table is refused by name."""
+    from kerneltune.tables.store import update_table
+
+    from .test_verify import table
+
+    held = table(tmp_path / "t", "good", fallbacks=("slow",), runner_ups=[("good", 2)])
+    runner = SlowRunner(0.0)
+    [result] = run_sweep(options(tmp_path, ["good", "slow", "garbage"], search=SearchOptions(contenders=held)),
+                         runner_factory=lambda o, k: runner)
+    assert sorted((r["tiles"]["mode"], r["tiles"]["work"]) for r in runner.measured) == [
+        ("good", 1), ("good", 2), ("slow", 1)]
+    assert result.entry is not None
+    (tmp_path / "o").mkdir()
+    other = tmp_path / "o" / "n3.toml"
+    other.write_text(space(tmp_path / "o", ["good"]).read_text().replace("n = 2", "n = 3"))
+    with pytest.raises(ValueError, match="no entry for bucket 'small'"):
+        run_sweep(options(tmp_path / "o", ["good"], space_path=other, out=tmp_path / "o2",
+                          search=SearchOptions(contenders=held)), runner_factory=lambda o, k: SlowRunner(0.0))
+    with pytest.raises(ValueError, match="samples the space"):
+        SearchOptions(strategy="tpe", contenders=held)
+    update_table(tmp_path / "x.json", "other_kernel", "cpu", lambda t: None)
+    with pytest.raises(ValueError, match="a table of 'other_kernel'"):
+        run_sweep(options(tmp_path, ["good"], out=tmp_path / "o3",
+                          search=SearchOptions(contenders=tmp_path / "x.json")),
+                  runner_factory=lambda o, k: SlowRunner(0.0))
+
+
 def test_a_replay_of_an_older_kernel_writes_entries_stamped_with_the_recorded_hash(tmp_path):
     """A replay never passes an old measurement off as current: the runtime sees the old hash and skips it."""
     live = options(tmp_path, ["good", "slow"])

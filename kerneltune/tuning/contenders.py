@@ -1,0 +1,45 @@
+"""Re-measuring a tuned table: each bucket's search narrowed to the configs the table holds for it.
+
+After a kernel change every entry is stale (another kernel hash). Its winner, runner-ups and fallbacks are
+the configs worth timing again: run P re-measured 42 of them in two device calls, where the whole space is
+hundreds per bucket.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kerneltune.protocols import Kernel
+from kerneltune.tables.store import TableError, read_table
+
+
+def held_key(bucket: Mapping[str, Any]) -> str:
+    """A bucket's key whatever order its fields were stored in (tables store them sorted)."""
+    return json.dumps(dict(bucket), sort_keys=True)
+
+
+def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]]]:
+    """Bucket key -> the table's configs for that bucket (winner, runner-ups, fallbacks), with the kernel's
+    tile defaults filled in for tile fields the table predates."""
+    try:
+        table = read_table(path)
+    except TableError as e:
+        raise ValueError(f"contenders: {e}") from None
+    if table is None:
+        raise ValueError(f"contenders: {path}: no such table")
+    if table.get("kernel") != kernel.name:
+        raise ValueError(f"contenders: {path} is a table of {table.get('kernel')!r}, not of {kernel.name!r}")
+    held: dict[str, list[dict[str, Any]]] = {}
+    for entry in table["entries"].values():
+        configs = [entry["config"], *(r["config"] for r in entry.get("runner_ups", ())),
+                   *(f["config"] for f in entry.get("fallbacks", ()))]
+        held[held_key(entry["bucket"])] = [{**kernel.tile_defaults, **c} for c in configs]
+    return held
+
+
+def is_contender(tiles: Mapping[str, Any], contenders: list[dict[str, Any]]) -> bool:
+    """Whether the space's config is one the table holds (on every field the space sets)."""
+    return any(all(c.get(k) == v for k, v in tiles.items()) for c in contenders)
