@@ -46,6 +46,9 @@ _HOPPER_SMS = 132
 # Attempt 12 A/B switch: a compute warpgroup whose rows are all padding follows the K/V ring's barriers
 # without computing, while its partner computes the tile's valid rows alone.
 _SKIP_PADDING_WARPGROUPS = True
+# Attempt 12's second switch: the last history block, when at most its first half holds history keys, as a step
+# over that half only (QK and P.V half as wide).
+_HALF_TAIL_STEP = True
 
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
@@ -179,35 +182,38 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                 pl.when(wg == 1)(schedule_point)
 
-                def ids(step):
-                    shape = (block_q, block_kv)
+                def ids(step, width=block_kv):
+                    shape = (block_q, width)
                     rows = plgpu.broadcasted_iota(jnp.int32, shape, 0, layout=plgpu.Layout.WGMMA)
                     cols = plgpu.broadcasted_iota(jnp.int32, shape, 1, layout=plgpu.Layout.WGMMA)
                     return rows + q_base, cols + kv_block(step) * block_kv
 
-                def history_mask(step):
-                    _, kv_ids = ids(step)
+                def history_mask(step, width=block_kv):
+                    _, kv_ids = ids(step, width)
                     return bounds.query_in_history(kv_ids)
 
-                def diagonal_mask(step):
-                    q_ids, kv_ids = ids(step)
+                def diagonal_mask(step, width=block_kv):
+                    q_ids, kv_ids = ids(step, width)
                     return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
 
-                def kv_step(step, carry, mask_fn):
+                def kv_step(step, carry, mask_fn, width=block_kv):
+                    """One KV block; ``width < block_kv``: only its first ``width`` keys (the rest hold none
+                    this tile keeps)."""
                     acc, m_i, l_i = carry
                     slot = ring(step)
+                    keys = pl.ds(0, width)
 
                     def compute_qk(acc_ref):
-                        plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                        plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot, keys].transpose((1, 0)))
                         schedule_point()
                         return acc_ref[...]
 
-                    qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, block_kv), jnp.float32))
+                    qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
                     s = logits_to_log2(qk)
                     if mask_fn is not None:
-                        s = jnp.where(mask_fn(step), s, -jnp.inf)
+                        s = jnp.where(mask_fn(step, width), s, -jnp.inf)
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
                         p = jnp.exp2(s)
@@ -236,18 +242,18 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                     if p_in_registers:
                         def compute_pv(acc_ref):
-                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot])
+                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
                             wait_next_k()
 
                         acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
                     else:
-                        p_smem = p_smem2.at[wg]
+                        p_smem = p_smem2.at[wg, :, keys]
                         p_smem[...] = p16
                         plgpu.commit_smem()
                         if interpret:
                             # Interpret mode has no run_state over accumulators: fresh one, then add.
                             def compute_pv_fresh(acc_ref):
-                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
                                 wait_next_k()
                                 return acc_ref[...]
 
@@ -256,7 +262,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                             )
                         else:
                             def compute_pv(acc_ref):
-                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
                                 wait_next_k()
 
                             acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
@@ -276,7 +282,15 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     carry = lax.fori_loop(
                         lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
                     )
-                    carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
+                    # Mosaic GPU's wgmma takes K (P.V's key dim) in multiples of 64: 128-key blocks only.
+                    half = block_kv // 2
+                    if _HALF_TAIL_STEP and half % 64 == 0:
+                        half_tail = jnp.where((tail > 0) & (lax.rem(hu, block_kv) <= half), 1, 0)
+                        carry = lax.fori_loop(hist_steps - tail, hist_steps - half_tail, masked, carry)
+                        carry = lax.fori_loop(hist_steps - half_tail, hist_steps,
+                                              functools.partial(kv_step, mask_fn=history_mask, width=half), carry)
+                    else:
+                        carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
                 carry = lax.fori_loop(
                     hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
                 )
