@@ -7,7 +7,10 @@ kernel_old.py is main's kernel; the variants are kernel.py with its two A/B swit
           partner computes the tile alone (~5% of the D=64 ragged rows' work);
   half -- the last history block, when only its first half holds history keys, as a 64-key step (128-key
           blocks only: Mosaic GPU's wgmma takes K in multiples of 64; ~5% of the same rows' work);
-  both.
+  diag -- each candidate's own key as a row-wise dot product in registers, not a whole QK and P.V block
+          (every candidate tile: ~5% of the D=64 ragged rows' work, ~1.3% at D=128 T=2k, run H);
+  all  -- the three together.
+AB_VARIANTS (comma-separated names, default all six) picks the variants of a call, e.g. old,off,all first.
 Configs are the runtime's choice on the shipped table (hash pinned to main's), the out-only call's and the
 LSE call's under tanh.
 1. accuracy: every variant at the shipped D=64 and D=128 tiles on adversarial bounds (which hold tiles whose first
@@ -48,17 +51,19 @@ PKG = Path("kerneltune/kernels/ranker_attention")
 api.kernel_source_hash = lambda: "461ffc14c9a1d4b4"  # choose configs as main's runtime does
 
 
-def variant_module(name, skip, half):
+def variant_module(name, skip, half, diag):
     src = (PKG / "kernel.py").read_text()
-    for switch, value in (("_SKIP_PADDING_WARPGROUPS", skip), ("_HALF_TAIL_STEP", half)):
+    for switch, value in (("_SKIP_PADDING_WARPGROUPS", skip), ("_HALF_TAIL_STEP", half), ("_ROW_DIAGONAL", diag)):
         src, n = re.subn(rf"^{switch} = \w+$", f"{switch} = {value}", src, flags=re.M)
         assert n == 1, switch
     (PKG / f"kernel_ab_{name}.py").write_text(src)
     return importlib.import_module(f"kerneltune.kernels.ranker_attention.kernel_ab_{name}")
 
 
-VARIANTS = [("old", OLD), ("off", variant_module("off", False, False)), ("skip", variant_module("skip", True, False)),
-            ("half", variant_module("half", False, True)), ("both", variant_module("both", True, True))]
+SWITCHES = {"off": (False, False, False), "skip": (True, False, False), "half": (False, True, False),
+            "diag": (False, False, True), "all": (True, True, True)}
+VARIANTS = [(name, OLD if name == "old" else variant_module(name, *SWITCHES[name]))
+            for name in os.environ.get("AB_VARIANTS", "old,off,skip,half,diag,all").split(",")]
 
 
 def problem_for(cap, **shape):

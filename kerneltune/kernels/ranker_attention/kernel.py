@@ -49,6 +49,9 @@ _SKIP_PADDING_WARPGROUPS = True
 # Attempt 12's second switch: the last history block, when at most its first half holds history keys, as a step
 # over that half only (QK and P.V half as wide).
 _HALF_TAIL_STEP = True
+# Attempt 12's third switch: each candidate's own key (the diagonal) as a row-wise dot product in registers,
+# instead of a whole QK and P.V block of which one entry per row is kept.
+_ROW_DIAGONAL = True
 
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
@@ -269,6 +272,57 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     plgpu.barrier_arrive(v_consumed.at[slot])
                     return acc, m_new, l_i
 
+                def diagonal_step(step, carry):
+                    """The diagonal of a candidate block: each row's logit with its own key, q.k in registers,
+                    then p times its own V row; the barriers as ``kv_step`` meets them."""
+                    acc, m_i, l_i = carry
+                    slot = ring(step)
+                    block_start = kv_block(step) * block_kv
+                    # This warpgroup's rows are one 64-row slice of the block (its first or, with 128-key blocks,
+                    # its second), or outside it (64-key blocks): then every row is masked below.
+                    rows_2d = plgpu.broadcasted_iota(jnp.int32, (block_q, head_dim), 0,
+                                                     layout=plgpu.Layout.WGMMA) + q_base
+
+                    def own_rows(ref):
+                        lower_rows = plgpu.load(ref.at[slot, pl.ds(0, block_q)], layout=plgpu.Layout.WGMMA)
+                        if block_kv == block_q:
+                            return lower_rows.astype(jnp.float32)
+                        upper_rows = plgpu.load(ref.at[slot, pl.ds(block_q, block_q)],
+                                                layout=plgpu.Layout.WGMMA)
+                        return jnp.where(rows_2d - block_start >= block_q, upper_rows.astype(jnp.float32),
+                                         lower_rows.astype(jnp.float32))
+
+                    schedule_point()
+                    q = plgpu.load(qo_smem, layout=plgpu.Layout.WGMMA).astype(jnp.float32)
+                    qk = (q * own_rows(k_smem)).sum(axis=1)
+                    plgpu.barrier_arrive(k_consumed.at[slot])
+                    rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
+                    own_key_here = (rows >= block_start) & (rows < block_start + block_kv)
+                    s = jnp.where(own_key_here & bounds.query_in_candidates(rows), logits_to_log2(qk), -jnp.inf)
+                    if config.static_max:
+                        m_new = m_i
+                        p = jnp.exp2(s)
+                        l_i = l_i + p
+                    else:
+                        m_new = jnp.maximum(m_i, s)
+                        alpha = jnp.exp2(m_i - m_new)
+                        p = jnp.exp2(s - m_new)
+                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                        l_i = l_i * alpha + p
+                    if config.schedule_barrier:
+                        plgpu.barrier_arrive(schedule)
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_wait(schedule)
+                    acc = acc + lax.broadcast_in_dim(p, acc.shape, [0]) * own_rows(v_smem)
+
+                    @pl.when(step + 1 < total_steps)
+                    def _():
+                        plgpu.barrier_wait(k_ready.at[ring(step + 1)])
+
+                    plgpu.barrier_arrive(v_consumed.at[slot])
+                    return acc, m_new, l_i
+
                 carry = (acc, m_i, l_i)
                 if config.mask_interior:
                     carry = lax.fori_loop(
@@ -291,9 +345,14 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                                               functools.partial(kv_step, mask_fn=history_mask, width=half), carry)
                     else:
                         carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
-                carry = lax.fori_loop(
-                    hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
-                )
+                # A warpgroup's rows are one block or one half of it; with 64-key blocks under 128-row
+                # warpgroups they would span two, so that tile keeps the block-wide diagonal step.
+                if _ROW_DIAGONAL and block_kv in (block_q, 2 * block_q):
+                    carry = lax.fori_loop(hist_steps, total_steps, diagonal_step, carry)
+                else:
+                    carry = lax.fori_loop(
+                        hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
+                    )
                 acc, m_i, l_i = carry
                 pl.when(wg == 0)(schedule_point)
 
