@@ -184,10 +184,20 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:
 
 def _verify_entry(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[str, Any], want: dict[str, Any],
                   on_gpu: bool, settings: MeasureSettings, against_heuristic: bool = True) -> EntryReport:
-    rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
+    """Checked and timed as any entry; one tuned for another kernel source fails as stale whatever its checks
+    say, and its verdict says so first (it was once overwritten by a later "ok; warning")."""
+    rep = _check_and_time(kernel_name, kernel, runner, entry, on_gpu, settings, against_heuristic)
     rep.stamps = mismatches(entry.get("stamps", {}), want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
-        rep.failed, rep.verdict = True, "stale: tuned for another kernel source"
+        rep.failed = True
+        rep.verdict = (f"stale: tuned for another kernel source (`kerneltune sweep {kernel.name} --contenders "
+                       f"TABLE` re-measures the table's configs); checks here: {rep.verdict}")
+    return rep
+
+
+def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[str, Any], on_gpu: bool,
+                    settings: MeasureSettings, against_heuristic: bool) -> EntryReport:
+    rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
     problem_fields = entry.get("problem") or {}
     if (why := kernel.infeasibility(kernel.problem(problem_fields), entry["config"])) is not None:
         rep.failed, rep.verdict, rep.correctness = True, f"config refused by the kernel: {why}", "not run"
