@@ -8,7 +8,8 @@ timed beside it now. Its drift from the recorded time, measured on another GPU o
 
 Exit codes: 0 everything holds; 1 a correctness failure, a winner slower than a rival timed beside it,
 or a stale kernel source; 2 the timing needs hardware this machine lacks (what could be checked here
-was, and passed); 3 the table is missing, unreadable or lacks a bucket asked for.
+was, and passed); 3 the table is missing, unreadable or lacks a bucket asked for; 130 interrupted (the
+verdicts reached are kept, the rest reported as not checked).
 """
 
 from __future__ import annotations
