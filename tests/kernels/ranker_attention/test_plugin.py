@@ -18,7 +18,7 @@ def test_check_passes_the_right_kernel_and_fails_a_wrong_one(monkeypatch):
     monkeypatch.setattr(plugin, "_compiled", lambda problem, config, poisoned: build_forward(
         problem, config, interpret=True, poisoned=poisoned))
     plugin._no_cap_twin.cache_clear()
-    problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
+    problem = Problem(batch=2, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
     inputs = PLUGIN.make_inputs(problem, {"history": [50, 90], "candidates": 20, "timing_seed": 1}, seed=2)
     right = {"poisoned": build_forward(problem, KernelConfig.for_problem(problem, **TILES), interpret=True,
                                        poisoned=True)}
@@ -28,7 +28,7 @@ def test_check_passes_the_right_kernel_and_fails_a_wrong_one(monkeypatch):
     assert set(ok.accuracy) == {"out_rel", "lse_abs", "nocap_out_rel", "nocap_lse_abs"}
     assert ok.accuracy["out_rel"] == ok.rel_error and 0 < ok.accuracy["nocap_out_rel"] < 1e-2
     assert ok.accuracy["out_rel"] != ok.accuracy["nocap_out_rel"], "the twin must be the no-cap kernel"
-    other = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="clamp", cap=1.0)
+    other = Problem(batch=2, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="clamp", cap=1.0)
     wrong = {"poisoned": build_forward(other, KernelConfig.for_problem(other, **TILES), interpret=True,
                                        poisoned=True)}
     assert PLUGIN.check(wrong, problem, inputs).error is not None
