@@ -7,7 +7,6 @@ hundreds per bucket.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,10 @@ from kerneltune.protocols import Kernel
 from kerneltune.tables.store import TableError, read_table
 
 
-def held_key(bucket: Mapping[str, Any]) -> str:
-    """A bucket's key whatever order its fields were stored in (tables store them sorted)."""
-    return json.dumps(dict(bucket), sort_keys=True)
-
-
 def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]]]:
-    """Bucket key -> the table's configs for that bucket (winner, runner-ups, fallbacks), with the kernel's
-    tile defaults filled in for tile fields the table predates."""
+    """The table's entry key (``tables.lookup.bucket_key`` of the kernel's bucket, as the writer keys it) -> its
+    configs (winner, runner-ups, fallbacks), with the kernel's tile defaults filled in for tile fields the table
+    predates."""
     try:
         table = read_table(path)
     except TableError as e:
@@ -33,10 +28,10 @@ def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]
     if table.get("kernel") != kernel.name:
         raise ValueError(f"contenders: {path} is a table of {table.get('kernel')!r}, not of {kernel.name!r}")
     held: dict[str, list[dict[str, Any]]] = {}
-    for entry in table["entries"].values():
+    for key, entry in table["entries"].items():
         configs = [entry["config"], *(r["config"] for r in entry.get("runner_ups", ())),
                    *(f["config"] for f in entry.get("fallbacks", ()))]
-        held[held_key(entry["bucket"])] = [{**kernel.tile_defaults, **c} for c in configs]
+        held[key] = [{**kernel.tile_defaults, **c} for c in configs]
     return held
 
 

@@ -25,7 +25,7 @@ from kerneltune.tables.locations import table_roots
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import now_stamp
 
-from .contenders import held_key, is_contender, load_contenders
+from .contenders import is_contender, load_contenders
 from .journal import Journal, config_key, make_record
 from .space import Bucket, Space, SpaceError, load_space
 from .strategies import make_strategy
@@ -232,10 +232,11 @@ class _Sweep:
         search = self.opts.search
         held = None
         if self.contenders is not None:
-            held = self.contenders.get(held_key(kernel.bucket(problem)))
+            entry_key = bucket_key(kernel.bucket(problem))
+            held = self.contenders.get(entry_key)
             if not held:
-                raise ValueError(f"contenders {search.contenders}: no entry for bucket {bucket.name!r} "
-                                 f"({bucket_key(kernel.bucket(problem))}); --bucket sweeps the buckets it holds")
+                raise ValueError(f"contenders {search.contenders}: no entry for bucket {bucket.name!r} ({entry_key}); "
+                                 f"--bucket sweeps the buckets it holds")
         feasible: list[dict[str, Any]] | None = None
         if search.strategy == "exhaustive" or search.budget is None:  # else sampled without enumerating
             feasible = []
