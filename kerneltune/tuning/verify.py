@@ -103,15 +103,21 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                                          f"at small shapes (interpret mode)"]
         want = {**running, "kernel_hash": kernel.source_hash()}
         items = list(_items(entries))
+        timed = [_timed_configs(kernel, *item) for item in items]
+
+        def prefetch(n: int) -> None:
+            """Item ``n``'s configs start compiling on the worker's threads (timing runs on the GPU only)."""
+            if need is None and n < len(items):
+                for _, tiles in timed[n]:
+                    runner.prefetch(_measure_request(kernel_name, items[n][1], tiles, settings), 0)
+
         reports = []
         try:
+            prefetch(0)
             for n, (against_heuristic, checked) in enumerate(items):
-                if need is None:  # this item's configs and the next's compile while this one is timed
-                    for ahead in items[n:n + 2]:
-                        for _, tiles in _timed_configs(kernel, *ahead):
-                            runner.prefetch(_measure_request(kernel_name, ahead[1], tiles, settings), 0)
+                prefetch(n + 1)  # compiles while item n is timed
                 reports.append(_verify_entry(kernel_name, kernel, runner, checked, want, need is None, settings,
-                                             against_heuristic=against_heuristic))
+                                             against_heuristic, timed[n]))
                 if on_entry is not None:
                     on_entry(reports[-1])
         except KeyboardInterrupt:
@@ -184,10 +190,11 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:
 
 
 def _verify_entry(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[str, Any], want: dict[str, Any],
-                  on_gpu: bool, settings: MeasureSettings, against_heuristic: bool = True) -> EntryReport:
+                  on_gpu: bool, settings: MeasureSettings, against_heuristic: bool,
+                  timed: list[tuple[str, dict[str, Any]]]) -> EntryReport:
     """Checked and timed as any entry; one tuned for another kernel source fails as stale whatever its checks
     say, and its verdict says so first (it was once overwritten by a later "ok; warning")."""
-    rep = _check_and_time(kernel_name, kernel, runner, entry, on_gpu, settings, against_heuristic)
+    rep = _check_and_time(kernel_name, kernel, runner, entry, on_gpu, settings, against_heuristic, timed)
     rep.stamps = mismatches(entry.get("stamps", {}), want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
         rep.failed = True
@@ -197,7 +204,9 @@ def _verify_entry(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[
 
 
 def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[str, Any], on_gpu: bool,
-                    settings: MeasureSettings, against_heuristic: bool) -> EntryReport:
+                    settings: MeasureSettings, against_heuristic: bool,
+                    timed: list[tuple[str, dict[str, Any]]]) -> EntryReport:
+    """``timed``: the item's config, then the rivals it is timed beside (``_timed_configs``)."""
     rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
     problem_fields = entry.get("problem") or {}
     if (why := kernel.infeasibility(kernel.problem(problem_fields), entry["config"])) is not None:
@@ -214,7 +223,7 @@ def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dic
         return rep
     # One measurement: the worker checks the outputs on fresh inputs and several bound sets
     # (random and adversarial) before it times them.
-    [_, *rivals_timed] = _timed_configs(kernel, against_heuristic, entry)
+    rivals_timed = timed[1:]
     reply = runner.measure(_measure_request(kernel_name, entry, entry["config"], settings)).result()
     if reply.get("status") != "ok":
         rep.failed, rep.verdict = True, f"{reply['status']}: {reply.get('error', '')[:300]}"

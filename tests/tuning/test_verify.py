@@ -167,7 +167,7 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
 
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import load_kernel
-    from kerneltune.tuning.verify import _verify_entry
+    from kerneltune.tuning.verify import _timed_configs, _verify_entry
 
     class Recorder:
         seeds: list[int] = []
@@ -185,5 +185,6 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
     want = {"matched": ["kernel_hash"], "kernel_hash": "fakehash"}
     runner = Recorder()
     for i, checked in enumerate([entry, {**entry, "config": {"mode": "good", "work": 2}}]):
-        _verify_entry("fake", kernel, runner, checked, want, True, MeasureSettings(), against_heuristic=i == 0)
+        _verify_entry("fake", kernel, runner, checked, want, True, MeasureSettings(), i == 0,
+                      _timed_configs(kernel, i == 0, checked))
     assert len(runner.seeds) == 4 and len(set(runner.seeds)) == 1  # winner, heuristic, runner-up, fallback
