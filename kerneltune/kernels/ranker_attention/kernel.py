@@ -108,15 +108,19 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             bounds, hist_steps, total_steps = tile["bounds"], tile["hist_steps"], tile["total_steps"]
             kv_block = tile["kv_block"]
             hl, hu = bounds.history_lower, bounds.history_upper
+            cl, cu = bounds.candidate_lower, bounds.candidate_upper
             qo_smem = qo_smem_all.at[2 * buf + wg]
             lse_smem = lse_smem_all.at[2 * buf + wg]
             q_base = tile["tile_base"] + wg * block_q
+            q_end = q_base + block_q
+            # A warpgroup whose rows are all padding follows the K/V ring without computing.
+            rows_used = (((hl < hu) & (q_base < hu) & (q_end > hl))
+                         | ((cl < cu) & (q_base < cu) & (q_end > cl)))
 
             def ring(step):
                 return lax.rem(step_base + step, stages)
 
-            @pl.when(~tile["valid"])
-            def _zero_tile():
+            def store_empty_rows():
                 zeros = jnp.zeros((block_q, head_dim), jnp.float32)
                 qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
                 no_keys = jnp.full((block_q,), -jnp.inf, jnp.float32)
@@ -125,7 +129,39 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
                 plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
 
-            @pl.when(tile["valid"])
+            pl.when(~tile["valid"])(store_empty_rows)
+
+            @pl.when(tile["valid"] & ~rows_used)
+            def _follow_the_ring():
+                """Every barrier of a KV step, in the order ``kv_step`` meets them, and no compute: the
+                partner warpgroup and the memory warpgroup count this one's arrivals."""
+                @pl.when(total_steps > 0)
+                def _():
+                    plgpu.barrier_wait(k_ready.at[ring(0)])
+
+                pl.when(wg == 1)(schedule_point)
+
+                @pl.loop(0, total_steps)
+                def _step(step):
+                    slot = ring(step)
+                    schedule_point()
+                    plgpu.barrier_arrive(k_consumed.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_arrive(schedule)
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_wait(schedule)
+
+                    @pl.when(step + 1 < total_steps)
+                    def _():
+                        plgpu.barrier_wait(k_ready.at[ring(step + 1)])
+
+                    plgpu.barrier_arrive(v_consumed.at[slot])
+
+                pl.when(wg == 0)(schedule_point)
+                store_empty_rows()
+
+            @pl.when(tile["valid"] & rows_used)
             def _compute():
                 m_i = plgpu.layout_cast(jnp.full((block_q,), 0.0 if config.static_max else _M_INIT, jnp.float32),
                                         _row_layout())
@@ -138,35 +174,38 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                 pl.when(wg == 1)(schedule_point)
 
-                def ids(step):
-                    shape = (block_q, block_kv)
+                def ids(step, width=block_kv):
+                    shape = (block_q, width)
                     rows = plgpu.broadcasted_iota(jnp.int32, shape, 0, layout=plgpu.Layout.WGMMA)
                     cols = plgpu.broadcasted_iota(jnp.int32, shape, 1, layout=plgpu.Layout.WGMMA)
                     return rows + q_base, cols + kv_block(step) * block_kv
 
-                def history_mask(step):
-                    _, kv_ids = ids(step)
+                def history_mask(step, width=block_kv):
+                    _, kv_ids = ids(step, width)
                     return bounds.query_in_history(kv_ids)
 
-                def diagonal_mask(step):
-                    q_ids, kv_ids = ids(step)
+                def diagonal_mask(step, width=block_kv):
+                    q_ids, kv_ids = ids(step, width)
                     return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
 
-                def kv_step(step, carry, mask_fn):
+                def kv_step(step, carry, mask_fn, width=block_kv):
+                    """One KV block; ``width < block_kv``: only its first ``width`` keys (the rest hold none
+                    this tile keeps)."""
                     acc, m_i, l_i = carry
                     slot = ring(step)
+                    keys = pl.ds(0, width)
 
                     def compute_qk(acc_ref):
-                        plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot].transpose((1, 0)))
+                        plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot, keys].transpose((1, 0)))
                         schedule_point()
                         return acc_ref[...]
 
-                    qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, block_kv), jnp.float32))
+                    qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
                     s = logits_to_log2(qk)
                     if mask_fn is not None:
-                        s = jnp.where(mask_fn(step), s, -jnp.inf)
+                        s = jnp.where(mask_fn(step, width), s, -jnp.inf)
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
                         p = jnp.exp2(s)
@@ -195,18 +234,18 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                     if p_in_registers:
                         def compute_pv(acc_ref):
-                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot])
+                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
                             wait_next_k()
 
                         acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
                     else:
-                        p_smem = p_smem2.at[wg]
+                        p_smem = p_smem2.at[wg, :, keys]
                         p_smem[...] = p16
                         plgpu.commit_smem()
                         if interpret:
                             # Interpret mode has no run_state over accumulators: fresh one, then add.
                             def compute_pv_fresh(acc_ref):
-                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
                                 wait_next_k()
                                 return acc_ref[...]
 
@@ -215,10 +254,61 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                             )
                         else:
                             def compute_pv(acc_ref):
-                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot])
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
                                 wait_next_k()
 
                             acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
+                    plgpu.barrier_arrive(v_consumed.at[slot])
+                    return acc, m_new, l_i
+
+                def diagonal_step(step, carry):
+                    """The diagonal of a candidate block: each row's logit with its own key, q.k in registers,
+                    then p times its own V row; the barriers as ``kv_step`` meets them."""
+                    acc, m_i, l_i = carry
+                    slot = ring(step)
+                    block_start = kv_block(step) * block_kv
+                    # This warpgroup's rows are one 64-row slice of the block (its first or, with 128-key blocks,
+                    # its second), or outside it (64-key blocks): then every row is masked below.
+                    rows_2d = plgpu.broadcasted_iota(jnp.int32, (block_q, head_dim), 0,
+                                                     layout=plgpu.Layout.WGMMA) + q_base
+
+                    def own_rows(ref):
+                        lower_rows = plgpu.load(ref.at[slot, pl.ds(0, block_q)], layout=plgpu.Layout.WGMMA)
+                        if block_kv == block_q:
+                            return lower_rows.astype(jnp.float32)
+                        upper_rows = plgpu.load(ref.at[slot, pl.ds(block_q, block_q)],
+                                                layout=plgpu.Layout.WGMMA)
+                        return jnp.where(rows_2d - block_start >= block_q, upper_rows.astype(jnp.float32),
+                                         lower_rows.astype(jnp.float32))
+
+                    schedule_point()
+                    q = plgpu.load(qo_smem, layout=plgpu.Layout.WGMMA).astype(jnp.float32)
+                    qk = (q * own_rows(k_smem)).sum(axis=1)
+                    plgpu.barrier_arrive(k_consumed.at[slot])
+                    rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
+                    own_key_here = (rows >= block_start) & (rows < block_start + block_kv)
+                    s = jnp.where(own_key_here & bounds.query_in_candidates(rows), logits_to_log2(qk), -jnp.inf)
+                    if config.static_max:
+                        m_new = m_i
+                        p = jnp.exp2(s)
+                        l_i = l_i + p
+                    else:
+                        m_new = jnp.maximum(m_i, s)
+                        alpha = jnp.exp2(m_i - m_new)
+                        p = jnp.exp2(s - m_new)
+                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                        l_i = l_i * alpha + p
+                    if config.schedule_barrier:
+                        plgpu.barrier_arrive(schedule)
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    if config.schedule_barrier:
+                        plgpu.barrier_wait(schedule)
+                    acc = acc + lax.broadcast_in_dim(p, acc.shape, [0]) * own_rows(v_smem)
+
+                    @pl.when(step + 1 < total_steps)
+                    def _():
+                        plgpu.barrier_wait(k_ready.at[ring(step + 1)])
+
                     plgpu.barrier_arrive(v_consumed.at[slot])
                     return acc, m_new, l_i
 
@@ -235,10 +325,23 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     carry = lax.fori_loop(
                         lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
                     )
-                    carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
-                carry = lax.fori_loop(
-                    hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
-                )
+                    # Mosaic GPU's wgmma takes K (P.V's key dim) in multiples of 64: 128-key blocks only.
+                    half = block_kv // 2
+                    if half % 64 == 0:
+                        half_tail = jnp.where((tail > 0) & (lax.rem(hu, block_kv) <= half), 1, 0)
+                        carry = lax.fori_loop(hist_steps - tail, hist_steps - half_tail, masked, carry)
+                        carry = lax.fori_loop(hist_steps - half_tail, hist_steps,
+                                              functools.partial(kv_step, mask_fn=history_mask, width=half), carry)
+                    else:
+                        carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
+                # A warpgroup's rows are one block or one half of it; with 64-key blocks under 128-row
+                # warpgroups they would span two, so that tile keeps the block-wide diagonal step.
+                if block_kv in (block_q, 2 * block_q):
+                    carry = lax.fori_loop(hist_steps, total_steps, diagonal_step, carry)
+                else:
+                    carry = lax.fori_loop(
+                        hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
+                    )
                 acc, m_i, l_i = carry
                 pl.when(wg == 0)(schedule_point)
 

@@ -54,6 +54,10 @@ def test_adversarial_cases_are_what_they_say():
     assert b["empty_candidates"][2] == b["empty_candidates"][3]
     assert b["straddle_edge"][0] % 64 != 0 and b["straddle_edge"][1] // 64 != b["straddle_edge"][0] // 64
     assert b["all_padding"] == [0, 0, 0, 0]
+    # Tiles whose first or second 64-row warpgroup holds only padding while the other computes (the padding
+    # warpgroup follows the K/V ring without computing): lone_candidate has both kinds.
+    _, hu, cl, cu = b["lone_candidate"]
+    assert hu <= 64 and cl >= 128 + 64 and cu - cl == 1
 
 
 @pytest.mark.slow
