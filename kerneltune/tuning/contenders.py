@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.protocols import Kernel
+from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import TableError, read_table
 
 
@@ -33,6 +34,17 @@ def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]
                    *(f["config"] for f in entry.get("fallbacks", ()))]
         held[key] = [{**kernel.tile_defaults, **c} for c in configs]
     return held
+
+
+def held_for(held: dict[str, list[dict[str, Any]]], path: Path, kernel: Kernel, bucket_name: str,
+             problem: Any) -> list[dict[str, Any]]:
+    """The configs ``held`` (``load_contenders``) for one bucket of the space; a bucket the table lacks is refused
+    by name."""
+    entry_key = bucket_key(kernel.bucket(problem))
+    if not held.get(entry_key):
+        raise ValueError(f"contenders {path}: no entry for bucket {bucket_name!r} ({entry_key}); "
+                         f"--bucket sweeps the buckets it holds")
+    return held[entry_key]
 
 
 def is_contender(tiles: Mapping[str, Any], contenders: list[dict[str, Any]]) -> bool:

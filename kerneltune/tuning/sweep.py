@@ -22,10 +22,9 @@ from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
 from kerneltune.registry import load_kernel
 from kerneltune.tables.locations import table_roots
-from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import now_stamp
 
-from .contenders import is_contender, load_contenders
+from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
 from .space import Bucket, Space, SpaceError, load_space
 from .strategies import make_strategy
@@ -139,6 +138,11 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
     if not buckets:
         raise ValueError(f"{opts.space_path}: no buckets to sweep")
     make_strategy(opts.search.strategy)  # an unknown name fails before any worker starts
+    held: dict[str, list[dict[str, Any]]] | None = None  # bucket name -> the configs --contenders holds for it
+    if opts.search.contenders is not None:  # a bad table or a bucket it lacks fails before any worker starts
+        table = load_contenders(opts.search.contenders, kernel)
+        held = {b.name: held_for(table, opts.search.contenders, kernel, b.name, _bucket_problem(kernel, b))
+                for b in buckets}
     runtime = [root for root in table_roots() if (opts.out / "tables").resolve() == root.resolve()]
     if runtime:
         raise ValueError(f"--out {opts.out}: a sweep never writes into the tables the runtime reads "
@@ -157,13 +161,19 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
         try:
             stamps = runner.stamps()
             static = _static_mode(opts, kernel, stamps)
-            contenders = None if opts.search.contenders is None else load_contenders(opts.search.contenders, kernel)
-            sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, static, contenders)
+            sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, static, held)
             return [sweep.bucket(b) for b in buckets]
         finally:
             runner.close()
     finally:
         writer.release()
+
+
+def _bucket_problem(kernel: Kernel, bucket: Bucket) -> Any:
+    try:
+        return kernel.problem(bucket.problem)
+    except (TypeError, ValueError) as e:
+        raise SpaceError(f"{bucket.where}: bucket {bucket.name!r}: problem: {e}") from None
 
 
 def _static_mode(opts: SweepOptions, kernel: Kernel, stamps: dict[str, Any]) -> str | None:
@@ -198,9 +208,9 @@ class _Sweep:
 
     def __init__(self, opts: SweepOptions, kernel: Kernel, space: Space, journal: Journal, runner: Runner,
                  stamps: dict[str, Any], observer: Observer | None, static: str | None,
-                 contenders: dict[str, list[dict[str, Any]]] | None = None):
+                 held: dict[str, list[dict[str, Any]]] | None = None):
         self.opts, self.kernel, self.space, self.journal, self.runner = opts, kernel, space, journal, runner
-        self.stamps, self.observer, self.static, self.contenders = stamps, observer, static, contenders
+        self.stamps, self.observer, self.static, self.held = stamps, observer, static, held
 
     def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
         """A worker request for one candidate. Every candidate of a bucket is checked and timed on the same
@@ -219,10 +229,7 @@ class _Sweep:
         """``static``: no device to time on; candidates are compiled and ranked by the kernel's static
         metrics, and no table is written."""
         kernel = self.kernel
-        try:
-            problem = kernel.problem(bucket.problem)
-        except (TypeError, ValueError) as e:
-            raise SpaceError(f"{bucket.where}: bucket {bucket.name!r}: problem: {e}") from None
+        problem = _bucket_problem(kernel, bucket)
         fields = kernel.problem_dict(problem)
         result = BucketResult(bucket.name, static_only=self.static)
         done = {key: rec for (b, key), rec in self.journal.done().items() if b == bucket.name}
@@ -230,13 +237,7 @@ class _Sweep:
                 "stamps": self.stamps, "kernel_hash": kernel.source_hash(), "strategy": self.opts.search.strategy,
                 "seed": self.opts.search.seed}
         search = self.opts.search
-        held = None
-        if self.contenders is not None:
-            entry_key = bucket_key(kernel.bucket(problem))
-            held = self.contenders.get(entry_key)
-            if not held:
-                raise ValueError(f"contenders {search.contenders}: no entry for bucket {bucket.name!r} ({entry_key}); "
-                                 f"--bucket sweeps the buckets it holds")
+        held = None if self.held is None else self.held[bucket.name]
         feasible: list[dict[str, Any]] | None = None
         if search.strategy == "exhaustive" or search.budget is None:  # else sampled without enumerating
             feasible = []

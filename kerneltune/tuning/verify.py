@@ -32,6 +32,7 @@ EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (a CI job's timeout) before every item was checked
 NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
 RUNNER_UPS_TIMED = 2
+HEURISTIC = "the heuristic"  # the rival's name in verdicts and ``rivals_us``
 # Threads compiling the next configs while one is timed, as a sweep's worker does: an item times up to four
 # configs, each compiled twice for the ranker (plain and poisoned).
 COMPILE_THREADS = 2
@@ -147,7 +148,7 @@ def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]
     if against_heuristic:
         heur = kernel.heuristic(kernel.problem(item.get("problem") or {}))
         if heur != item["config"]:
-            timed.append(("the heuristic", heur))
+            timed.append((HEURISTIC, heur))
         timed += [(f"runner-up {i + 1}", up["config"])
                   for i, up in enumerate(item.get("runner_ups", [])[:RUNNER_UPS_TIMED])]
     return timed
@@ -235,14 +236,14 @@ def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dic
     # The verdict compares timings of this run only: the winner against its recorded runner-ups and the
     # heuristic, each timed now beside it. Absolute times drift between GPUs and days.
     rivals: dict[str, float] = {}
-    if against_heuristic and "the heuristic" not in dict(rivals_timed):
+    if against_heuristic and HEURISTIC not in dict(rivals_timed):
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
     for name, tiles in rivals_timed:
         r = runner.measure(_measure_request(kernel_name, entry, tiles, settings)).result()
         if r.get("status") == "ok":
             rivals[name] = r["timing"]["median_us"]
             spreads.append(r["timing"]["spread"])
-    rep.heuristic_us = rivals.get("the heuristic", rep.heuristic_us)
+    rep.heuristic_us = rivals.get(HEURISTIC, rep.heuristic_us)
     noise = max(spreads)
     if rivals:
         name, best = min(rivals.items(), key=lambda kv: kv[1])

@@ -260,9 +260,12 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
     (tmp_path / "o").mkdir()
     other = tmp_path / "o" / "n3.toml"
     other.write_text(space(tmp_path / "o", ["good"]).read_text().replace("n = 2", "n = 3"))
+    started = []
     with pytest.raises(ValueError, match="no entry for bucket 'small'"):
         run_sweep(options(tmp_path / "o", ["good"], space_path=other, out=tmp_path / "o2",
-                          search=SearchOptions(contenders=held)), runner_factory=lambda o, k: SlowRunner(0.0))
+                          search=SearchOptions(contenders=held)),
+                  runner_factory=lambda o, k: started.append(k) or SlowRunner(0.0))
+    assert not started, "a bucket the table lacks is refused before any worker starts"
     with pytest.raises(ValueError, match="samples the space"):
         SearchOptions(strategy="tpe", contenders=held)
     update_table(tmp_path / "x.json", "other_kernel", "cpu", lambda t: None)
