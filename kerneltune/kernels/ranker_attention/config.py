@@ -85,7 +85,7 @@ def _pow2_ceil(n: int) -> int:
 class KernelConfig:
     """What one compiled kernel is specialised on; validated on construction.
 
-    The tile fields (``block_q`` … ``exp2_fma_keys``) are the tuning space;
+    The tile fields (``block_q`` … ``exp2_fma_eighths``) are the tuning space;
     the cap and scale come from the problem (``for_problem``).
     """
 
@@ -111,10 +111,9 @@ class KernelConfig:
     # How the cap is evaluated (``CapImpl``): the tanh instruction is faster and less accurate in the
     # LSE; the runtime launches it only for a call whose error budget the entry's measured errors meet.
     cap_impl: str = CapImpl.EXACT.value
-    # The last ``exp2_fma_keys`` keys of every full KV block take the softmax's exp2 on the FMA pipe
-    # (``exp2_fma``), the others on the special-function unit: the two pipes share the softmax's chain.
-    # A multiple of 64 below ``block_kv``: the block's QK and P.V each split into two wgmmas there.
-    exp2_fma_keys: int = 0
+    # Of every eight registers of logits a compute thread holds, this many take the softmax's exp2 on the
+    # FMA pipe (``exp2_fma``), the rest on the special-function unit: the two pipes share the chain.
+    exp2_fma_eighths: int = 0
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -130,9 +129,8 @@ class KernelConfig:
         if not (math.isfinite(self.sm_scale) and self.sm_scale > 0):
             raise ValueError(f"sm_scale: must be a finite number > 0, got {self.sm_scale}")
         CapParams.checked(self.cap_method, self.cap_params.cap)
-        if self.exp2_fma_keys % 64 or not 0 <= self.exp2_fma_keys < self.block_kv:
-            raise ValueError(f"exp2_fma_keys: {self.exp2_fma_keys} must be a multiple of 64 below "
-                             f"block_kv={self.block_kv} (wgmma takes P.V's keys in multiples of 64)")
+        if not 0 <= self.exp2_fma_eighths <= 8:
+            raise ValueError(f"exp2_fma_eighths: {self.exp2_fma_eighths} must be in [0, 8]")
         impl = CapImpl.parse(self.cap_impl)
         if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
             raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")
@@ -141,7 +139,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_keys")
+                   "exp2_fma_eighths")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

@@ -43,3 +43,55 @@ def exp2_fma(x: Any, *, reassociating_compiler: bool = False) -> Any:
     frac = ((f * c3 + c2) * f + c1) * f + c0
     bits = lax.bitcast_convert_type(frac, jnp.int32) + lax.shift_left(lax.bitcast_convert_type(t, jnp.int32), 23)
     return lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _poly_register(reg: Any) -> Any:
+    """``exp2_fma`` on one register (a vector of float32) in Mosaic GPU's MLIR."""
+    from jax._src.lib.mlir import ir
+    from jax._src.lib.mlir.dialects import arith, math
+
+    vec = ir.VectorType(reg.type)
+    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+    ivec = ir.VectorType.get(vec.shape, i32)
+
+    def splat(value: float) -> Any:
+        return arith.constant(vec, ir.DenseElementsAttr.get_splat(vec, ir.FloatAttr.get(f32, value)))
+
+    x = arith.maximumf(reg, splat(_FLOOR))
+    t = arith.addf(x, splat(_ROUND))
+    f = arith.subf(x, arith.subf(t, splat(_ROUND)))
+    c0, c1, c2, c3 = _COEFFS
+    frac = math.fma(math.fma(math.fma(f, splat(c3), splat(c2)), f, splat(c1)), f, splat(c0))
+    shift = arith.constant(ivec, ir.DenseElementsAttr.get_splat(ivec, ir.IntegerAttr.get(i32, 23)))
+    bits = arith.addi(arith.bitcast(ivec, frac), arith.shli(arith.bitcast(ivec, t), shift))
+    return arith.bitcast(vec, bits)
+
+
+def exp2_mixed(x: Any, eighths: int, *, interpret: bool) -> Any:
+    """``2**x`` of a float32 (rows, keys) array in the WGMMA layout: of every eight registers a
+    thread holds, the first ``eighths`` on the FMA pipe, the rest on the special-function unit
+    (``ex2.approx``), so both pipes serve one softmax. Interpret mode runs no inline Mosaic GPU code:
+    there the same split goes by key columns."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import lax
+    from jax.experimental.mosaic import gpu as mgpu
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+
+    if eighths == 0:
+        return jnp.exp2(x)
+    if interpret:
+        cols = lax.broadcasted_iota(jnp.int32, x.shape, 1)
+        return jnp.where(lax.rem(cols // 2, 8) < eighths, exp2_fma(x, reassociating_compiler=True), jnp.exp2(x))
+
+    @plgpu.inline_mgpu(arg_types=(plgpu.Layout.WGMMA,),
+                       return_type=plgpu.ShapeDtypeStruct(x.shape, jnp.float32, layout=plgpu.Layout.WGMMA))
+    def mixed(ctx: Any, arr: Any) -> Any:
+        del ctx
+        ex2 = mgpu.FragmentedArray._lift_fast_instr("ex2.approx.ftz.f32")
+        regs = np.empty_like(arr.registers)
+        for n, (idx, reg) in enumerate(np.ndenumerate(arr.registers)):
+            regs[idx] = _poly_register(reg) if n % 8 < eighths else ex2(reg)
+        return mgpu.FragmentedArray(_registers=regs, _layout=arr.layout, _is_signed=None)
+
+    return mixed(x)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
 from collections.abc import Callable
 
 import jax
@@ -37,7 +36,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 from .bounds import SegmentBounds
 from .cap import CapImpl, cap_forward
 from .config import KernelConfig, Problem, static_max_refusal
-from .exp2_fma import exp2_fma
+from .exp2_fma import exp2_mixed
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -176,62 +175,52 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                 pl.when(wg == 1)(schedule_point)
 
-                def ids(step, width=block_kv, start=0):
+                def ids(step, width=block_kv):
                     shape = (block_q, width)
                     rows = plgpu.broadcasted_iota(jnp.int32, shape, 0, layout=plgpu.Layout.WGMMA)
                     cols = plgpu.broadcasted_iota(jnp.int32, shape, 1, layout=plgpu.Layout.WGMMA)
-                    return rows + q_base, cols + (kv_block(step) * block_kv + start)
+                    return rows + q_base, cols + kv_block(step) * block_kv
 
-                def history_mask(step, width=block_kv, start=0):
-                    _, kv_ids = ids(step, width, start)
+                def history_mask(step, width=block_kv):
+                    _, kv_ids = ids(step, width)
                     return bounds.query_in_history(kv_ids)
 
-                def diagonal_mask(step, width=block_kv, start=0):
-                    q_ids, kv_ids = ids(step, width, start)
+                def diagonal_mask(step, width=block_kv):
+                    q_ids, kv_ids = ids(step, width)
                     return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
 
                 def kv_step(step, carry, mask_fn, width=block_kv):
                     """One KV block; ``width < block_kv``: only its first ``width`` keys (the rest hold none
-                    this tile keeps). A full block's last ``exp2_fma_keys`` keys are a second part, with its
-                    own QK and P.V wgmmas, whose exp2 runs on the FMA pipe."""
+                    this tile keeps)."""
                     acc, m_i, l_i = carry
                     slot = ring(step)
-                    fma_keys = config.exp2_fma_keys if width == block_kv else 0
-                    parts = [(0, width - fma_keys, False)] + ([(width - fma_keys, fma_keys, True)] if fma_keys else [])
+                    keys = pl.ds(0, width)
 
-                    def compute_qk(*acc_refs):
-                        for (start, n, _), acc_ref in zip(parts, acc_refs, strict=True):
-                            plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot, pl.ds(start, n)].transpose((1, 0)))
+                    def compute_qk(acc_ref):
+                        plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot, keys].transpose((1, 0)))
                         schedule_point()
-                        return tuple(acc_ref[...] for acc_ref in acc_refs)
+                        return acc_ref[...]
 
-                    qks = pl.run_scoped(compute_qk, *(plgpu.ACC((block_q, n), jnp.float32) for _, n, _ in parts))
+                    qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
-                    def exp2(x, on_fma):
-                        return exp2_fma(x, reassociating_compiler=interpret) if on_fma else jnp.exp2(x)
-
-                    ss = []
-                    for qk, (start, n, _) in zip(qks, parts, strict=True):
-                        s = logits_to_log2(qk)
-                        if mask_fn is not None:
-                            s = jnp.where(mask_fn(step, n, start), s, -jnp.inf)
-                        ss.append(s)
+                    s = logits_to_log2(qk)
+                    if mask_fn is not None:
+                        s = jnp.where(mask_fn(step, width), s, -jnp.inf)
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
-                        ps = [exp2(s, on_fma) for s, (_, _, on_fma) in zip(ss, parts, strict=True)]
+                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret)
+                        l_i = l_i + p.sum(axis=1)
                     else:
-                        row_max = functools.reduce(jnp.maximum, [s.max(axis=1) for s in ss])
-                        m_new = jnp.maximum(m_i, row_max)
+                        m_new = jnp.maximum(m_i, s.max(axis=1))
                         alpha = jnp.exp2(m_i - m_new)
-                        ps = [exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]), on_fma)
-                              for s, (_, _, on_fma) in zip(ss, parts, strict=True)]
+                        p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
+                                       interpret=interpret)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha
-                    l_i = functools.reduce(operator.add, [p.sum(axis=1) for p in ps], l_i)
-                    p16s = tuple(p.astype(q_ref.dtype) for p in ps)
+                        l_i = l_i * alpha + p.sum(axis=1)
+                    p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
-                        acc, l_i, m_new, p16s = lax.optimization_barrier((acc, l_i, m_new, p16s))
+                        acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
                     if config.schedule_barrier:
                         plgpu.barrier_arrive(schedule)
                     plgpu.barrier_wait(v_ready.at[slot])
@@ -247,33 +236,30 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                     if p_in_registers:
                         def compute_pv(acc_ref):
-                            for p16, (start, n, _) in zip(p16s, parts, strict=True):
-                                plgpu.wgmma(acc_ref, p16, v_smem.at[slot, pl.ds(start, n)])
+                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
                             wait_next_k()
 
                         acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
                     else:
-                        for p16, (start, n, _) in zip(p16s, parts, strict=True):
-                            p_smem2.at[wg, :, pl.ds(start, n)][...] = p16
+                        p_smem = p_smem2.at[wg, :, keys]
+                        p_smem[...] = p16
                         plgpu.commit_smem()
-
-                        def pv_wgmmas(acc_ref):
-                            for start, n, _ in parts:
-                                keys = pl.ds(start, n)
-                                plgpu.wgmma(acc_ref, p_smem2.at[wg, :, keys], v_smem.at[slot, keys])
-                            wait_next_k()
-
                         if interpret:
                             # Interpret mode has no run_state over accumulators: fresh one, then add.
                             def compute_pv_fresh(acc_ref):
-                                pv_wgmmas(acc_ref)
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
+                                wait_next_k()
                                 return acc_ref[...]
 
                             acc = acc + pl.run_scoped(
                                 compute_pv_fresh, plgpu.ACC((block_q, head_dim), jnp.float32)
                             )
                         else:
-                            acc = pl.run_state(pv_wgmmas)(plgpu.ACC.init(acc))
+                            def compute_pv(acc_ref):
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
+                                wait_next_k()
+
+                            acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
                     plgpu.barrier_arrive(v_consumed.at[slot])
                     return acc, m_new, l_i
 

@@ -19,7 +19,8 @@ def test_smem_model_matches_mosaic_lowering():
 
 
 @pytest.mark.parametrize(("field", "value"), [("block_q", 96), ("block_kv", 96), ("num_stages", 1),
-                                              ("num_stages", 5), ("sm_scale", 0.0)])
+                                              ("num_stages", 5), ("sm_scale", 0.0), ("exp2_fma_eighths", 9),
+                                              ("exp2_fma_eighths", -1)])
 def test_config_rejects_bad_fields(field, value):
     with pytest.raises(ValueError, match=field):
         KernelConfig(**{field: value})
