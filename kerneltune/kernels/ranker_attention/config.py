@@ -131,6 +131,8 @@ class KernelConfig:
         CapParams.checked(self.cap_method, self.cap_params.cap)
         if not 0 <= self.exp2_fma_eighths <= 8:
             raise ValueError(f"exp2_fma_eighths: {self.exp2_fma_eighths} must be in [0, 8]")
+        if self.exp2_fma_eighths and not self.fast_math:
+            raise ValueError("exp2_fma_eighths: shares the exp2 with ex2.approx; it needs fast_math=True")
         impl = CapImpl.parse(self.cap_impl)
         if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
             raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")

@@ -47,8 +47,8 @@ def exp2_fma(x: Any, *, reassociating_compiler: bool = False) -> Any:
 
 def _poly_register(reg: Any) -> Any:
     """``exp2_fma`` on one register (a vector of float32) in Mosaic GPU's MLIR."""
-    from jax._src.lib.mlir import ir
-    from jax._src.lib.mlir.dialects import arith, math
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import arith, math
 
     vec = ir.VectorType(reg.type)
     f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
@@ -71,7 +71,9 @@ def exp2_mixed(x: Any, eighths: int, *, interpret: bool) -> Any:
     """``2**x`` of a float32 (rows, keys) array in the WGMMA layout: of every eight registers a
     thread holds, the first ``eighths`` on the FMA pipe, the rest on the special-function unit
     (``ex2.approx``), so both pipes serve one softmax. Interpret mode runs no inline Mosaic GPU code:
-    there the same split goes by key columns."""
+    there the same split goes by key columns. The registers are reached through Mosaic GPU's
+    ``FragmentedArray`` internals (``registers``, ``_lift_fast_instr``, the ``_registers`` constructor;
+    jax 0.11.2), which no public API exposes per register."""
     import jax.numpy as jnp
     import numpy as np
     from jax import lax
