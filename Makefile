@@ -12,7 +12,7 @@ demo:
 test:
 	@bash .ci/bootstrap.sh
 	@.venv/bin/ruff check kerneltune tests
-	@.venv/bin/python -m pytest -q -n 3 --dist loadgroup
+	@.venv/bin/python -m pytest -q -n 2 --dist loadgroup
 
 lint:
 	@.venv/bin/ruff check kerneltune tests

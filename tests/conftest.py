@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-# One BLAS/OpenMP thread per xdist worker (and the processes it starts): `-n 3` on 2 cores already uses
+# One BLAS/OpenMP thread per xdist worker (and the processes it starts): `-n 2` on 2 cores already uses
 # both, and two workers' spinning BLAS threads made the drafter's float64 model 2.8x slower than one thread
 # each (run M: 118 s against 43 s). Set before anything imports NumPy or torch.
 if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -1,4 +1,4 @@
-"""The suite's own scheduling: `make test` runs `-n 3 --dist loadgroup` so that the tests of one
+"""The suite's own scheduling: `make test` runs `-n 2 --dist loadgroup` so that the tests of one
 `xdist_group` (the full-size drafter model, GBs each) run on one worker, one at a time. pytest 9.2
 silently broke that (pytest-xdist issue 1386) and two full-size models ran at once."""
 
