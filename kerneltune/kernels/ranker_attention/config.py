@@ -85,7 +85,7 @@ def _pow2_ceil(n: int) -> int:
 class KernelConfig:
     """What one compiled kernel is specialised on; validated on construction.
 
-    The tile fields (``block_q`` … ``static_max``) are the tuning space;
+    The tile fields (``block_q`` … ``exp2_fma_eighths``) are the tuning space;
     the cap and scale come from the problem (``for_problem``).
     """
 
@@ -111,6 +111,9 @@ class KernelConfig:
     # How the cap is evaluated (``CapImpl``): the tanh instruction is faster and less accurate in the
     # LSE; the runtime launches it only for a call whose error budget the entry's measured errors meet.
     cap_impl: str = CapImpl.EXACT.value
+    # Of every eight registers of logits a compute thread holds, this many take the softmax's exp2 on the
+    # FMA pipe (``exp2_fma``), the rest on the special-function unit: the two pipes share the chain.
+    exp2_fma_eighths: int = 0
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -126,6 +129,10 @@ class KernelConfig:
         if not (math.isfinite(self.sm_scale) and self.sm_scale > 0):
             raise ValueError(f"sm_scale: must be a finite number > 0, got {self.sm_scale}")
         CapParams.checked(self.cap_method, self.cap_params.cap)
+        if not 0 <= self.exp2_fma_eighths <= 8:
+            raise ValueError(f"exp2_fma_eighths: {self.exp2_fma_eighths} must be in [0, 8]")
+        if self.exp2_fma_eighths and not self.fast_math:
+            raise ValueError("exp2_fma_eighths: shares the exp2 with ex2.approx; it needs fast_math=True")
         impl = CapImpl.parse(self.cap_impl)
         if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
             raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")
@@ -133,7 +140,8 @@ class KernelConfig:
             raise ValueError("cap_impl: 'tanh_instr' is the approximate tanh instruction; it needs fast_math=True")
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
-                   "mask_interior", "persistent", "fast_math", "static_max", "cap_impl")
+                   "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
+                   "exp2_fma_eighths")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

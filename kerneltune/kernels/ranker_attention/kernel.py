@@ -36,6 +36,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 from .bounds import SegmentBounds
 from .cap import CapImpl, cap_forward
 from .config import KernelConfig, Problem, static_max_refusal
+from .exp2_fma import exp2_mixed
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -208,12 +209,13 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         s = jnp.where(mask_fn(step, width), s, -jnp.inf)
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
-                        p = jnp.exp2(s)
+                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret)
                         l_i = l_i + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1))
                         alpha = jnp.exp2(m_i - m_new)
-                        p = jnp.exp2(s - lax.broadcast_in_dim(m_new, s.shape, [0]))
+                        p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
+                                       interpret=interpret)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
                         l_i = l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)

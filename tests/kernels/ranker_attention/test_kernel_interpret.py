@@ -34,7 +34,7 @@ def test_every_cap_method_on_every_adversarial_case(method):
 @pytest.mark.parametrize("tiles", [
     dict(block_q=64, block_kv=128, num_stages=3, mask_interior=False, schedule_barrier=True),
     dict(block_q=64, block_kv=64, num_stages=2, mask_interior=True, schedule_barrier=False),
-    dict(block_q=64, block_kv=128, num_stages=2, persistent=True),
+    dict(block_q=64, block_kv=128, num_stages=2, persistent=True, exp2_fma_eighths=3),
 ])
 def test_gqa_f16_tiles_and_mask_variants(tiles):
     rng = np.random.default_rng(2)
@@ -61,10 +61,11 @@ def test_adversarial_cases_are_what_they_say():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("cap", "static_max"), [(44.0, True), (60.0, False)])
-def test_saturated_logits_with_and_without_the_running_max(cap, static_max):
+@pytest.mark.parametrize(("cap", "static_max", "eighths"), [(44.0, True, 4), (60.0, False, 0)])
+def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eighths):
     """Every logit of row 0 sits at -cap (p = 2^-63.5 each without a running max), row 1's at both
-    ends: both must match the oracle, without the running max (44, near the limit) and with it (60)."""
+    ends: both must match the oracle, without the running max (44, near the limit; half of the exp2
+    on the FMA pipe) and with it (60)."""
     import jax.numpy as jnp
 
     from kerneltune.kernels.ranker_attention.kernel import build_forward
@@ -81,7 +82,7 @@ def test_saturated_logits_with_and_without_the_running_max(cap, static_max):
     bounds = np.array([[0, 150, 150, 200], [10, 100, 120, 256]], np.int32)
     qj, kj, vj = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
     config = KernelConfig.for_problem(problem, block_q=64, block_kv=64, num_stages=2, p_in_registers=False,
-                                      static_max=static_max)
+                                      static_max=static_max, exp2_fma_eighths=eighths)
     out, lse = build_forward(problem, config, interpret=True, poisoned=True)(
         qj, kj, vj, jnp.asarray(bounds), jnp.full(qj.shape, jnp.nan, qj.dtype),
         jnp.full((2, 2, T), jnp.nan, jnp.float32))
