@@ -33,7 +33,9 @@ def test_default_space_lowers_for_cuda(head_dim):
     space = load_space(SPACES / "ranker_attention.toml", set(PLUGIN.tunables), set(PLUGIN.problem_fields))
     lowered, layouts, values = 0, set(), set()
     for tiles in space.configs(PLUGIN.problem_dict(problem)):
-        if tiles["cap_impl"] != "exact":  # the same layouts and SMEM: test_cap_impl_lowers_to_its_instructions
+        # The same layouts and SMEM as their exact, SFU-only twins: test_cap_impl_lowers_to_its_instructions
+        # and test_exp2_fma_eighths_lowers_to_the_fma_cubic lower them.
+        if tiles["cap_impl"] != "exact" or tiles["exp2_fma_eighths"]:
             continue
         config = KernelConfig.for_problem(problem, **tiles)
         why = PLUGIN.infeasibility(problem, tiles)
@@ -65,3 +67,20 @@ def test_cap_impl_lowers_to_its_instructions(head_dim):
         ops[impl] = (text.count("tanh"), text.count("rsqrt"))
     assert ops["exact"][0] == 0 and ops["exact"][1] > 0, ops
     assert ops["tanh_instr"][0] > 0 and ops["tanh_instr"][1] == 0, ops
+
+
+def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
+    """A share of the exp2 on the FMA pipe is the cubic's ``math.fma`` in the Mosaic GPU module (with the tanh
+    instruction nothing else lowers to it): were the field dropped on the GPU path, the tuner would time the
+    SFU-only kernel under another name."""
+    problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
+    s = jax.ShapeDtypeStruct
+    qs, ks = s((2, 512, 2, 64), jnp.bfloat16), s((2, 512, 1, 64), jnp.bfloat16)
+    fmas = {}
+    for eighths in (0, 3, 4):
+        config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl="tanh_instr",
+                                          exp2_fma_eighths=eighths)
+        text = build_forward(problem, config).trace(qs, ks, ks, s((2, 4), jnp.int32)).lower(
+            lowering_platforms=("cuda",)).as_text()
+        fmas[eighths] = text.count("math.fma")
+    assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
