@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from .cap import CapImpl, CapMethod, CapParams, cap_bound
+from .tile_order import table_words
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("bfloat16", "float16")
@@ -16,6 +17,8 @@ HOPPER_SMEM_BYTES = 232_448
 COMPUTE_WG_REGISTERS = 232
 _REGISTER_OVERHEAD = 40  # indices, softmax state, addresses: measured slack
 _MOSAIC_RESERVED_SMEM = 2048
+# The persistent kernel's tile orders: by batch row (the counter's), or the longest rows' tiles first.
+TILE_ORDERS = ("batch", "longest_first")
 # The largest cap ``static_max`` takes: exp2 of every logit (|logit| * log2(e) <= 64) then lies in
 # [2^-64, 2^64], normal in float32 and bfloat16, and a row's sum stays finite.
 STATIC_MAX_CAP = 64 / math.log2(math.e)
@@ -114,6 +117,9 @@ class KernelConfig:
     # Of every eight registers of logits a compute thread holds, this many take the softmax's exp2 on the
     # FMA pipe (``exp2_fma``), the rest on the special-function unit: the two pipes share the chain.
     exp2_fma_eighths: int = 0
+    # The order in which a persistent kernel's CTAs take tiles (``TileOrder``): each CTA ranks the rows
+    # by their history before its first tile and deals out the longest rows' tiles first (``tile_order``).
+    tile_order: str = "batch"
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -133,6 +139,10 @@ class KernelConfig:
             raise ValueError(f"exp2_fma_eighths: {self.exp2_fma_eighths} must be in [0, 8]")
         if self.exp2_fma_eighths and not self.fast_math:
             raise ValueError("exp2_fma_eighths: shares the exp2 with ex2.approx; it needs fast_math=True")
+        if self.tile_order not in TILE_ORDERS:
+            raise ValueError(f"tile_order: {self.tile_order!r} must be one of {TILE_ORDERS}")
+        if self.tile_order != "batch" and not self.persistent:
+            raise ValueError("tile_order: a CTA per tile has no order to choose; it needs persistent=True")
         impl = CapImpl.parse(self.cap_impl)
         if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
             raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")
@@ -141,7 +151,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_eighths")
+                   "exp2_fma_eighths", "tile_order")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}
@@ -156,19 +166,21 @@ class KernelConfig:
         )
 
 
-def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
+def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2, batch: int = 1) -> int:
     """Shared memory the kernel allocates, as Mosaic GPU lays it out: every buffer
     rounded up to 1 KiB, 2 KiB reserved, 8 B per barrier (matches its lowering's count)."""
     q_buffers = 2 if config.persistent else 1
+    ordered = config.tile_order != "batch"
     buffers = [
         2 * q_buffers * config.block_q * head_dim * itemsize,  # Q, then O, per compute warpgroup
         config.num_stages * config.block_kv * head_dim * itemsize,  # K ring
         config.num_stages * config.block_kv * head_dim * itemsize,  # V ring
         2 * q_buffers * config.block_q * 4,  # LSE
         0 if config.p_in_registers else 2 * config.block_q * config.block_kv * itemsize,
-        3 * 4 if config.persistent else 0,  # the tile handed to the compute warpgroups (2) and the claim
+        # The tile handed to the compute warpgroups (2) and the claim; ordered, the first tile and the rows' table.
+        4 * (table_words(batch) if ordered else 3) if config.persistent else 0,
     ]
-    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0))
+    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0) + ordered)
     return sum(-(-b // 1024) * 1024 for b in buffers) + _MOSAIC_RESERVED_SMEM + barriers
 
 
@@ -199,7 +211,7 @@ def infeasibility(config: KernelConfig, problem: Problem, smem_limit: int = HOPP
         return f"seq_len {problem.seq_len} is not a multiple of 2 * block_q = {tile_rows}"
     if problem.seq_len % config.block_kv:
         return f"seq_len {problem.seq_len} is not a multiple of block_kv = {config.block_kv}"
-    used = smem_bytes(config, problem.head_dim)
+    used = smem_bytes(config, problem.head_dim, batch=problem.batch)
     if used > smem_limit:
         return f"shared memory {used} B exceeds the device's {smem_limit} B"
     regs = compute_registers(config, problem.head_dim)

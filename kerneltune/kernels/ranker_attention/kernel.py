@@ -37,6 +37,7 @@ from .bounds import SegmentBounds
 from .cap import CapImpl, cap_forward
 from .config import KernelConfig, Problem, static_max_refusal
 from .exp2_fma import exp2_mixed
+from .tile_order import TABLE_START, rank_rows_inline, rank_table, table_words, tile_of_ticket
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -426,7 +427,16 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         ctas = lax.axis_size("cta")
         cta = lax.axis_index("cta")
         n_tiles = problem.batch * problem.q_heads * n_q_tiles
-        tile_ready, tile_taken, q_free = handoff
+        tile_ready, tile_taken, q_free, order_ready = handoff
+        ordered = config.tile_order != "batch"
+
+        def deal(ticket):
+            """The tile of a claimed ticket (tickets past the last tile end the loops as they are)."""
+            if not ordered:
+                return ticket
+            tile = tile_of_ticket(ticket, ids_smem, bounds_ref, batch=problem.batch, q_heads=problem.q_heads,
+                                  n_q_tiles=n_q_tiles, rows_per_tile=2 * block_q, block_kv=block_kv)
+            return jnp.where(ticket < n_tiles, tile, ticket)
 
         def coords(tile):
             return lax.div(tile, problem.q_heads * n_q_tiles), lax.rem(lax.div(tile, n_q_tiles), problem.q_heads), \
@@ -456,21 +466,36 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_arrive(tile_taken.at[buf])
                 return nxt, j + 1, step_base
 
-            lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0)))
+            if ordered:  # the memory warpgroup ranks the rows and deals this CTA's first tile
+                plgpu.barrier_wait(order_ready)
+                first = ids_smem[_FIRST_SLOT]
+            else:
+                first = cta
+            lax.while_loop(more, tile_step, (first, jnp.int32(0), jnp.int32(0)))
             plgpu.wait_smem_to_gmem(0)
 
         @pl.when(wg == 2)
         def _memory():
             plgpu.set_max_registers(40, action="decrease")
+            first = cta
+            if ordered:
+                rows = dict(q_heads=problem.q_heads, rows_per_tile=2 * block_q, block_kv=block_kv)
+                if interpret:
+                    ids_smem[pl.ds(TABLE_START, 2 * problem.batch + 1)] = rank_table(bounds_ref[...], **rows)
+                else:
+                    rank_rows_inline(bounds_ref, ids_smem, batch=problem.batch, **rows)
+                first = deal(cta)
+                ids_smem[_FIRST_SLOT] = first
+                plgpu.barrier_arrive(order_ready)
             for half in range(2):
-                load_q(*coords(cta), 0, half)
+                load_q(*coords(first), 0, half)
 
             def stream_step(carry):
                 tile, j, step_base = carry
                 buf = lax.rem(j, 2)
                 step_base = memory_tile(*coords(tile), step_base)
                 # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
-                nxt = cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem)
+                nxt = deal(cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem))
 
                 @pl.when(nxt < n_tiles)
                 def _():
@@ -489,7 +514,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_arrive(tile_ready.at[buf])
                 return nxt, j + 1, step_base
 
-            _, handed, steps = lax.while_loop(more, stream_step, (cta, jnp.int32(0), jnp.int32(0)))
+            _, handed, steps = lax.while_loop(more, stream_step, (first, jnp.int32(0), jnp.int32(0)))
             drain(steps)
 
             @pl.loop(jnp.maximum(handed - 2, 0), handed)
@@ -506,6 +531,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
 
 _CLAIM_SLOT = 2  # ids_smem: [0], [1] the tile handed to the compute warpgroups, [2] the last claim
+_FIRST_SLOT = 3  # ordered: the CTA's first tile; the rows' table from tile_order.TABLE_START on
 
 
 def _claim(counter_ref, ids_smem) -> jax.Array:
@@ -554,7 +580,8 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back), and
     # "Q buffer free" (compute -> memory warpgroup, which loads the next tile's Q).
     handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
-               plgpu.Barrier(num_arrivals=2, num_barriers=2))
+               plgpu.Barrier(num_arrivals=2, num_barriers=2),
+               plgpu.Barrier() if config.tile_order != "batch" else None)
 
     def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
@@ -564,7 +591,8 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             plgpu.SMEM((stages, block_kv, problem.head_dim), dtype, transforms=tiled),
             plgpu.SMEM((2 * q_buffers, block_q), jnp.float32),
             plgpu.SMEM((2, block_q, block_kv), dtype, transforms=tiled) if p_staged else None,
-            plgpu.SMEM((_CLAIM_SLOT + 1,), jnp.int32) if config.persistent else None,
+            plgpu.SMEM((table_words(problem.batch) if config.tile_order != "batch" else _CLAIM_SLOT + 1,), jnp.int32)
+            if config.persistent else None,
         ]
         pl.run_scoped(
             lambda *scoped: body(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped),

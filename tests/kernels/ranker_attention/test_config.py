@@ -1,3 +1,4 @@
+import dataclasses
 import re
 
 import pytest
@@ -16,6 +17,11 @@ def test_smem_model_matches_mosaic_lowering():
     plain, persistent = (KernelConfig(block_q=64, block_kv=128, persistent=p) for p in (False, True))
     # Q/O: a second buffer; LSE: still 1 KiB; the tile handoff: 1 KiB and 6 barriers.
     assert smem_bytes(persistent, 128) - smem_bytes(plain, 128) == 2 * 64 * 128 * 2 + 2 * 8 + 1024 + 6 * 8
+    # Longest first: the rows' table in the ids buffer (4 + 4 B words) and one barrier.
+    ordered = KernelConfig(block_q=64, block_kv=128, num_stages=3, persistent=True, tile_order="longest_first")
+    assert smem_bytes(dataclasses.replace(ordered, tile_order="batch"), 256, batch=2) == 528568
+    assert smem_bytes(ordered, 256, batch=2) == 528576
+    assert smem_bytes(ordered, 256, batch=300) == 532672
 
 
 @pytest.mark.parametrize(("field", "value"), [("block_q", 96), ("block_kv", 96), ("num_stages", 1),
@@ -32,6 +38,8 @@ def test_config_rejects_bad_fields(field, value):
     (dict(cap_impl="tanh_instr"), "evaluates a tanh cap; cap_method is 'none'"),
     (dict(cap_impl="tanh_instr", cap_method="tanh", cap_params=CapParams(30.0), fast_math=False), "needs fast_math"),
     (dict(exp2_fma_eighths=3, fast_math=False), "exp2_fma_eighths: .* needs fast_math"),
+    (dict(tile_order="longest_first"), "tile_order: .* needs persistent=True"),
+    (dict(tile_order="shortest_first", persistent=True), "tile_order: 'shortest_first' must be one of"),
 ])
 def test_cap_impl_is_refused_where_it_cannot_hold(fields, match):
     with pytest.raises(ValueError, match=match):

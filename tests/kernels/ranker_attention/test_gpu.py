@@ -76,3 +76,34 @@ def test_accuracy_contract_tells_the_tanh_instruction_from_the_exact_tanh(head_d
         assert result.error is None, result.error
         assert budget_refusal(item, ErrorBudget(lse=None)) is None, ratios(result.accuracy)
         assert (budget_refusal(item, ErrorBudget()) is None) == lse_ok, ratios(result.accuracy)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("batch", [10, 200])  # 200 rows: some memory-warpgroup threads rank two rows
+def test_longest_first_order_computes_every_tile_once(head_dim, batch):
+    """The rows ranked by the inline Mosaic GPU code (interpret mode ranks with jnp), outputs poisoned:
+    a tile dealt twice is harmless but one never dealt stays NaN."""
+    from kerneltune.kernels.ranker_attention.config import Problem
+    from kerneltune.kernels.ranker_attention.inputs import ranker_bounds
+    from kerneltune.kernels.ranker_attention.kernel import build_forward
+
+    rng = np.random.default_rng(batch)
+    t = 512
+    adversarial = adversarial_bounds(t, rng)
+    bounds = np.concatenate([adversarial, ranker_bounds(batch - len(adversarial), t, (64, 448), 64, rng)])
+    rng.shuffle(bounds)
+    problem = Problem(batch=batch, seq_len=t, q_heads=4, kv_heads=2, head_dim=head_dim, cap_method="tanh", cap=30.0)
+    config = KernelConfig.for_problem(problem, block_q=64, block_kv=128, num_stages=2, persistent=True,
+                                      static_max=True, tile_order="longest_first")
+    keys = jax.random.split(jax.random.key(batch), 3)
+    q = jax.random.normal(keys[0], (batch, t, 4, head_dim), jnp.bfloat16)
+    k, v = (jax.random.normal(key, (batch, t, 2, head_dim), jnp.bfloat16) for key in keys[1:])
+    poison = (jnp.full(q.shape, jnp.nan, q.dtype), jnp.full((batch, 4, t), jnp.nan, jnp.float32))
+    out, lse = build_forward(problem, config, poisoned=True)(q, k, v, jnp.asarray(bounds), *poison)
+    with jax.default_matmul_precision("highest"):
+        ro, rl = reference_f32(*(x.astype(jnp.float32) for x in (q, k, v)), jnp.asarray(bounds),
+                               sm_scale=problem.scale, cap_method="tanh", cap=30.0)
+    c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), np.asarray(ro), np.asarray(rl), bounds,
+                "bfloat16", "tanh")
+    assert c.ok, c.errors
