@@ -578,7 +578,8 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     q_buffers = 2 if config.persistent else 1
 
     # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back), and
-    # "Q buffer free" (compute -> memory warpgroup, which loads the next tile's Q).
+    # "Q buffer free" (compute -> memory warpgroup, which loads the next tile's Q); longest first, "order ready"
+    # (the memory warpgroup has ranked the rows and dealt the CTA's first tile).
     handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
                plgpu.Barrier(num_arrivals=2, num_barriers=2),
                plgpu.Barrier() if config.tile_order != "batch" else None)
