@@ -17,7 +17,7 @@ def lower(problem, config):
     s = jax.ShapeDtypeStruct
     b, t, d = problem.batch, problem.seq_len, problem.head_dim
     qs, ks = s((b, t, problem.q_heads, d), jnp.bfloat16), s((b, t, problem.kv_heads, d), jnp.bfloat16)
-    build_forward(problem, config).trace(qs, ks, ks, s((b, 4), jnp.int32)).lower(lowering_platforms=("cuda",))
+    return build_forward(problem, config).trace(qs, ks, ks, s((b, 4), jnp.int32)).lower(lowering_platforms=("cuda",))
 
 
 # The fields that decide the kernel's SMEM buffers and register layouts: every feasible combination is
@@ -57,13 +57,10 @@ def test_cap_impl_lowers_to_its_instructions(head_dim):
     """The exact tanh is ex2 and rsqrt (no tanh op); the tanh instruction is a tanh op (no rsqrt): were
     the field ignored, both would lower alike and the tuner would time one kernel twice (run O)."""
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="tanh", cap=30.0)
-    s = jax.ShapeDtypeStruct
-    qs, ks = s((2, 512, 2, head_dim), jnp.bfloat16), s((2, 512, 1, head_dim), jnp.bfloat16)
     ops = {}
     for impl in ("exact", "tanh_instr"):
         config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl=impl)
-        text = build_forward(problem, config).trace(qs, ks, ks, s((2, 4), jnp.int32)).lower(
-            lowering_platforms=("cuda",)).as_text()
+        text = lower(problem, config).as_text()
         ops[impl] = (text.count("tanh"), text.count("rsqrt"))
     assert ops["exact"][0] == 0 and ops["exact"][1] > 0, ops
     assert ops["tanh_instr"][0] > 0 and ops["tanh_instr"][1] == 0, ops
@@ -74,13 +71,9 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
     instruction nothing else lowers to it): were the field dropped on the GPU path, the tuner would time the
     SFU-only kernel under another name."""
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
-    s = jax.ShapeDtypeStruct
-    qs, ks = s((2, 512, 2, 64), jnp.bfloat16), s((2, 512, 1, 64), jnp.bfloat16)
     fmas = {}
     for eighths in (0, 3, 4):
         config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl="tanh_instr",
                                           exp2_fma_eighths=eighths)
-        text = build_forward(problem, config).trace(qs, ks, ks, s((2, 4), jnp.int32)).lower(
-            lowering_platforms=("cuda",)).as_text()
-        fmas[eighths] = text.count("math.fma")
+        fmas[eighths] = lower(problem, config).as_text().count("math.fma")
     assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
