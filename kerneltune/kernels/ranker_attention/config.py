@@ -18,7 +18,7 @@ COMPUTE_WG_REGISTERS = 232
 _REGISTER_OVERHEAD = 40  # indices, softmax state, addresses: measured slack
 _MOSAIC_RESERVED_SMEM = 2048
 # The persistent kernel's tile orders: by batch row (the counter's), or the longest rows' tiles first.
-TILE_ORDERS = ("batch", "longest_first")
+TILE_ORDERS = ("batch", "longest_first", "probe_rank", "probe_deal")
 # The largest cap ``static_max`` takes: exp2 of every logit (|logit| * log2(e) <= 64) then lies in
 # [2^-64, 2^64], normal in float32 and bfloat16, and a row's sum stays finite.
 STATIC_MAX_CAP = 64 / math.log2(math.e)

@@ -432,10 +432,12 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
         def deal(ticket):
             """The tile of a claimed ticket (tickets past the last tile end the loops as they are)."""
-            if not ordered:
+            if not ordered or config.tile_order == "probe_rank":
                 return ticket
             tile = tile_of_ticket(ticket, ids_smem, bounds_ref, batch=problem.batch, q_heads=problem.q_heads,
                                   n_q_tiles=n_q_tiles, rows_per_tile=2 * block_q, block_kv=block_kv)
+            if config.tile_order == "probe_deal":
+                return jnp.where(tile == -7, tile, ticket)
             return jnp.where(ticket < n_tiles, tile, ticket)
 
         def coords(tile):
