@@ -7,7 +7,8 @@ order is main's code path).
    ragged shapes over several draws of their rows (seed 0 is the bench's draw, which the model favours).
 Then the rule written before the run: adopt when every accuracy row is ok, the geometric mean over the ragged
 rows is at most 0.99 and no even row is more than 0.5% slower.
-Usage: OUT=dir AB_SECONDS=s python ab_longest_first.py
+Usage: OUT=dir AB_SECONDS=s [ORDER=batch_then_longest] python ab_longest_first.py (ORDER: the order set against
+batch, "lpt" in the output; default longest_first, run Y's A/B)
 """
 
 import json
@@ -37,6 +38,7 @@ from kerneltune.measure import MeasureSettings
 MAIN_HASH = "d631204aa9d0e3cc"  # the shipped table's entries are keyed by main's kernel
 api.kernel_source_hash = lambda: MAIN_HASH
 CAP = 30.0
+ORDER = os.environ.get("ORDER", "longest_first")
 JOBS = ([("d64-b64-t1k-ragged", cap, seed) for seed in range(4) for cap in ("tanh", "none")]
         + [("d128-b8-t4k-ragged", cap, seed) for seed in range(2) for cap in ("tanh", "none")]
         + [("d64-b64-t1k", "tanh", 0), ("d64-b64-t1k", "none", 0), ("d128-b16-t2k-gqa", "tanh", 0),
@@ -55,7 +57,7 @@ def config_for(problem):
 
 def ordered(config):
     return KernelConfig(**{**{f: getattr(config, f) for f in config.__dataclass_fields__},
-                           "tile_order": "longest_first"})
+                           "tile_order": ORDER})
 
 
 def emit(results, row):
@@ -148,7 +150,7 @@ def decide(results):
         if r["kind"] == "timing" and "error" not in r:
             t[(r["shape"], r["cap"], r["seed"])][r["variant"]].append(r["median_us"])
     ratios = {k: median(v["lpt"]) / median(v["batch"]) for k, v in t.items() if v["lpt"] and v["batch"]}
-    print("== timing: lpt over batch, medians over rounds ==")
+    print(f"== timing: lpt ({ORDER}) over batch, medians over rounds ==")
     for k, x in ratios.items():
         print(*k, f"batch {median(t[k]['batch']):.1f} us, lpt x{x:.3f}, rounds {len(t[k]['lpt'])}")
     ragged = [x for k, x in ratios.items() if SPEC[k[0]].ragged]

@@ -11,7 +11,6 @@ import time
 from collections import defaultdict
 from statistics import median
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Run Y's follow-up: ptxas's report and the SASS of the D=64 tanh and no-cap tiles in batch order, ranked only
-# (probe_rank) and longest first, then per variant the registers, spills and an opcode histogram, and the
+# (probe_rank), longest first and batch then longest, then per variant the registers, spills and an opcode histogram, and the
 # opcodes whose counts differ from batch order's. Usage (at this branch's root): bash probe_ptxas.sh OUTDIR
 set -u
 OUT=$1
 export PYTHONUNBUFFERED=1 PYTHONPATH=.:.devdeps:../.devdeps
 mkdir -p "$OUT/ptxas"
 for cap in tanh none; do
-  for order in batch probe_rank longest_first; do
+  for order in batch probe_rank longest_first batch_then_longest; do
     d=/tmp/ptxas-dump/$cap-$order; rm -rf "$d"; mkdir -p "$d"
     MOSAIC_GPU_DUMP_PTXAS=1 MOSAIC_GPU_DUMP_SASS=1 MOSAIC_GPU_DUMP_TO="$d" \
       timeout -s INT 120 python3 probe_ptxas.py "$cap" "$order" > "$OUT/ptxas/$cap-$order-console.txt" 2>&1

@@ -18,7 +18,9 @@ COMPUTE_WG_REGISTERS = 232
 _REGISTER_OVERHEAD = 40  # indices, softmax state, addresses: measured slack
 _MOSAIC_RESERVED_SMEM = 2048
 # The persistent kernel's tile orders: by batch row (the counter's), or the longest rows' tiles first.
-TILE_ORDERS = ("batch", "longest_first", "probe_rank", "probe_deal")
+TILE_ORDERS = ("batch", "longest_first", "batch_then_longest", "probe_rank", "probe_deal")
+# The orders that rank the rows before a CTA's first tile (a fourth handoff barrier deals it).
+UPFRONT_ORDERS = ("longest_first", "probe_rank", "probe_deal")
 # The largest cap ``static_max`` takes: exp2 of every logit (|logit| * log2(e) <= 64) then lies in
 # [2^-64, 2^64], normal in float32 and bfloat16, and a row's sum stays finite.
 STATIC_MAX_CAP = 64 / math.log2(math.e)
@@ -117,8 +119,9 @@ class KernelConfig:
     # Of every eight registers of logits a compute thread holds, this many take the softmax's exp2 on the
     # FMA pipe (``exp2_fma``), the rest on the special-function unit: the two pipes share the chain.
     exp2_fma_eighths: int = 0
-    # The order in which a persistent kernel's CTAs take tiles (``TileOrder``): each CTA ranks the rows
-    # by their history before its first tile and deals out the longest rows' tiles first (``tile_order``).
+    # The order in which a persistent kernel's CTAs take tiles (``tile_order.py``): "longest_first" ranks
+    # the rows by their history before a CTA's first tile and deals out the longest rows' tiles first;
+    # "batch_then_longest" takes each CTA's first tile in batch order and ranks the rows behind it.
     tile_order: str = "batch"
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
@@ -171,6 +174,7 @@ def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2, batch: in
     rounded up to 1 KiB, 2 KiB reserved, 8 B per barrier (matches its lowering's count)."""
     q_buffers = 2 if config.persistent else 1
     ordered = config.tile_order != "batch"
+    upfront = config.tile_order in UPFRONT_ORDERS
     buffers = [
         2 * q_buffers * config.block_q * head_dim * itemsize,  # Q, then O, per compute warpgroup
         config.num_stages * config.block_kv * head_dim * itemsize,  # K ring
@@ -180,7 +184,7 @@ def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2, batch: in
         # The tile handed to the compute warpgroups (2) and the claim; ordered, the first tile and the rows' table.
         4 * (table_words(batch) if ordered else 3) if config.persistent else 0,
     ]
-    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0) + ordered)
+    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0) + upfront)
     return sum(-(-b // 1024) * 1024 for b in buffers) + _MOSAIC_RESERVED_SMEM + barriers
 
 

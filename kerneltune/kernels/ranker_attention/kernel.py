@@ -35,7 +35,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
 from .cap import CapImpl, cap_forward
-from .config import KernelConfig, Problem, static_max_refusal
+from .config import UPFRONT_ORDERS, KernelConfig, Problem, static_max_refusal
 from .exp2_fma import exp2_mixed
 from .tile_order import TABLE_START, rank_rows_inline, rank_table, table_words, tile_of_ticket
 
@@ -428,14 +428,21 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         cta = lax.axis_index("cta")
         n_tiles = problem.batch * problem.q_heads * n_q_tiles
         tile_ready, tile_taken, q_free, order_ready = handoff
-        ordered = config.tile_order != "batch"
+        ordered = config.tile_order in UPFRONT_ORDERS
+        late = config.tile_order == "batch_then_longest"
+        rows = dict(q_heads=problem.q_heads, rows_per_tile=2 * block_q, block_kv=block_kv)
+
+        def rank():
+            if interpret:
+                ids_smem[pl.ds(TABLE_START, 2 * problem.batch + 1)] = rank_table(bounds_ref[...], **rows)
+            else:
+                rank_rows_inline(bounds_ref, ids_smem, batch=problem.batch, **rows)
 
         def deal(ticket):
             """The tile of a claimed ticket (tickets past the last tile end the loops as they are)."""
             if not ordered or config.tile_order == "probe_rank":
                 return ticket
-            tile = tile_of_ticket(ticket, ids_smem, bounds_ref, batch=problem.batch, q_heads=problem.q_heads,
-                                  n_q_tiles=n_q_tiles, rows_per_tile=2 * block_q, block_kv=block_kv)
+            tile = tile_of_ticket(ticket, ids_smem, bounds_ref, batch=problem.batch, n_q_tiles=n_q_tiles, **rows)
             if config.tile_order == "probe_deal":
                 return jnp.where(tile == -7, tile, ticket)
             return jnp.where(ticket < n_tiles, tile, ticket)
@@ -481,23 +488,37 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             plgpu.set_max_registers(40, action="decrease")
             first = cta
             if ordered:
-                rows = dict(q_heads=problem.q_heads, rows_per_tile=2 * block_q, block_kv=block_kv)
-                if interpret:
-                    ids_smem[pl.ds(TABLE_START, 2 * problem.batch + 1)] = rank_table(bounds_ref[...], **rows)
-                else:
-                    rank_rows_inline(bounds_ref, ids_smem, batch=problem.batch, **rows)
+                rank()
                 first = deal(cta)
                 ids_smem[_FIRST_SLOT] = first
                 plgpu.barrier_arrive(order_ready)
             for half in range(2):
                 load_q(*coords(first), 0, half)
 
+            def next_late(claims):
+                """Batch then longest: tickets walk the whole ranked order; those dealing one of the CTAs'
+                first tiles (tile < ctas, taken in batch order) are claimed past."""
+                def take(carry):
+                    _, m = carry
+                    # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
+                    ticket = cta + m * ctas if interpret else _claim(counter_ref, ids_smem)
+                    tile = tile_of_ticket(ticket, ids_smem, bounds_ref, batch=problem.batch, n_q_tiles=n_q_tiles,
+                                          **rows)
+                    return jnp.where(ticket < n_tiles, tile, n_tiles), m + 1
+
+                return lax.while_loop(lambda carry: carry[0] < ctas, take, (jnp.int32(-1), claims))
+
             def stream_step(carry):
-                tile, j, step_base = carry
+                tile, j, step_base, *claims = carry
                 buf = lax.rem(j, 2)
                 step_base = memory_tile(*coords(tile), step_base)
-                # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
-                nxt = deal(cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem))
+                if late:  # the rows ranked while the first tile's last K/V loads are in flight
+                    pl.when(j == 0)(rank)
+                    nxt, m = next_late(claims[0])
+                    claims = [m]
+                else:
+                    # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
+                    nxt = deal(cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem))
 
                 @pl.when(nxt < n_tiles)
                 def _():
@@ -514,9 +535,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                 ids_smem[buf] = nxt
                 plgpu.barrier_arrive(tile_ready.at[buf])
-                return nxt, j + 1, step_base
+                return (nxt, j + 1, step_base, *claims)
 
-            _, handed, steps = lax.while_loop(more, stream_step, (first, jnp.int32(0), jnp.int32(0)))
+            start = (first, jnp.int32(0), jnp.int32(0)) + ((jnp.int32(0),) if late else ())
+            _, handed, steps, *_ = lax.while_loop(more, stream_step, start)
             drain(steps)
 
             @pl.loop(jnp.maximum(handed - 2, 0), handed)
@@ -584,7 +606,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     # (the memory warpgroup has ranked the rows and dealt the CTA's first tile).
     handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
                plgpu.Barrier(num_arrivals=2, num_barriers=2),
-               plgpu.Barrier() if config.tile_order != "batch" else None)
+               plgpu.Barrier() if config.tile_order in UPFRONT_ORDERS else None)
 
     def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))

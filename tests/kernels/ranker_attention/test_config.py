@@ -22,6 +22,10 @@ def test_smem_model_matches_mosaic_lowering():
     assert smem_bytes(dataclasses.replace(ordered, tile_order="batch"), 256, batch=2) == 528568
     assert smem_bytes(ordered, 256, batch=2) == 528576
     assert smem_bytes(ordered, 256, batch=300) == 532672
+    # Batch then longest: the table, no barrier (the first tile needs no ranking).
+    late = dataclasses.replace(ordered, tile_order="batch_then_longest")
+    assert smem_bytes(late, 256, batch=2) == 528568
+    assert smem_bytes(late, 256, batch=300) == 532664
 
 
 @pytest.mark.parametrize(("field", "value"), [("block_q", 96), ("block_kv", 96), ("num_stages", 1),

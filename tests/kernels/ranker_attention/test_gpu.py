@@ -81,7 +81,8 @@ def test_accuracy_contract_tells_the_tanh_instruction_from_the_exact_tanh(head_d
 @pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("batch", [10, 200])  # 200 rows: some memory-warpgroup threads rank two rows
-def test_longest_first_order_computes_every_tile_once(head_dim, batch):
+@pytest.mark.parametrize("order", ["longest_first", "batch_then_longest"])
+def test_longest_first_order_computes_every_tile_once(head_dim, batch, order):
     """The rows ranked by the inline Mosaic GPU code (interpret mode ranks with jnp), outputs poisoned:
     a tile dealt twice is harmless but one never dealt stays NaN."""
     from kerneltune.kernels.ranker_attention.config import Problem
@@ -95,7 +96,7 @@ def test_longest_first_order_computes_every_tile_once(head_dim, batch):
     rng.shuffle(bounds)
     problem = Problem(batch=batch, seq_len=t, q_heads=4, kv_heads=2, head_dim=head_dim, cap_method="tanh", cap=30.0)
     config = KernelConfig.for_problem(problem, block_q=64, block_kv=128, num_stages=2, persistent=True,
-                                      static_max=True, tile_order="longest_first")
+                                      static_max=True, tile_order=order)
     keys = jax.random.split(jax.random.key(batch), 3)
     q = jax.random.normal(keys[0], (batch, t, 4, head_dim), jnp.bfloat16)
     k, v = (jax.random.normal(key, (batch, t, 2, head_dim), jnp.bfloat16) for key in keys[1:])

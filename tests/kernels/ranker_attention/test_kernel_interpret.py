@@ -94,12 +94,14 @@ def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eigh
 
 
 @pytest.mark.slow
-def test_longest_first_order_on_every_adversarial_case():
-    """The persistent kernel dealing tiles longest first (rows ranked in SMEM, tickets mapped to tiles):
-    every tile computed once, the padding ones last, on rows of every adversarial kind."""
+@pytest.mark.parametrize("order", ["longest_first", "batch_then_longest"])
+def test_longest_first_order_on_every_adversarial_case(order):
+    """The persistent kernel dealing tiles longest first (rows ranked in SMEM, tickets mapped to tiles;
+    batch then longest: each CTA's first tile in batch order, the tickets dealing those claimed past):
+    every tile computed once on rows of every adversarial kind."""
     bounds = adversarial_bounds(T, np.random.default_rng(4))
     problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
     tiles = dict(block_q=64, block_kv=64, num_stages=2, p_in_registers=False, persistent=True,
-                 tile_order="longest_first")
+                 tile_order=order)
     c = run_and_compare(problem, tiles, bounds, 5)
     assert c.ok, c.errors

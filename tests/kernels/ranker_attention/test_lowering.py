@@ -86,10 +86,11 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
     assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
 
 
+@pytest.mark.parametrize("order", ["longest_first", "batch_then_longest"])
 @pytest.mark.parametrize("batch", [2, 300])
-def test_longest_first_ranking_lowers_for_cuda(batch):
+def test_longest_first_ranking_lowers_for_cuda(batch, order):
     """The inline ranking (interpret mode runs jnp instead) builds valid Mosaic GPU code, with more rows than
     the memory warpgroup's 128 threads too; that it ranks right is the GPU tests' (test_gpu)."""
     problem = Problem(batch=batch, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
-    config = KernelConfig.for_problem(problem, persistent=True, static_max=True, tile_order="longest_first")
+    config = KernelConfig.for_problem(problem, persistent=True, static_max=True, tile_order=order)
     lower(problem, config)
