@@ -22,7 +22,8 @@ def lower(problem, config):
 
 # The fields that decide the kernel's SMEM buffers and register layouts: every feasible combination is
 # lowered, and each value of every other field at least once (the suite's budget: lowering all 83 feasible
-# configs took 166 s of a 2-core machine's 8 minutes; these are 45 of them).
+# configs took 166 s of a 2-core machine's 8 minutes; these are 45 of them). SMEM depends on these fields
+# alone, so each layout the static check rejects is lowered once (24 of the 48 rejected configs).
 LAYOUT_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "persistent")
 
 
@@ -31,7 +32,7 @@ LAYOUT_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "persist
 def test_default_space_lowers_for_cuda(head_dim):
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="tanh", cap=30.0)
     space = load_space(SPACES / "ranker_attention.toml", set(PLUGIN.tunables), set(PLUGIN.problem_fields))
-    lowered, layouts, values = 0, set(), set()
+    lowered, layouts, values, rejected = 0, set(), set(), set()
     for tiles in space.configs(PLUGIN.problem_dict(problem)):
         # The same layouts and SMEM as their exact, SFU-only twins: test_cap_impl_lowers_to_its_instructions
         # and test_exp2_fma_eighths_lowers_to_the_fma_cubic lower them.
@@ -46,9 +47,10 @@ def test_default_space_lowers_for_cuda(head_dim):
             lowered += 1
             layouts.add(layout)
             values |= new_values
-        elif why is not None and "shared memory" in why:
+        elif why is not None and "shared memory" in why and layout not in rejected:
             with pytest.raises(ValueError, match="exceeds available shared memory"):
                 lower(problem, config)
+            rejected.add(layout)
     assert lowered >= 4
 
 
