@@ -4,7 +4,6 @@ caught (a reported deadlock, never a hang), and a wrong LDS offset caught in h_o
 8-bit and bf16 formats, h_out within the derived bound, and an operand's scale left out caught."""
 
 import dataclasses
-import itertools
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from kerneltune.kernels.drafter_wide.numerics import bounded_reference, frobeniu
 from kerneltune.kernels.drafter_wide.reference import Dims, forward_f64, make_inputs, make_weights
 from kerneltune.tuning.space import load_space
 
+from ...pairwise import pairwise_cover as cover
 from ...paths import SPACES
 
 # One worker at a time runs the full-size model (GBs of float64 weights): `-n 2 --dist loadgroup`.
@@ -46,25 +46,12 @@ def default_layouts(qpr):
             continue
 
 
-def _pairs(tiles):
-    return {((a, tiles[a]), (b, tiles[b])) for a, b in itertools.combinations(sorted(tiles), 2)}
-
-
 def pairwise_cover(layouts):
-    """Greedily, layouts until every pair of two parameters' values that a valid layout holds is in one of them.
-
-    Each parameter addresses one role's index arithmetic (NG and THREADS the GEMV rows and K split, W_NA the
-    attention tasks) and the roles meet two at a time (the block ids: NORM0 = NG + W_NA): the pairs catch a fault
-    in one role or where two meet, at half the full-size emulations of the whole product (the suite's critical
-    path). A fault that only one triple of values shows would go unseen."""
-    pairs = [_pairs(tiles) for tiles, _ in layouts]
-    left = set().union(*pairs)
-    chosen = []
-    while left:
-        best = max(range(len(layouts)), key=lambda i: len(pairs[i] & left))
-        chosen.append(layouts[best])
-        left -= pairs[best]
-    return chosen
+    """``tests.pairwise.pairwise_cover`` over the layouts' tiles. Each parameter addresses one role's index
+    arithmetic (NG and THREADS the GEMV rows and K split, W_NA the attention tasks) and the roles meet two at a
+    time (the block ids: NORM0 = NG + W_NA): the pairs catch a fault in one role or where two meet, at half the
+    full-size emulations of the whole product (the suite's critical path)."""
+    return cover(layouts, lambda layout: layout[0])
 
 
 def test_every_pair_of_layout_values_of_the_default_space_matches_the_model(weights):
