@@ -15,7 +15,7 @@ from kerneltune.kernels.drafter_wide.numerics import bounded_reference, frobeniu
 from kerneltune.kernels.drafter_wide.reference import Dims, forward_f64, make_inputs, make_weights
 from kerneltune.tuning.space import load_space
 
-from ...pairwise import pairwise_cover as cover
+from ...pairwise import pairwise_cover
 from ...paths import SPACES
 
 # One worker at a time runs the full-size model (GBs of float64 weights): `-n 2 --dist loadgroup`.
@@ -46,21 +46,17 @@ def default_layouts(qpr):
             continue
 
 
-def pairwise_cover(layouts):
-    """``tests.pairwise.pairwise_cover`` over the layouts' tiles. Each parameter addresses one role's index
-    arithmetic (NG and THREADS the GEMV rows and K split, W_NA the attention tasks) and the roles meet two at a
-    time (the block ids: NORM0 = NG + W_NA): the pairs catch a fault in one role or where two meet, at half the
-    full-size emulations of the whole product (the suite's critical path)."""
-    return cover(layouts, lambda layout: layout[0])
-
-
 def test_every_pair_of_layout_values_of_the_default_space_matches_the_model(weights):
     dims = Dims(layers=1)
     w, shards = weights
     # Three requests: one young, one straddling a page edge, one past the 4096-token window.
     inputs = make_inputs(dims, requests=3, qpr=4, context=[5, 94, 4500], seed=1)
     ref = forward_f64(dims, w, inputs).numpy()
-    chosen = pairwise_cover(list(default_layouts(qpr=4)))
+    # Each parameter addresses one role's index arithmetic (NG and THREADS the GEMV rows and K split, W_NA the
+    # attention tasks) and the roles meet two at a time (the block ids: NORM0 = NG + W_NA): pairs of the tiles'
+    # values catch a fault in one role or where two meet, at half the full-size emulations of the whole product
+    # (the suite's critical path).
+    chosen = pairwise_cover(list(default_layouts(qpr=4)), lambda layout: layout[0])
     assert len(chosen) >= 12, [t for t, _ in chosen]
     for tiles, layout in chosen:
         result = Launch(layout, dims, w, inputs, shards=shards).run()
