@@ -1,6 +1,7 @@
 """Attempt 16 (issue 23; run Z's SASS reading): under static max with the tanh instruction and a share of the
 exp2 on the FMA pipe, the cap's outer multiply goes into the exp2 (this branch's exp2_mixed scale): the FMA share
-folds it into its rounding and drops the clamp, 9 -> 6 ops a logit there. Against main's kernel (main_ranker/, a
+folds it into its rounding and drops the clamp, 9 -> 7 ops a logit there
+(FMUL, FMNMX and two FADDs become two FFMAs). Against main's kernel (main_ranker/, a
 copy of main's ranker package), both at the runtime's configs on the shipped table (main's kernel hash pinned).
 1. accuracy: both on adversarial bounds (T=1024) and 200 ragged rows (T=512), outputs poisoned, within the float64
    oracle's budget (verify.compare); their largest difference is printed;
