@@ -36,7 +36,8 @@ def built_from(entry: Path) -> set[str]:
 
 def hashed_files(name: str, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """The files the kernel's ``source_hash`` reads, through ``stamps.source_hash`` wherever the kernel's
-    modules reach it (imported at call time or at module scope), with its cached hashes cleared around it."""
+    modules reach it (imported at call time or at module scope), with the cached source hashes (the ranker's
+    ``kernel_source_hash``) cleared around it."""
     kernel = load_kernel(name)
     hashed: list[Path] = []
     original = stamps.source_hash
@@ -45,7 +46,8 @@ def hashed_files(name: str, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     for module in modules:
         if getattr(module, "source_hash", None) is original:
             monkeypatch.setattr(module, "source_hash", stamps.source_hash)
-    caches = [f for m in modules for f in vars(m).values() if callable(getattr(f, "cache_clear", None))]
+    caches = [f for m in modules for n, f in vars(m).items()
+              if "source_hash" in n and callable(getattr(f, "cache_clear", None))]
     for cache in caches:
         cache.cache_clear()
     try:
