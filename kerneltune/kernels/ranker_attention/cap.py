@@ -97,6 +97,13 @@ class CapParams:
         return cls(None if cap is None else float(cap))
 
 
+def tanh_factors(params: CapParams, *, pre: float = 1.0, post: float = 1.0) -> tuple[float, float]:
+    """``(inner, outer)`` with a tanh cap's ``post * cap(pre * x) == tanh(inner * x) * outer``: the kernel
+    hands ``outer`` to the exp2 that follows instead of multiplying by it first."""
+    c = _cap(params)
+    return pre / c, c * post
+
+
 def cap_forward(
     x: Any,
     method: CapMethod,
@@ -132,8 +139,8 @@ def cap_forward(
             r = _rsqrt(1.0 + xp.exp2(x * (2.0 * _LOG2E * pre / c)), xp)
             return (r * r) * (-2.0 * c * post) + c * post
         case CapMethod.TANH | CapMethod.TANH_APPROX:
-            c = _cap(params)
-            return xp.tanh(x * (pre / c)) * (c * post)
+            inner, outer = tanh_factors(params, pre=pre, post=post)
+            return xp.tanh(x * inner) * outer
         case CapMethod.SOFTSIGN:
             c = _cap(params)
             return (x * (pre * post)) / (1.0 + xp.abs(x) * (pre / c))

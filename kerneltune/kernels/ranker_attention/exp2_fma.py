@@ -11,6 +11,7 @@ cubic (FlashAttention-4's ``ex2_emulation``, rounded to nearest so that no round
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 # 1.5 * 2**23: adding it rounds x (|x| < 2**22) to the nearest integer n, left in the low mantissa
@@ -21,7 +22,7 @@ _ROUND = 12582912.0
 _COEFFS = (0.9999281167984009, 0.6932609677314758, 0.242610901594162, 0.055171482264995575)
 # 2**x underflows below this; clamping keeps the exponent arithmetic in range (a masked logit, -inf,
 # becomes ~2**-126: nothing next to a row's weight of at least 2**-64 under static_max, or 1).
-_FLOOR = -126.0
+EXP2_FLOOR = -126.0
 
 
 def exp2_fma(x: Any, *, reassociating_compiler: bool = False) -> Any:
@@ -34,7 +35,7 @@ def exp2_fma(x: Any, *, reassociating_compiler: bool = False) -> Any:
     import jax.numpy as jnp
     from jax import lax
 
-    x = jnp.maximum(x, _FLOOR)
+    x = jnp.maximum(x, EXP2_FLOOR)
     t = x + _ROUND
     if reassociating_compiler:
         t = lax.optimization_barrier(t)
@@ -45,21 +46,25 @@ def exp2_fma(x: Any, *, reassociating_compiler: bool = False) -> Any:
     return lax.bitcast_convert_type(bits, jnp.float32)
 
 
-def _poly_register(reg: Any) -> Any:
-    """``exp2_fma`` on one register (a vector of float32) in Mosaic GPU's MLIR."""
+def _poly_register(reg: Any, scale: float | None = None) -> Any:
+    """``exp2_fma`` on one register (a vector of float32) in Mosaic GPU's MLIR; with ``scale``, of
+    ``reg * scale``, the product taken inside the rounding and the fraction's FMAs (two FMAs for a multiply,
+    an add, a subtract and the clamp: the caller guarantees ``reg * scale >= -126``)."""
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import arith, math
 
     vec = ir.VectorType(reg.type)
-    f32, i32 = ir.F32Type.get(), ir.IntegerType.get_signless(32)
+    i32 = ir.IntegerType.get_signless(32)
     ivec = ir.VectorType.get(vec.shape, i32)
 
-    def splat(value: float) -> Any:
-        return arith.constant(vec, ir.DenseElementsAttr.get_splat(vec, ir.FloatAttr.get(f32, value)))
-
-    x = arith.maximumf(reg, splat(_FLOOR))
-    t = arith.addf(x, splat(_ROUND))
-    f = arith.subf(x, arith.subf(t, splat(_ROUND)))
+    splat = functools.partial(_splat_like, reg)
+    if scale is None:
+        x = arith.maximumf(reg, splat(EXP2_FLOOR))
+        t = arith.addf(x, splat(_ROUND))
+        f = arith.subf(x, arith.subf(t, splat(_ROUND)))
+    else:
+        t = math.fma(reg, splat(scale), splat(_ROUND))
+        f = math.fma(reg, splat(scale), arith.negf(arith.subf(t, splat(_ROUND))))
     c0, c1, c2, c3 = _COEFFS
     frac = math.fma(math.fma(math.fma(f, splat(c3), splat(c2)), f, splat(c1)), f, splat(c0))
     shift = arith.constant(ivec, ir.DenseElementsAttr.get_splat(ivec, ir.IntegerAttr.get(i32, 23)))
@@ -67,11 +72,13 @@ def _poly_register(reg: Any) -> Any:
     return arith.bitcast(vec, bits)
 
 
-def exp2_mixed(x: Any, eighths: int, *, interpret: bool) -> Any:
-    """``2**x`` of a float32 (rows, keys) array in the WGMMA layout: of every eight registers a
-    thread holds, the first ``eighths`` on the FMA pipe, the rest on the special-function unit
-    (``ex2.approx``), so both pipes serve one softmax. Interpret mode runs no inline Mosaic GPU code:
-    there the same split goes by key columns. The registers are reached through Mosaic GPU's
+def exp2_mixed(x: Any, eighths: int, *, interpret: bool, scale: float | None = None) -> Any:
+    """``2**x`` (with ``scale``: ``2**(x * scale)``, for ``x * scale >= -126``) of a float32 (rows, keys)
+    array in the WGMMA layout: of every eight registers a thread holds, the first ``eighths`` on the FMA
+    pipe, the rest on the special-function unit (``ex2.approx``), so both pipes serve one softmax. The
+    scale folds into the FMA pipe's rounding, so a caller that would multiply first hands it over
+    instead. Interpret mode runs no inline Mosaic GPU code: there the same split goes by key columns.
+    The registers are reached through Mosaic GPU's
     ``FragmentedArray`` internals (``registers``, ``_lift_fast_instr``, the ``_registers`` constructor;
     jax 0.11.2), which no public API exposes per register."""
     import jax.numpy as jnp
@@ -79,12 +86,14 @@ def exp2_mixed(x: Any, eighths: int, *, interpret: bool) -> Any:
     from jax import lax
     from jax.experimental.mosaic import gpu as mgpu
     from jax.experimental.pallas import mosaic_gpu as plgpu
+    from jaxlib.mlir.dialects import arith
 
-    if eighths == 0:
-        return jnp.exp2(x)
-    if interpret:
+    if eighths == 0 or interpret:
+        y = x if scale is None else x * scale
+        if eighths == 0:
+            return jnp.exp2(y)
         cols = lax.broadcasted_iota(jnp.int32, x.shape, 1)
-        return jnp.where(lax.rem(cols // 2, 8) < eighths, exp2_fma(x, reassociating_compiler=True), jnp.exp2(x))
+        return jnp.where(lax.rem(cols // 2, 8) < eighths, exp2_fma(y, reassociating_compiler=True), jnp.exp2(y))
 
     @plgpu.inline_mgpu(arg_types=(plgpu.Layout.WGMMA,),
                        return_type=plgpu.ShapeDtypeStruct(x.shape, jnp.float32, layout=plgpu.Layout.WGMMA))
@@ -93,7 +102,19 @@ def exp2_mixed(x: Any, eighths: int, *, interpret: bool) -> Any:
         ex2 = mgpu.FragmentedArray._lift_fast_instr("ex2.approx.ftz.f32")
         regs = np.empty_like(arr.registers)
         for n, (idx, reg) in enumerate(np.ndenumerate(arr.registers)):
-            regs[idx] = _poly_register(reg) if n % 8 < eighths else ex2(reg)
+            if n % 8 < eighths:
+                regs[idx] = _poly_register(reg, scale)
+            else:
+                regs[idx] = ex2(reg if scale is None else arith.mulf(reg, _splat_like(reg, scale)))
         return mgpu.FragmentedArray(_registers=regs, _layout=arr.layout, _is_signed=None)
 
     return mixed(x)
+
+
+def _splat_like(reg: Any, value: float) -> Any:
+    """A float32 vector constant of ``reg``'s shape."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import arith
+
+    vec = ir.VectorType(reg.type)
+    return arith.constant(vec, ir.DenseElementsAttr.get_splat(vec, ir.FloatAttr.get(ir.F32Type.get(), value)))

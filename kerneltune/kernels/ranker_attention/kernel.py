@@ -34,9 +34,9 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
-from .cap import CapImpl, cap_forward
+from .cap import CapImpl, cap_forward, tanh_factors
 from .config import KernelConfig, Problem, static_max_refusal
-from .exp2_fma import exp2_mixed
+from .exp2_fma import EXP2_FLOOR, exp2_mixed
 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
@@ -63,6 +63,14 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     def logits_to_log2(qk):
         return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
                            tanh_from_exp2=config.fast_math and config.cap_impl == CapImpl.EXACT)
+
+    # The tanh instruction's cap, every logit within +-cap (static max) and a share of the exp2 on the FMA
+    # pipe: the cap's outer multiply goes into the exp2 (``exp2_mixed``'s scale), where the FMA pipe's share
+    # folds it into its rounding and needs no clamp; a masked logit becomes 2**-126 there, as the clamp made it.
+    fused_outer = (config.static_max and config.exp2_fma_eighths > 0 and config.cap_impl == CapImpl.TANH_INSTR
+                   and config.cap_method.is_tanh)
+    if fused_outer:
+        tanh_inner, tanh_outer = tanh_factors(config.cap_params, pre=config.sm_scale, post=LOG2E)
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
@@ -204,20 +212,28 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
-                    s = logits_to_log2(qk)
-                    if mask_fn is not None:
-                        s = jnp.where(mask_fn(step, width), s, -jnp.inf)
-                    if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
+                    if fused_outer:  # every logit within +-cap; the cap's outer multiply inside the exp2
+                        t = jnp.tanh(qk * tanh_inner)
+                        if mask_fn is not None:
+                            t = jnp.where(mask_fn(step, width), t, EXP2_FLOOR / tanh_outer)
                         m_new = m_i
-                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret)
+                        p = exp2_mixed(t, config.exp2_fma_eighths, interpret=interpret, scale=tanh_outer)
                         l_i = l_i + p.sum(axis=1)
                     else:
-                        m_new = jnp.maximum(m_i, s.max(axis=1))
-                        alpha = jnp.exp2(m_i - m_new)
-                        p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
-                                       interpret=interpret)
-                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p.sum(axis=1)
+                        s = logits_to_log2(qk)
+                        if mask_fn is not None:
+                            s = jnp.where(mask_fn(step, width), s, -jnp.inf)
+                        if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
+                            m_new = m_i
+                            p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret)
+                            l_i = l_i + p.sum(axis=1)
+                        else:
+                            m_new = jnp.maximum(m_i, s.max(axis=1))
+                            alpha = jnp.exp2(m_i - m_new)
+                            p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
+                                           interpret=interpret)
+                            acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                            l_i = l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))

@@ -64,11 +64,13 @@ def test_adversarial_cases_are_what_they_say():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("cap", "static_max", "eighths"), [(44.0, True, 4), (60.0, False, 0)])
-def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eighths):
+@pytest.mark.parametrize(("cap", "static_max", "eighths", "cap_impl"),
+                         [(44.0, True, 4, "exact"), (44.0, True, 4, "tanh_instr"), (60.0, False, 0, "exact")])
+def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eighths, cap_impl):
     """Every logit of row 0 sits at -cap (p = 2^-63.5 each without a running max), row 1's at both
     ends: both must match the oracle, without the running max (44, near the limit; half of the exp2
-    on the FMA pipe) and with it (60)."""
+    on the FMA pipe; with the tanh instruction, the cap's outer multiply inside that exp2 and masked
+    logits at 2**-126) and with it (60)."""
     import jax.numpy as jnp
 
     from kerneltune.kernels.ranker_attention.kernel import build_forward
@@ -85,7 +87,8 @@ def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eigh
     bounds = np.array([[0, 150, 150, 200], [10, 100, 120, 256]], np.int32)
     qj, kj, vj = (jnp.asarray(x, jnp.bfloat16) for x in (q, k, v))
     config = KernelConfig.for_problem(problem, block_q=64, block_kv=64, num_stages=2, p_in_registers=False,
-                                      persistent=True, static_max=static_max, exp2_fma_eighths=eighths)
+                                      persistent=True, static_max=static_max, exp2_fma_eighths=eighths,
+                                      cap_impl=cap_impl)
     out, lse = build_forward(problem, config, interpret=True, poisoned=True)(
         qj, kj, vj, jnp.asarray(bounds), jnp.full(qj.shape, jnp.nan, qj.dtype),
         jnp.full((2, 2, T), jnp.nan, jnp.float32))

@@ -79,3 +79,14 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
                                           exp2_fma_eighths=eighths)
         fmas[eighths] = lower(problem, config).as_text().count("math.fma")
     assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
+
+
+@pytest.mark.slow
+def test_the_tanh_instruction_hands_the_caps_outer_multiply_to_the_exp2():
+    """Under static max with the tanh instruction, the FMA pipe's share of the exp2 takes the cap's outer
+    multiply into its rounding and needs no clamp (``arith.maximumf``); the exact tanh keeps both."""
+    problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
+    texts = {impl: lower(problem, KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl=impl,
+                                                           exp2_fma_eighths=4)).as_text()
+             for impl in ("exact", "tanh_instr")}
+    assert "arith.maximumf" in texts["exact"] and "arith.maximumf" not in texts["tanh_instr"]
