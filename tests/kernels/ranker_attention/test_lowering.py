@@ -1,6 +1,8 @@
 """The default space's feasible configs lower for CUDA (Mosaic GPU layouts, SMEM) on the CPU, and every
 config the static check rejects for SMEM is one Mosaic GPU rejects too."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -19,6 +21,12 @@ def lower(problem, config):
     b, t, d = problem.batch, problem.seq_len, problem.head_dim
     qs, ks = s((b, t, problem.q_heads, d), jnp.bfloat16), s((b, t, problem.kv_heads, d), jnp.bfloat16)
     return build_forward(problem, config).trace(qs, ks, ks, s((b, 4), jnp.int32)).lower(lowering_platforms=("cuda",))
+
+
+@functools.cache
+def lowered_text(problem, config):
+    """``lower``'s module text, once per (problem, config): the instruction tests below share configs."""
+    return lower(problem, config).as_text()
 
 
 # The fields that decide the kernel's SMEM buffers; SMEM depends on them alone.
@@ -62,7 +70,7 @@ def test_cap_impl_lowers_to_its_instructions(head_dim):
     ops = {}
     for impl in ("exact", "tanh_instr"):
         config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl=impl)
-        text = lower(problem, config).as_text()
+        text = lowered_text(problem, config)
         ops[impl] = (text.count("tanh"), text.count("rsqrt"))
     assert ops["exact"][0] == 0 and ops["exact"][1] > 0, ops
     assert ops["tanh_instr"][0] > 0 and ops["tanh_instr"][1] == 0, ops
@@ -77,7 +85,7 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
     for eighths in (0, 3, 4):
         config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl="tanh_instr",
                                           exp2_fma_eighths=eighths)
-        fmas[eighths] = lower(problem, config).as_text().count("math.fma")
+        fmas[eighths] = lowered_text(problem, config).count("math.fma")
     assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
 
 
@@ -86,7 +94,7 @@ def test_the_tanh_instruction_hands_the_caps_outer_multiply_to_the_exp2():
     """Under static max with the tanh instruction, the FMA pipe's share of the exp2 takes the cap's outer
     multiply into its rounding and needs no clamp (``arith.maximumf``); the exact tanh keeps both."""
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
-    texts = {impl: lower(problem, KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl=impl,
-                                                           exp2_fma_eighths=4)).as_text()
+    texts = {impl: lowered_text(problem, KernelConfig.for_problem(problem, persistent=True, static_max=True,
+                                                                  cap_impl=impl, exp2_fma_eighths=4))
              for impl in ("exact", "tanh_instr")}
     assert "arith.maximumf" in texts["exact"] and "arith.maximumf" not in texts["tanh_instr"]
