@@ -406,6 +406,49 @@ def install(
 
 
 @app.command()
+def rekey(
+    kernel: Annotated[str, typer.Argument(help="Kernel name, e.g. ranker-attention.")],
+    table: Annotated[list[Path] | None, typer.Option(help="Tuned table (repeatable; default: every table of the "
+                                                          "kernel the runtime may read, the user's and the "
+                                                          "shipped ones, for every device kind).")] = None,
+) -> None:
+    """Carry tuned tables across a kernel change that left their programs as they were (any host).
+
+    Each entry's configs are lowered here and digested without the source text: under the current kernel
+    hash the digests are recorded; a stale entry whose programs all digest as recorded takes the current
+    hash (the old one kept in stamps.rekeyed_from); the others stay stale and are named, with the sweep
+    that re-measures them. Exit codes: 0 every entry is current; 1 entries stay stale; 3 bad input (a
+    missing or malformed table, a kernel that cannot digest its programs)."""
+    from kerneltune.registry import canonical_name
+    from kerneltune.tables.locations import table_roots
+    from kerneltune.tuning.rekey import RekeyItem, rekey_table
+
+    name = canonical_name(kernel)
+    paths = table or sorted({p for root in table_roots() for p in root.glob(f"*/{name}.json")})
+    if not paths:
+        _fail(f"rekey {kernel}: no tuned table of {name} under {' or '.join(str(r) for r in table_roots())}")
+    colour = {"recorded": "green", "current": "green", "carried": "green"}
+
+    def show(item: RekeyItem) -> None:
+        mark = colour.get(item.outcome, "yellow")
+        console.print(f"{escape(item.bucket)}: [{mark}]{item.outcome}[/] {escape(item.detail)}", soft_wrap=True)
+
+    stale: list[str] = []
+    for path in paths:
+        console.print(f"{escape(str(path))}:", soft_wrap=True)
+        with _bad_input_is_one_line():
+            report = rekey_table(name, path, on_item=show)
+        for note in report.notes:
+            console.print(f"[yellow]{escape(note)}", soft_wrap=True)
+        if report.stale_buckets:
+            buckets = " ".join(f"--bucket {b}" for b in report.stale_buckets)
+            console.print(f"stale under kernel {report.kernel_hash}; re-measure: kerneltune sweep {kernel} "
+                          f"--contenders {escape(str(path))} {buckets}", soft_wrap=True)
+            stale += report.stale_buckets
+    raise typer.Exit(EXIT_FAILED if stale else 0)
+
+
+@app.command()
 def report(
     results: Annotated[Path, typer.Argument(help="A journal, or a folder searched for journals.")],
     csv: Annotated[Path | None, typer.Option(help="Write one CSV row per candidate here.")] = None,

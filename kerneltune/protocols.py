@@ -34,6 +34,7 @@ class Capability(StrEnum):
     EMULATE = "emulate"  # Emulation: the whole launch emulated on the CPU against a float64 model
     BENCH = "bench"  # Benchmarks: standard shapes and the baselines a user could pick instead
     REPORT_VIEW = "report_view"  # ReportView: a kernel's own section of a bucket in the HTML report
+    PROGRAM_DIGEST = "program_digest"  # ProgramDigest: what a config compiles to, blind to the source text
 
 
 class Kernel(Protocol):
@@ -121,6 +122,16 @@ class Benchmarks(Protocol):
     def run_bench(self, shapes: Any, baselines: tuple[str, ...], out: Any) -> tuple[Any, list[dict[str, Any]],
                                                                                      list[dict[str, Any]]]:
         """(result path, rows, target verdicts); each row has ``shape``, ``impl`` and ``median_ms``."""
+        ...
+
+
+class ProgramDigest(Protocol):
+    digest_stamps: tuple[str, ...]  # the stamps (framework versions) a digest depends on: compared only if equal
+
+    def program_digest(self, problem: Any, tiles: Mapping[str, Any], stamps: Mapping[str, Any]) -> str:
+        """A digest of the program a launch at ``tiles`` runs for ``problem`` on the system ``stamps`` describe,
+        computed on this host without its GPU: equal digests under two kernel sources mean the same program
+        (under the same framework versions), whatever changed in the source's text."""
         ...
 
 

@@ -50,6 +50,20 @@ def read_table(path: Path) -> dict[str, Any] | None:
     return table
 
 
+def read_table_of(path: Path, kernel: str, purpose: str) -> dict[str, Any]:
+    """The table at ``path``, which must exist and be ``kernel``'s; ``ValueError`` starting with ``purpose``
+    (the command or option that reads it) otherwise."""
+    try:
+        table = read_table(path)
+    except TableError as e:
+        raise ValueError(f"{purpose}: {e}") from None
+    if table is None:
+        raise ValueError(f"{purpose}: {path}: no such table")
+    if table.get("kernel") != kernel:
+        raise ValueError(f"{purpose}: {path} is a table of {table.get('kernel')!r}, not of {kernel!r}")
+    return table
+
+
 _SCALARS = (str, int, float, bool)
 
 

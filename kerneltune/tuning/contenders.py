@@ -13,21 +13,14 @@ from typing import Any
 
 from kerneltune.protocols import Kernel
 from kerneltune.tables.lookup import bucket_key
-from kerneltune.tables.store import TableError, read_table
+from kerneltune.tables.store import read_table_of
 
 
 def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]]]:
     """The table's entry key (``tables.lookup.bucket_key`` of the kernel's bucket, as the writer keys it) -> its
     configs (winner, runner-ups, fallbacks), with the kernel's tile defaults filled in for tile fields the table
     predates."""
-    try:
-        table = read_table(path)
-    except TableError as e:
-        raise ValueError(f"contenders: {e}") from None
-    if table is None:
-        raise ValueError(f"contenders: {path}: no such table")
-    if table.get("kernel") != kernel.name:
-        raise ValueError(f"contenders: {path} is a table of {table.get('kernel')!r}, not of {kernel.name!r}")
+    table = read_table_of(path, kernel.name, "contenders")
     held: dict[str, list[dict[str, Any]]] = {}
     for key, entry in table["entries"].items():
         configs = [entry["config"], *(r["config"] for r in entry.get("runner_ups", ())),

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import CheckResult
+from kerneltune.protocols import Capability, CheckResult
 
 MODES = ("good", "slow", "compile_error", "crash", "hang", "garbage", "unwritten")
 
@@ -120,3 +120,24 @@ class WideKernel(FakeKernel):
 
 
 WIDE = WideKernel()
+
+
+class DigestingKernel(FakeKernel):
+    """The fake kernel with digests of its programs: ``PROGRAMS`` maps a config's mode to what it compiles to
+    (a test edits it to play a kernel change), the hash is ``SOURCE[0]``; ``mode="unlowerable"`` raises."""
+
+    capabilities = frozenset({Capability.PROGRAM_DIGEST})
+    digest_stamps = ("numpy",)
+    PROGRAMS: dict[str, str] = {}
+    SOURCE = ["hash-a"]
+
+    def source_hash(self) -> str:
+        return self.SOURCE[0]
+
+    def program_digest(self, problem: FakeProblem, tiles: Mapping[str, Any], stamps: Mapping[str, Any]) -> str:
+        if tiles["mode"] == "unlowerable":
+            raise ValueError("this source cannot lower mode=unlowerable")
+        return f"{self.PROGRAMS.get(tiles['mode'], 'p0')}-n{problem.n}-w{tiles['work']}"
+
+
+DIGESTING = DigestingKernel()

@@ -41,7 +41,8 @@ class RankerAttentionPlugin:
     name = "ranker_attention"
     backend = "cuda-jax"
     devices = 1
-    capabilities = frozenset({Capability.CHECK_SMALL, Capability.BENCH, Capability.REPORT_VIEW})
+    capabilities = frozenset({Capability.CHECK_SMALL, Capability.BENCH, Capability.REPORT_VIEW,
+                              Capability.PROGRAM_DIGEST})
     tunables = frozenset(KernelConfig.TILE_FIELDS)
     tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
                                       if f.name in KernelConfig.TILE_FIELDS})
@@ -50,6 +51,7 @@ class RankerAttentionPlugin:
     # budget of a call that returns the LSE.
     gated_tiles = ("static_max", "fast_math", "cap_impl", "exp2_fma_eighths")
     problem_fields = frozenset(f.name for f in dataclasses.fields(Problem))
+    digest_stamps = ("jax", "jaxlib")  # JAX lowers the program the digest reads
     hard_bucket_fields = Problem.HARD_BUCKET_FIELDS
 
     def problem(self, fields: Mapping[str, Any]) -> Problem:
@@ -129,6 +131,14 @@ class RankerAttentionPlugin:
             return CheckResult(f"the small check shape does not fit this config: {why}")
         c = check_interpret(small, config, bounds, seed=5)
         return CheckResult("; ".join(c.errors) or None, c.rel_fro)
+
+    def program_digest(self, problem: Problem, tiles: Mapping[str, Any], stamps: Mapping[str, Any]) -> str:
+        """The lowered forward's digest (``program.py``) at the SM count the entry was measured on: the
+        persistent grid's size is part of the program."""
+        from .kernel import _HOPPER_SMS
+        from .program import program_digest
+
+        return program_digest(problem, dict(tiles), int(stamps.get("sm_count") or _HOPPER_SMS))
 
     def flops(self, problem: Problem, inputs: RankerInputs) -> float:
         return float(useful_flops(problem, inputs.bounds))

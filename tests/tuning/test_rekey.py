@@ -1,0 +1,128 @@
+"""kerneltune rekey: a table carried across a kernel change only where every measured program is unchanged."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kerneltune.cli import app
+from kerneltune.tables.lookup import bucket_key, select_entry
+from kerneltune.tables.store import update_table
+from kerneltune.tuning.rekey import CARRIED, CHANGED, CURRENT, FOREIGN, RECORDED, UNKNOWN, rekey_table
+
+from .fake_kernel import DigestingKernel
+
+KERNEL = "tests.tuning.fake_kernel:DIGESTING"
+
+
+@pytest.fixture(autouse=True)
+def kernel_at_hash_a(monkeypatch):
+    monkeypatch.setattr(DigestingKernel, "PROGRAMS", {})
+    monkeypatch.setattr(DigestingKernel, "SOURCE", ["hash-a"])
+
+
+def numpy_version():
+    import numpy as np
+
+    return np.__version__
+
+
+def entry(n, *, kernel_hash="hash-a", winner="good", runner_ups=(), fallbacks=(), numpy=None):
+    return {"bucket": {"n": n}, "bucket_name": f"n{n}", "problem": {"n": n},
+            "config": {"mode": winner, "work": 1}, "median_us": 10.0, "spread": 0.01,
+            "stamps": {"kernel_hash": kernel_hash, "numpy": numpy or numpy_version()},
+            "runner_ups": [{"config": {"mode": m, "work": 2}, "median_us": 10.1} for m in runner_ups],
+            "fallbacks": [{"config": {"mode": m, "work": 1}, "median_us": 20.0} for m in fallbacks]}
+
+
+def table(tmp_path, *entries):
+    path = tmp_path / "fake.json"
+    update_table(path, "fake", "cpu", lambda t: t["entries"].update({bucket_key(e["bucket"]): e for e in entries}))
+    return path
+
+
+def entries(path):
+    return {e["bucket_name"]: e for e in json.loads(path.read_text())["entries"].values()}
+
+
+def test_an_entry_under_the_current_hash_gets_each_configs_digest_recorded(tmp_path):
+    path = table(tmp_path, entry(2, runner_ups=["slow"], fallbacks=["garbage"]))
+    r = rekey_table(KERNEL, path)
+    assert [(i.bucket, i.outcome) for i in r.items] == [("n2", RECORDED)] and not r.stale_buckets
+    e = entries(path)["n2"]
+    assert (e["program_digest"], e["runner_ups"][0]["program_digest"], e["fallbacks"][0]["program_digest"]) == \
+        ("p0-n2-w1", "p0-n2-w2", "p0-n2-w1")
+    assert e["stamps"] == {"kernel_hash": "hash-a", "numpy": numpy_version()}
+    before = path.read_text()
+    assert [i.outcome for i in rekey_table(KERNEL, path).items] == [CURRENT] and path.read_text() == before
+
+
+def test_a_change_that_leaves_every_program_carries_the_entry_and_the_runtime_takes_it(tmp_path, monkeypatch):
+    path = table(tmp_path, entry(2, runner_ups=["slow"], fallbacks=["garbage"]))
+    rekey_table(KERNEL, path)
+    monkeypatch.setattr(DigestingKernel, "SOURCE", ["hash-b"])
+    running = {"matched": ["numpy"], "numpy": numpy_version()}
+    stale = json.loads(path.read_text())
+    assert select_entry(stale, {"n": 2}, running, "hash-b", ("n",))[0] is None
+    r = rekey_table(KERNEL, path)
+    assert [(i.outcome, i.detail) for i in r.items] == [(CARRIED, "3 programs as measured under hash-a")]
+    e = entries(path)["n2"]
+    assert e["stamps"]["kernel_hash"] == "hash-b" and e["stamps"]["rekeyed_from"] == ["hash-a"]
+    carried = json.loads(path.read_text())
+    assert select_entry(carried, {"n": 2}, running, "hash-b", ("n",))[0]["config"] == {"mode": "good", "work": 1}
+    monkeypatch.setattr(DigestingKernel, "SOURCE", ["hash-c"])
+    rekey_table(KERNEL, path)
+    assert entries(path)["n2"]["stamps"]["rekeyed_from"] == ["hash-a", "hash-b"]
+
+
+def test_one_changed_program_among_the_fallbacks_keeps_the_entry_stale(tmp_path, monkeypatch):
+    path = table(tmp_path, entry(2, fallbacks=["slow", "garbage"]), entry(3))
+    rekey_table(KERNEL, path)
+    recorded = path.read_text()
+    monkeypatch.setattr(DigestingKernel, "SOURCE", ["hash-b"])
+    monkeypatch.setattr(DigestingKernel, "PROGRAMS", {"garbage": "p1"})
+    r = rekey_table(KERNEL, path)
+    assert [(i.bucket, i.outcome) for i in r.items] == [("n2", CHANGED), ("n3", CARRIED)]
+    assert r.items[0].detail == "fallback 2 of 3 changed since hash-a" and r.stale_buckets == ["n2"]
+    assert entries(path)["n2"] == entries_of(recorded)["n2"]
+    assert entries(path)["n3"]["stamps"]["kernel_hash"] == "hash-b"
+
+
+def entries_of(text):
+    return {e["bucket_name"]: e for e in json.loads(text)["entries"].values()}
+
+
+def test_entries_it_cannot_judge_stay_stale_and_say_why(tmp_path, monkeypatch):
+    undigested = entry(2, kernel_hash="hash-old")
+    foreign = entry(3, kernel_hash="hash-old", numpy="0.0.1")
+    foreign["program_digest"] = "p0-n3-w1"
+    unlowerable = entry(4, fallbacks=["unlowerable"])
+    path = table(tmp_path, undigested, foreign, unlowerable)
+    before = path.read_text()
+    r = rekey_table(KERNEL, path)
+    assert [(i.bucket, i.outcome) for i in r.items] == [("n2", UNKNOWN), ("n3", FOREIGN), ("n4", UNKNOWN)]
+    assert r.items[0].detail == "measured under hash-old before its programs were digested"
+    assert r.items[1].detail.startswith("measured under numpy '0.0.1' (running ")
+    assert "fallback 1 does not lower here: ValueError: this source cannot lower" in r.items[2].detail
+    assert r.stale_buckets == ["n2", "n3", "n4"] and path.read_text() == before
+
+
+def test_bad_input_names_the_culprit(tmp_path):
+    with pytest.raises(ValueError, match="kernel fake cannot digest its programs"):
+        rekey_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, entry(2)))
+    with pytest.raises(ValueError, match=r"rekey: .*missing.json: no such table"):
+        rekey_table(KERNEL, tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ValueError, match=r"rekey: .*bad.json: not valid JSON"):
+        rekey_table(KERNEL, tmp_path / "bad.json")
+
+
+def test_cli_exit_codes_and_the_sweep_that_re_measures_the_stale(tmp_path, monkeypatch):
+    path = table(tmp_path, entry(2), entry(3, kernel_hash="hash-old"))
+    r = CliRunner().invoke(app, ["rekey", KERNEL, "--table", str(path)])
+    assert r.exit_code == 1, r.output
+    assert "n2: recorded" in r.output and "n3: unknown measured under hash-old" in r.output
+    assert f"--contenders {path} --bucket n3" in r.output.replace("\n", "")
+    assert CliRunner().invoke(app, ["rekey", KERNEL, "--table", str(table(tmp_path / "b", entry(2)))]).exit_code == 0
+    r = CliRunner().invoke(app, ["rekey", "tests.tuning.fake_kernel:PLUGIN", "--table", str(path)])
+    assert r.exit_code == 3 and "cannot digest its programs" in r.output
