@@ -189,4 +189,9 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     if entry is None:
         log_miss(f"{kernel}: no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
         return None
+    carried = entry.get("stamps", {}).get("rekeyed_from")
+    if carried and (said := f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried "
+                            f"to {kernel_hash} by kerneltune rekey (its programs unchanged)") not in _logged:
+        _logged.add(said)
+        log.info(said)
     return dict(entry["config"])

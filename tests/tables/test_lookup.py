@@ -182,3 +182,14 @@ def test_a_fallback_is_judged_and_returned_with_its_own_measured_accuracy():
     chosen, _ = select_entry(table_of({**winner, "fallbacks": [winner["fallbacks"][1]]}), BUCKET, RUNNING, "h1",
                              HARD, refuses=lambda item: "too wrong" if item.get("accuracy") else None)
     assert chosen["config"] == {"block_q": 3} and "accuracy" not in chosen
+
+
+def test_an_entry_carried_by_rekey_is_used_and_says_so_once_at_info_level(tmp_path, caplog):
+    carried = entry(config={"block_q": 1})
+    carried["stamps"] = {**carried["stamps"], "rekeyed_from": ["h0"]}
+    write(table_path(tmp_path, "nvidia-h200", "k"), carried)
+    with caplog.at_level(logging.INFO, logger="kerneltune.tables"):
+        for _ in range(2):
+            assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (tmp_path,)) == {"block_q": 1}
+    assert [(r.levelname, r.message) for r in caplog.records] == [
+        ("INFO", f"k: {B}: entry measured under kernel h0, carried to h1 by kerneltune rekey (its programs unchanged)")]

@@ -40,10 +40,16 @@ def exp2_fma(x: Any, *, reassociating_compiler: bool = False) -> Any:
     if reassociating_compiler:
         t = lax.optimization_barrier(t)
     f = x - (t - _ROUND)
-    c0, c1, c2, c3 = _COEFFS
-    frac = ((f * c3 + c2) * f + c1) * f + c0
+    frac = _cubic(f, lambda a, b, c: a * b + c, float)
     bits = lax.bitcast_convert_type(frac, jnp.int32) + lax.shift_left(lax.bitcast_convert_type(t, jnp.int32), 23)
     return lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _cubic(f: Any, fma: Any, const: Any) -> Any:
+    """The cubic for ``2**f`` by Horner's rule, in any arithmetic: ``fma(a, b, c)`` is ``a * b + c`` and
+    ``const`` makes a coefficient (constants made in the order the rule meets them)."""
+    c0, c1, c2, c3 = _COEFFS
+    return fma(fma(fma(f, const(c3), const(c2)), f, const(c1)), f, const(c0))
 
 
 def _poly_register(reg: Any, scale: float | None = None) -> Any:
@@ -65,8 +71,7 @@ def _poly_register(reg: Any, scale: float | None = None) -> Any:
     else:
         t = math.fma(reg, splat(scale), splat(_ROUND))
         f = math.fma(reg, splat(scale), arith.negf(arith.subf(t, splat(_ROUND))))
-    c0, c1, c2, c3 = _COEFFS
-    frac = math.fma(math.fma(math.fma(f, splat(c3), splat(c2)), f, splat(c1)), f, splat(c0))
+    frac = _cubic(f, math.fma, splat)
     shift = arith.constant(ivec, ir.DenseElementsAttr.get_splat(ivec, ir.IntegerAttr.get(i32, 23)))
     bits = arith.addi(arith.bitcast(ivec, frac), arith.shli(arith.bitcast(ivec, t), shift))
     return arith.bitcast(vec, bits)
