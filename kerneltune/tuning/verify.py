@@ -199,7 +199,9 @@ def _verify_entry(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[
     rep.stamps = mismatches(entry.get("stamps", {}), want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
         rep.failed = True
-        rep.verdict = (f"stale: tuned for another kernel source (`kerneltune sweep {kernel.name} --contenders "
+        carry = (f"`kerneltune rekey {kernel.name}` carries it if its programs did not change, else "
+                 if Capability.PROGRAM_DIGEST in kernel.capabilities else "")
+        rep.verdict = (f"stale: tuned for another kernel source ({carry}`kerneltune sweep {kernel.name} --contenders "
                        f"TABLE` re-measures the table's configs); checks here: {rep.verdict}")
     return rep
 

@@ -132,16 +132,19 @@ def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path
     assert events.index(("compile", "small (fallback)", timed[2][2])) < events.index(timed[0])
 
 
-def test_an_entry_of_another_kernel_source_fails_as_stale_naming_the_re_measure(tmp_path):
-    """Measured and correct, but tuned for another kernel hash: a failure, and the verdict says how to re-measure."""
+@pytest.mark.parametrize("kernel", ["PLUGIN", "DIGESTING"])
+def test_an_entry_of_another_kernel_source_fails_as_stale_naming_the_re_measure(tmp_path, kernel):
+    """Measured and correct, but tuned for another kernel hash: a failure, and the verdict says how to re-measure,
+    and first, for a kernel that digests its programs, how to carry the entry if they did not change."""
     from kerneltune.tables.store import update_table
 
     path = table(tmp_path, "good")
     update_table(path, "fake", "cpu", lambda t: next(iter(t["entries"].values()))["stamps"].update(kernel_hash="0ld"))
-    r = verify_table("tests.tuning.fake_kernel:PLUGIN", path, tmp_path / "w")
+    r = verify_table(f"tests.tuning.fake_kernel:{kernel}", path, tmp_path / "w")
     assert r.exit_code == EXIT_FAIL and r.entries[0].correctness == "ok"
     verdict = r.entries[0].verdict
     assert verdict.startswith("stale: tuned for another kernel source") and "--contenders" in verdict
+    assert ("`kerneltune rekey fake` carries it if its programs did not change" in verdict) == (kernel == "DIGESTING")
 
 
 def test_exit_2_without_the_hardware(tmp_path):
