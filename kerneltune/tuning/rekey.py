@@ -64,7 +64,8 @@ def _measured_configs(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
 
 
 def _judge(kernel: Any, entry: dict[str, Any], current: str, running: dict[str, Any]) -> tuple[str, str, list[str]]:
-    """(outcome, detail, the digest of each measured config: empty where none was computed)."""
+    """(outcome, detail, the digest of each measured config: empty where none was computed). ``kernel`` is a
+    ``Kernel`` that is a ``ProgramDigest`` too."""
     stamps = entry.get("stamps", {})
     foreign = [f"{k} {stamps.get(k)!r} (running {running.get(k)!r})" for k in kernel.digest_stamps
                if str(stamps.get(k)) != str(running.get(k))]
@@ -72,24 +73,24 @@ def _judge(kernel: Any, entry: dict[str, Any], current: str, running: dict[str, 
         return FOREIGN, "measured under " + ", ".join(foreign) + ": its digests do not compare here", []
     if not isinstance(entry.get("problem"), dict):
         return UNKNOWN, "the entry records no problem to lower", []
-    problem = kernel.problem(entry["problem"])
     configs = _measured_configs(entry)
+    recorded = [item.get(DIGEST) for _, item in configs]
+    old = stamps.get("kernel_hash")
+    is_current = old == current
+    if not is_current and None in recorded:
+        return UNKNOWN, f"measured under {old} before its programs were digested", []
     digests = []
     for name, item in configs:
         try:
-            digests.append(kernel.program_digest(problem, item["config"], stamps))
+            digests.append(kernel.program_digest(kernel.problem(entry["problem"]), item["config"], stamps))
         except Exception as e:  # a config the current source cannot lower is a finding about this entry
             return UNKNOWN, f"its {name} does not lower here: {type(e).__name__}: {e}"[:500], []
-    recorded = [item.get(DIGEST) for _, item in configs]
-    if stamps.get("kernel_hash") == current:
+    if is_current:
         differ = [name for (name, _), r, d in zip(configs, recorded, digests, strict=True) if r not in (None, d)]
         if differ:
-            return INCONSISTENT, (f"under the current source, {', '.join(differ)} lower to another program "
-                                  "than recorded (a lowering that is not deterministic?)"), []
+            return INCONSISTENT, (f"under the current source, the program of {', '.join(differ)} differs from "
+                                  "the one recorded (a lowering that is not deterministic?)"), []
         return (CURRENT, "", digests) if None not in recorded else (RECORDED, f"{len(digests)} digests", digests)
-    old = stamps.get("kernel_hash")
-    if None in recorded:
-        return UNKNOWN, f"measured under {old} before its programs were digested", []
     changed = [name for (name, _), r, d in zip(configs, recorded, digests, strict=True) if r != d]
     if changed:
         return CHANGED, f"{', '.join(changed)} of {len(configs)} changed since {old}", []
