@@ -403,6 +403,17 @@ def install(
         with _bad_input_is_one_line():
             dest, n = install_table(table, root)
         console.print(f"installed {n} entries of {escape(str(table))} into {escape(str(dest))}", soft_wrap=True)
+        if _digests_programs(dest.stem):
+            console.print(f"to carry it across a later kernel change, record its programs now (any host): "
+                          f"kerneltune rekey {dest.stem} --table {escape(str(dest))}", soft_wrap=True)
+
+
+def _digests_programs(kernel: str) -> bool:
+    """Whether the registered kernel of that name can digest its programs (``kerneltune rekey``)."""
+    from kerneltune.protocols import Capability
+    from kerneltune.registry import KERNELS, load_kernel
+
+    return kernel in KERNELS and Capability.PROGRAM_DIGEST in load_kernel(kernel).capabilities
 
 
 @app.command()

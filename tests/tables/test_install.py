@@ -50,3 +50,20 @@ def test_the_cli_installs_into_the_user_folder(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kerneltune", "install", str(replay)], capture_output=True, text=True,
                        cwd=REPO, env={"KERNELTUNE_TABLES": str(user), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert r.returncode == 3 and "come from a replay" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("kernel", ["ranker_attention", "k"])
+def test_installing_a_table_of_a_kernel_that_digests_its_programs_says_how_to_record_them(tmp_path, kernel):
+    from typer.testing import CliRunner
+
+    from kerneltune.cli import app
+    from kerneltune.tables.lookup import bucket_key
+    from kerneltune.tables.store import update_table
+
+    src = table_path(tmp_path / "out/tables", "nvidia-h200", kernel)
+    update_table(src, kernel, "nvidia-h200", lambda t: t["entries"].update({bucket_key(BUCKET): entry()}))
+    r = CliRunner().invoke(app, ["install", str(src), "--to", str(tmp_path / "user")])
+    assert r.exit_code == 0, r.output
+    dest = table_path(tmp_path / "user", "nvidia-h200", kernel)
+    hint = f"kerneltune rekey {kernel} --table {dest}"
+    assert (hint in r.output.replace("\n", "")) == (kernel == "ranker_attention"), r.output
