@@ -438,10 +438,8 @@ def rekey(
     paths = table or sorted({p for root in table_roots() for p in root.glob(f"*/{name}.json")})
     if not paths:
         _fail(f"rekey {kernel}: no tuned table of {name} under {' or '.join(str(r) for r in table_roots())}")
-    colour = {"recorded": "green", "current": "green", "carried": "green"}
-
     def show(item: RekeyItem) -> None:
-        mark = colour.get(item.outcome, "yellow")
+        mark = "green" if item.current else "yellow"
         console.print(f"{escape(item.bucket)}: [{mark}]{item.outcome}[/] {escape(item.detail)}", soft_wrap=True)
 
     stale: list[str] = []

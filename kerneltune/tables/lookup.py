@@ -25,11 +25,11 @@ log = logging.getLogger("kerneltune.tables")
 _logged: set[str] = set()
 
 
-def log_miss(message: str) -> None:
-    """Log a table miss once per process."""
+def log_miss(message: str, level: int = logging.WARNING) -> None:
+    """Log a table miss (or, at INFO, a note on the entry used) once per process."""
     if message not in _logged:
         _logged.add(message)
-        log.warning(message)
+        log.log(level, message)
 
 
 def bucket_key(bucket: dict[str, Any]) -> str:
@@ -189,9 +189,7 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     if entry is None:
         log_miss(f"{kernel}: no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
         return None
-    carried = entry.get("stamps", {}).get("rekeyed_from")
-    if carried and (said := f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried "
-                            f"to {kernel_hash} by kerneltune rekey (its programs unchanged)") not in _logged:
-        _logged.add(said)
-        log.info(said)
+    if carried := entry.get("stamps", {}).get("rekeyed_from"):
+        log_miss(f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried to {kernel_hash} "
+                 "by kerneltune rekey (its programs unchanged)", logging.INFO)
     return dict(entry["config"])

@@ -79,11 +79,16 @@ def _judge(kernel: Any, entry: dict[str, Any], current: str, running: dict[str, 
     is_current = old == current
     if not is_current and None in recorded:
         return UNKNOWN, f"measured under {old} before its programs were digested", []
+    # A problem or config the current source cannot take is a finding about this entry, not a crash.
+    try:
+        problem = kernel.problem(entry["problem"])
+    except Exception as e:
+        return UNKNOWN, f"its problem is not one this source takes: {type(e).__name__}: {e}"[:500], []
     digests = []
     for name, item in configs:
         try:
-            digests.append(kernel.program_digest(kernel.problem(entry["problem"]), item["config"], stamps))
-        except Exception as e:  # a config the current source cannot lower is a finding about this entry
+            digests.append(kernel.program_digest(problem, item["config"], stamps))
+        except Exception as e:
             return UNKNOWN, f"its {name} does not lower here: {type(e).__name__}: {e}"[:500], []
     if is_current:
         differ = [name for (name, _), r, d in zip(configs, recorded, digests, strict=True) if r not in (None, d)]

@@ -99,16 +99,19 @@ def test_entries_it_cannot_judge_stay_stale_and_say_why(tmp_path, monkeypatch):
     unlowerable = entry(4, fallbacks=["unlowerable"])
     drifted = entry(5)  # under the current hash, recorded with a digest this lowering does not give
     drifted["program_digest"] = "p9-n5-w1"
-    path = table(tmp_path, undigested, foreign, unlowerable, drifted)
+    alien = entry(6)
+    alien["problem"] = {"m": 6}  # a field this source's problem does not have
+    path = table(tmp_path, undigested, foreign, unlowerable, drifted, alien)
     before = path.read_text()
     r = rekey_table(KERNEL, path)
     assert [(i.bucket, i.outcome) for i in r.items] == [("n2", UNKNOWN), ("n3", FOREIGN), ("n4", UNKNOWN),
-                                                          ("n5", INCONSISTENT)]
+                                                          ("n5", INCONSISTENT), ("n6", UNKNOWN)]
     assert r.items[0].detail == "measured under hash-old before its programs were digested"
     assert r.items[1].detail.startswith("measured under numpy '0.0.1' (running ")
     assert "fallback 1 does not lower here: ValueError: this source cannot lower" in r.items[2].detail
     assert r.items[3].detail.startswith("under the current source, the program of winner differs from the one")
-    assert r.stale_buckets == ["n2", "n3", "n4", "n5"] and path.read_text() == before
+    assert r.items[4].detail.startswith("its problem is not one this source takes: TypeError")
+    assert r.stale_buckets == ["n2", "n3", "n4", "n5", "n6"] and path.read_text() == before
 
 
 def test_bad_input_names_the_culprit(tmp_path):

@@ -135,10 +135,9 @@ class RankerAttentionPlugin:
     def program_digest(self, problem: Problem, tiles: Mapping[str, Any], stamps: Mapping[str, Any]) -> str:
         """The lowered forward's digest (``program.py``) at the SM count the entry was measured on: the
         persistent grid's size is part of the program."""
-        from .kernel import _HOPPER_SMS
         from .program import program_digest
 
-        return program_digest(problem, dict(tiles), int(stamps.get("sm_count") or _HOPPER_SMS))
+        return program_digest(problem, dict(tiles), int(stamps.get("sm_count") or 0) or None)
 
     def flops(self, problem: Problem, inputs: RankerInputs) -> float:
         return float(useful_flops(problem, inputs.bounds))
@@ -242,17 +241,10 @@ def _no_cap_twin(problem: Problem) -> Callable[..., Any]:
 def _compiled(problem: Problem, config: KernelConfig, *, poisoned: bool) -> Callable[..., Any]:
     """One entry point compiled ahead for the problem's shapes: (q, k, v, bounds), plus the poisoned
     out and lse buffers when ``poisoned``."""
-    import jax
-    import jax.numpy as jnp
-
     from .kernel import build_forward
+    from .program import arg_specs
 
-    b, t, hq, hkv, d = problem.batch, problem.seq_len, problem.q_heads, problem.kv_heads, problem.head_dim
-    s, dt = jax.ShapeDtypeStruct, jnp.dtype(problem.dtype)
-    args = [s((b, t, hq, d), dt), s((b, t, hkv, d), dt), s((b, t, hkv, d), dt), s((b, 4), jnp.int32)]
-    if poisoned:
-        args += [s((b, t, hq, d), dt), s((b, hq, t), jnp.float32)]
-    return build_forward(problem, config, poisoned=poisoned).lower(*args).compile()
+    return build_forward(problem, config, poisoned=poisoned).lower(*arg_specs(problem, poisoned=poisoned)).compile()
 
 
 PLUGIN = RankerAttentionPlugin()

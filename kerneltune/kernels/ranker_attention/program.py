@@ -47,18 +47,30 @@ def canonical_text(lowered_text: str) -> str:
     return _DUMP_NAME.sub("mosaic_gpu.dump_basename = <>", text)
 
 
-def program_digest(problem: Problem, tiles: dict[str, Any], sm_count: int) -> str:
-    """The digest of the timed entry point (q, k, v, bounds) for ``problem`` at ``tiles``, lowered for a
-    GPU of ``sm_count`` SMs (a persistent grid's size is part of the program)."""
+def arg_specs(problem: Problem, *, poisoned: bool = False) -> tuple[Any, ...]:
+    """The forward's argument shapes for ``problem``: (q, k, v, bounds), plus the poisoned out and lse
+    buffers when ``poisoned``."""
     import jax
     import jax.numpy as jnp
 
-    from .kernel import build_forward
-
-    config = KernelConfig.for_problem(problem, **tiles)
     b, t, hq, hkv, d = problem.batch, problem.seq_len, problem.q_heads, problem.kv_heads, problem.head_dim
     s, dt = jax.ShapeDtypeStruct, jnp.dtype(problem.dtype)
-    args = (s((b, t, hq, d), dt), s((b, t, hkv, d), dt), s((b, t, hkv, d), dt), s((b, 4), jnp.int32))
-    lowered = build_forward(problem, config, num_ctas=sm_count).trace(*args).lower(lowering_platforms=("cuda",))
+    specs = (s((b, t, hq, d), dt), s((b, t, hkv, d), dt), s((b, t, hkv, d), dt), s((b, 4), jnp.int32))
+    return (*specs, s((b, t, hq, d), dt), s((b, hq, t), jnp.float32)) if poisoned else specs
+
+
+def lower_for_cuda(problem: Problem, config: KernelConfig, num_ctas: int | None = None) -> Any:
+    """The timed entry point (q, k, v, bounds) lowered for CUDA on any host; ``num_ctas`` as ``build_forward``
+    takes it (default: this device's SM count, or a Hopper's where there is no GPU)."""
+    from .kernel import build_forward
+
+    return build_forward(problem, config, num_ctas=num_ctas).trace(*arg_specs(problem)).lower(
+        lowering_platforms=("cuda",))
+
+
+def program_digest(problem: Problem, tiles: dict[str, Any], sm_count: int | None) -> str:
+    """The digest of the timed entry point for ``problem`` at ``tiles``, lowered for a GPU of ``sm_count`` SMs
+    (a persistent grid's size is part of the program; None: as ``lower_for_cuda`` defaults)."""
+    lowered = lower_for_cuda(problem, KernelConfig.for_problem(problem, **tiles), sm_count)
     text = canonical_text(lowered.as_text(debug_info=False))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -3,30 +3,21 @@ config the static check rejects for SMEM is one Mosaic GPU rejects too."""
 
 import functools
 
-import jax
-import jax.numpy as jnp
 import pytest
 
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, smem_bytes
-from kerneltune.kernels.ranker_attention.kernel import build_forward
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+from kerneltune.kernels.ranker_attention.program import lower_for_cuda
 from kerneltune.tuning.space import load_space
 
 from ...pairwise import pairwise_cover
 from ...paths import SPACES
 
 
-def lower(problem, config):
-    s = jax.ShapeDtypeStruct
-    b, t, d = problem.batch, problem.seq_len, problem.head_dim
-    qs, ks = s((b, t, problem.q_heads, d), jnp.bfloat16), s((b, t, problem.kv_heads, d), jnp.bfloat16)
-    return build_forward(problem, config).trace(qs, ks, ks, s((b, 4), jnp.int32)).lower(lowering_platforms=("cuda",))
-
-
 @functools.cache
 def lowered_text(problem, config):
-    """``lower``'s module text, once per (problem, config): the instruction tests below share configs."""
-    return lower(problem, config).as_text()
+    """``lower_for_cuda``'s module text, once per (problem, config): the instruction tests below share configs."""
+    return lower_for_cuda(problem, config).as_text()
 
 
 @pytest.mark.slow
@@ -51,10 +42,10 @@ def test_default_space_lowers_for_cuda(head_dim):
             rejected.setdefault(smem_bytes(KernelConfig.for_problem(problem, **tiles), head_dim), tiles)
     lowered = pairwise_cover(feasible)
     for tiles in lowered:
-        lower(problem, KernelConfig.for_problem(problem, **tiles))
+        lower_for_cuda(problem, KernelConfig.for_problem(problem, **tiles))
     for tiles in rejected.values():
         with pytest.raises(ValueError, match="exceeds available shared memory"):
-            lower(problem, KernelConfig.for_problem(problem, **tiles))
+            lower_for_cuda(problem, KernelConfig.for_problem(problem, **tiles))
     assert len(lowered) >= 4
 
 
