@@ -371,16 +371,16 @@ def _verify_emulated(kernel: str, plugin: Kernel) -> None:
 
 
 def targets_table(verdicts: list[dict], title: str) -> Table:
-    """A bench's target verdicts: value against threshold, met / missed / n/a."""
+    """A bench's target verdicts: value against threshold, met / missed / n/a, and how the value was taken."""
     table = Table(title=title)
-    for col in ("target", "shape", "cap", "value", "at least", "verdict"):
+    for col in ("target", "shape", "cap", "value", "at least", "verdict", "how"):
         table.add_column(col)
     colour = {"met": "green", "missed": "red"}
     for v in verdicts:
         value = "-" if v["value"] is None else f"{v['value']:.2f}"
         verdict = v["verdict"]
         table.add_row(v["target"], v["shape"], v.get("cap_method", ""), value, f"{v['at_least']:g}",
-                      f"[{colour[verdict]}]{verdict}[/]" if verdict in colour else verdict)
+                      f"[{colour[verdict]}]{verdict}[/]" if verdict in colour else verdict, v.get("note", ""))
     return table
 
 

@@ -107,6 +107,35 @@ def sample_until_quiet(take_batch: Callable[[int], list[float]], settings: Measu
     return summarize(samples, converged, info)
 
 
+def alternate(samplers: dict[str, Callable[[int], list[float]]], rounds: int, batch: int,
+              warmup: int = 3) -> dict[str, list[float]]:
+    """Each sampler's median time (µs) per round, the samplers taking turns in every round and the order
+    reversed every other round (A B, B A, ...).
+
+    Two implementations timed one after the other see the GPU in different states: run AB's bench timed
+    one dense problem at 1600 and 1805 µs minutes apart on a power-capped H200. Taking turns within
+    rounds puts both under the same clocks and heat, so the ratio of two round medians is what differs
+    between the implementations, not between the moments.
+    """
+    if rounds < 1 or batch < 1 or len(samplers) < 2:
+        raise ValueError("alternate: at least two samplers, one round and one sample per turn")
+    for take in samplers.values():
+        take(warmup)
+    names = list(samplers)
+    medians: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            medians[name].append(float(np.median(samplers[name](batch))) * 1e3)
+    return medians
+
+
+def round_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> dict[str, float]:
+    """Median and quartiles of the per-round ratios of two implementations' times, and the rounds."""
+    r = np.asarray(numerator, dtype=np.float64) / np.asarray(denominator, dtype=np.float64)
+    p25, med, p75 = np.percentile(r, [25, 50, 75])
+    return {"ratio": float(med), "p25": float(p25), "p75": float(p75), "rounds": int(r.size)}
+
+
 def time_with(backend: Backend, fn: Any, args: tuple[Any, ...], settings: MeasureSettings,
               prune_above_us: float | None = None) -> Timing:
     """Time ``fn(*args)`` with the backend's timer and clocks under the noise rule."""

@@ -11,9 +11,14 @@ import pytest
 # One BLAS/OpenMP thread per xdist worker (and the processes it starts): `-n 2` on 2 cores already uses
 # both, and two workers' spinning BLAS threads made the drafter's float64 model 2.8x slower than one thread
 # each (run M: 118 s against 43 s). Set before anything imports NumPy or torch.
+# XLA's CPU client likewise: its Eigen pool took a share of the core that the other worker's float64 model
+# ran on (an emulation of 21 s alone took 47 s in the suite).
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
+    if "intra_op_parallelism_threads" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
 
 # The user's own installed tables must not steer a test: each run gets an empty user tables folder
 # (the shipped tables are still read), inherited by every subprocess a test starts.

@@ -1,11 +1,20 @@
-"""The measurement rules, directly: median and spread, the noise stop, min_samples, the time cap, pruning."""
+"""The measurement rules, directly: median and spread, the noise stop, min_samples, the time cap, pruning,
+alternating rounds."""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from kerneltune.measure import MeasureSettings, median_noise, sample_until_quiet, summarize, time_with
+from kerneltune.measure import (
+    MeasureSettings,
+    alternate,
+    median_noise,
+    round_ratios,
+    sample_until_quiet,
+    summarize,
+    time_with,
+)
 
 
 def test_summary_is_the_median_and_the_interquartile_spread():
@@ -182,3 +191,53 @@ def test_time_with_uses_the_backends_sampler_and_clocks():
                                   dict(min_samples=3), dict(batch=1)])
 def test_settings_at_their_bounds_are_accepted(edge):
     MeasureSettings(**edge)
+
+
+class DriftingGpu:
+    """Every call takes ``cost`` times a slowdown that grows with the calls made so far (a GPU heating up
+    under a power cap), and the log keeps who ran when."""
+
+    def __init__(self):
+        self.calls, self.log = 0, []
+
+    def sampler(self, name, cost_ms):
+        def take(n):
+            out = []
+            for _ in range(n):
+                self.calls += 1
+                out.append(cost_ms * (1 + self.calls / 100))
+            self.log.append((name, n))
+            return out
+
+        return take
+
+
+def test_alternate_takes_turns_reversing_the_order_every_other_round():
+    gpu = DriftingGpu()
+    times = alternate({"a": gpu.sampler("a", 1.0), "b": gpu.sampler("b", 2.0)}, rounds=3, batch=4, warmup=2)
+    assert gpu.log == [("a", 2), ("b", 2), ("a", 4), ("b", 4), ("b", 4), ("a", 4), ("a", 4), ("b", 4)]
+    assert [len(v) for v in times.values()] == [3, 3]
+    assert times["a"][0] == pytest.approx(1e3 * (1 + 6.5 / 100))  # µs: the median of calls 5-8 of 1 ms each
+
+
+def test_alternating_rounds_see_the_true_ratio_under_drift_where_one_after_the_other_does_not():
+    gpu = DriftingGpu()
+    times = alternate({"ours": gpu.sampler("ours", 1.0), "dense": gpu.sampler("dense", 2.0)}, rounds=20, batch=5)
+    r = round_ratios(times["dense"], times["ours"])
+    assert r["ratio"] == pytest.approx(2.0, rel=0.01) and r["rounds"] == 20 and r["p25"] <= r["ratio"] <= r["p75"]
+    sequential = DriftingGpu()
+    ours = np.median(sequential.sampler("ours", 1.0)(100))
+    dense = np.median(sequential.sampler("dense", 2.0)(100))
+    assert dense / ours > 2.0 * 1.3  # the same 200 calls one after the other: the drift reads as the kernel's
+
+
+@pytest.mark.parametrize(("samplers", "rounds", "batch"), [(1, 3, 3), (2, 0, 3), (2, 3, 0)])
+def test_alternate_needs_two_samplers_a_round_and_a_sample(samplers, rounds, batch):
+    takes = {str(i): (lambda n: [1.0] * n) for i in range(samplers)}
+    with pytest.raises(ValueError, match="alternate"):
+        alternate(takes, rounds, batch)
+
+
+def test_round_ratios_are_per_round_not_ratios_of_medians():
+    r = round_ratios([2.0, 4.0, 9.0], [1.0, 4.0, 3.0])  # rounds 2, 1, 3; the medians' ratio would be 4 / 3
+    assert r["ratio"] == pytest.approx(2.0) and r["p25"] == pytest.approx(1.5) and r["p75"] == pytest.approx(2.5)

@@ -59,9 +59,10 @@ Times are medians; "slower" is against the bucket's best in the same run, on one
 {% endfor %}</table>{% endif %}
 {% if targets %}<h3 id="bench-targets">Targets ({{ targets.source }})</h3>
 {% if targets.rows %}<table class="targets">
-<tr><th>target</th><th>shape</th><th>cap</th><th>value</th><th>at least</th><th>verdict</th></tr>
+<tr><th>target</th><th>shape</th><th>cap</th><th>value</th><th>at least</th><th>verdict</th><th>how</th></tr>
 {% for t in targets.rows %}<tr class="{{ t.css }}"><td>{{ t.target }}</td><td>{{ t.shape }}</td>
-<td>{{ t.cap_method }}</td><td>{{ t.value_text }}</td><td>{{ t.at_least }}</td><td>{{ t.verdict }}</td></tr>
+<td>{{ t.cap_method }}</td><td>{{ t.value_text }}</td><td>{{ t.at_least }}</td><td>{{ t.verdict }}</td>
+<td>{{ t.note }}</td></tr>
 {% endfor %}</table>{% endif %}{% endif %}
 {% if baseline %}<h2 id="baseline">Against the baseline</h2>
 <table class="baseline"><tr><th>bucket</th><th>best µs</th><th>baseline µs</th><th>ratio</th><th>verdict</th></tr>
@@ -164,7 +165,7 @@ def _bench_rows(bench: dict) -> dict:
 
 
 def _target_rows(verdicts: list[dict], source: str) -> dict:
-    rows = [{**v, "value_text": "-" if v["value"] is None else f"{v['value']:.2f}",
+    rows = [{**v, "value_text": "-" if v["value"] is None else f"{v['value']:.2f}", "note": v.get("note", ""),
              "css": {"met": "faster", "missed": "slower"}.get(v["verdict"], "")} for v in verdicts]
     return {"source": source, "rows": rows}
 

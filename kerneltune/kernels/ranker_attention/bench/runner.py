@@ -6,6 +6,11 @@ rate, the upper bound the targets are stated against. A baseline that fails is r
 error and the run goes on. Where the user's call that also returns the LSE launches another config
 than the ``out``-only call the targets judge (its default budget bounds the LSE error too, so a tanh
 entry on the tanh instruction gives way to its exact fallback), a ``kerneltune_lse`` row times it.
+
+The dense fraction is also measured paired: after a shape's rows, ours and each dense baseline take
+turns for a dozen rounds, and the median of the rounds' time ratios gives ``paired_dense_fraction``
+(the targets judge it where present). The unpaired rows stay: their bound is the fastest of the dense
+problem's timings, minutes apart, which moved 13% within run AB's bench.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.backends.cuda_jax import system_stamps, time_jax
-from kerneltune.backends.torch_events import time_torch
-from kerneltune.measure import MeasureSettings, Timing
+from kerneltune.backends.cuda_jax import cupti_sampler, system_stamps, time_jax
+from kerneltune.backends.torch_events import event_sampler, time_torch
+from kerneltune.measure import MeasureSettings, Timing, alternate, round_ratios
+from kerneltune.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind, now_stamp
 
 from .. import baselines
@@ -28,14 +34,39 @@ from ..cap import CapMethod
 from ..config import Problem
 from ..inputs import make_device_tensors, ranker_bounds, useful_flops
 from .spec import BenchShape, load_spec
+from .targets import DENSE_IMPLS
 
 BASELINES = ("flex", "cudnn_dense", "flash_dense", "composite", "jax_mgpu_dense")
+
+
+# Paired dense rounds: turns of about this long, this many rounds (each a turn of ours and one of the baseline).
+PAIRED_TURN_S = 0.04
+PAIRED_ROUNDS = 12
+
+
+def _sampler(runnable: baselines.Runnable) -> TakeBatch:
+    if runnable.framework == "jax":
+        return cupti_sampler(runnable.fn, runnable.args, False)
+    return event_sampler(lambda: runnable.fn(*runnable.args), False)
 
 
 def _timed(runnable: baselines.Runnable, settings: MeasureSettings) -> Timing:
     if runnable.framework == "jax":
         return time_jax(runnable.fn, runnable.args, settings)
     return time_torch(lambda: runnable.fn(*runnable.args), settings)
+
+
+def paired_dense(ours: baselines.Runnable, ours_us: float, dense: dict[str, baselines.Runnable],
+                 rounds: int = PAIRED_ROUNDS) -> dict[str, dict[str, float]]:
+    """Each dense baseline's time over ours, taking turns with ours round by round (``measure.alternate``):
+    per baseline the median and quartiles of the rounds' ratios and both round medians."""
+    batch = max(3, min(50, int(PAIRED_TURN_S / max(ours_us * 1e-6, 1e-6))))
+    out = {}
+    for name, runnable in dense.items():
+        times = alternate({"ours": _sampler(ours), name: _sampler(runnable)}, rounds, batch)
+        out[name] = {**round_ratios(times[name], times["ours"]), "ours_us": float(np.median(times["ours"])),
+                     "dense_us": float(np.median(times[name]))}
+    return out
 
 
 def _rel(out: np.ndarray, ref: np.ndarray) -> float:
@@ -122,6 +153,7 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     ref, ref_lse, dense_ref = (np.concatenate([r[j] for r in per_row]) for j in range(3))
     del per_row
     rows: list[dict[str, Any]] = []
+    timed: dict[str, baselines.Runnable] = {}  # the rows that ran, for the paired rounds
 
     def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool, user_call: bool = False) -> None:
         row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
@@ -138,6 +170,7 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
                 row["lse_max_abs"] = float(np.abs(lse[0][valid] - ref_lse[valid]).max()) if valid.any() else 0.0
             if user_call:
                 row.update(user_call_times(runnable.fn, runnable.args, t.median_us))
+            timed[impl] = runnable
         except Exception as e:  # a baseline that cannot run is a finding, not a reason to stop
             row.update(error=f"{type(e).__name__}: {e}"[:1000], trace=traceback.format_exc()[-1500:])
         rows.append(row)
@@ -164,6 +197,15 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
         record("composite", lambda: baselines.composite(q, k, v, bounds, problem.scale), ref, False)
     if "jax_mgpu_dense" in which:
         record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v, problem.scale), dense_ref, True)
+    dense = {d: timed[d] for d in DENSE_IMPLS if d in timed}
+    if "kerneltune" in timed and dense:
+        ours = next(r for r in rows if r["impl"] == "kerneltune")
+        try:
+            pairs = paired_dense(timed["kerneltune"], ours["median_ms"] * 1e3, dense)
+            ours["paired_dense"] = pairs
+            ours["paired_dense_fraction"] = flops / dense_flops * min(p["ratio"] for p in pairs.values())
+        except Exception as e:
+            ours["paired_dense_error"] = f"{type(e).__name__}: {e}"[:1000]
     return rows
 
 

@@ -55,6 +55,12 @@ def test_every_baseline_runs_and_agrees(tmp_path):
     for r in (r for r in rows if r["impl"] == "kerneltune"):  # the user's call timed beside the kernel
         assert r["call_loop_us"] > 0 and r["call_single_us"] > 0 and r["call_kernels"]
         assert 0 < r["kernel_over_call"] < 1.2 and len(r["kernel_over_call_rounds"]) == 7
+        # Ours and each dense baseline in turns: the fraction from the rounds is near the unpaired one.
+        assert set(r["paired_dense"]) == {"cudnn_dense", "jax_mgpu_dense"}, r.get("paired_dense_error")
+        dense = [d for d in rows if d["shape"] == r["shape"] and d["cap_method"] == r["cap_method"]
+                 and d["impl"] in r["paired_dense"]]
+        unpaired = r["useful_tflops"] / max(d["dense_tflops"] for d in dense)
+        assert 0.7 * unpaired < r["paired_dense_fraction"] < 1.3 * unpaired
 
 
 def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
@@ -79,3 +85,30 @@ def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
     assert [v["verdict"] for v in verdicts] == ["n/a"] * 2  # flex never ran: no speedup to judge
     assert "MemoryError: reference: 16 GiB" in rows[0]["error"]
     assert path.read_text().count('"impl"') == 4
+
+
+def test_paired_dense_takes_turns_per_baseline_and_reports_the_rounds_ratio(monkeypatch):
+    """On CPU, with samplers standing for the GPU: each baseline alternates with ours, the turn's batch
+    follows ours' time, and the ratio is the baseline's time over ours."""
+    import kerneltune.kernels.ranker_attention.bench.runner as bench
+    from kerneltune.kernels.ranker_attention.baselines import Runnable
+
+    turns = []
+
+    def sampler(runnable):
+        def take(n):
+            turns.append((runnable.fn, n))
+            return [runnable.args[0]] * n  # ms
+
+        return take
+
+    monkeypatch.setattr(bench, "_sampler", sampler)
+    ours, cudnn, mgpu = (Runnable("jax", name, (ms,)) for name, ms in (("ours", 1.0), ("cudnn", 1.25), ("mgpu", 1.5)))
+    pairs = bench.paired_dense(ours, 1000.0, {"cudnn_dense": cudnn, "jax_mgpu_dense": mgpu}, rounds=4)
+    assert pairs["cudnn_dense"]["ratio"] == pytest.approx(1.25)
+    assert pairs["jax_mgpu_dense"]["ratio"] == pytest.approx(1.5)
+    assert pairs["cudnn_dense"]["rounds"] == 4 and pairs["cudnn_dense"]["dense_us"] == pytest.approx(1250.0)
+    batch = int(bench.PAIRED_TURN_S / 1e-3)
+    timed = [(fn, n) for fn, n in turns if n == batch]
+    assert [fn for fn, _ in timed[:8]] == ["ours", "cudnn", "cudnn", "ours", "ours", "cudnn", "cudnn", "ours"]
+    assert [fn for fn, _ in timed[8:]] == ["ours", "mgpu", "mgpu", "ours", "ours", "mgpu", "mgpu", "ours"]

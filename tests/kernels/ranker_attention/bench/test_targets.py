@@ -55,6 +55,17 @@ def test_the_dense_bound_is_the_fastest_timing_of_the_shapes_dense_problem():
     assert v["value"] == pytest.approx(400 / 553) and v["verdict"] == "missed"
 
 
+def test_a_paired_fraction_is_judged_before_the_unpaired_bound_and_says_so():
+    # The unpaired bound (cuDNN's one lucky 640) reads 0.70; the rounds taken in turns read 0.74.
+    rows = [{**ROWS[0], "paired_dense_fraction": 0.74}, *ROWS[1:4]]
+    target = Target("dense", "dense_fraction", ("tanh",), (128,), 0.72)
+    [v] = evaluate([target], rows, HEAD_DIMS)
+    assert (v["value"], v["verdict"], v["bound"]) == (pytest.approx(0.74), "met", "paired")
+    assert v["unpaired_value"] == pytest.approx(450 / 640) and v["note"] == "rounds in turns; unpaired 0.70"
+    [old] = evaluate([target], ROWS[:4], HEAD_DIMS)  # a result from before the paired rounds
+    assert (old["value"], old["verdict"], old["bound"]) == (pytest.approx(450 / 640), "missed", "fastest unpaired")
+
+
 def test_a_failed_kerneltune_row_is_not_judged_met():
     rows = [{**ROWS[0], "error": "RuntimeError: launch failed"}, ROWS[1]]
     [v] = evaluate([Target("t", "speedup", ("tanh",), (128,), 1.0, over="flex")], rows, HEAD_DIMS)
