@@ -29,12 +29,3 @@ def event_sampler(call: Callable[[], Any], cold_l2: bool, device: Any = None) ->
 
     return take
 
-
-def time_torch(fn: Callable[[], Any], settings: Any = None) -> Any:
-    """A torch callable's event time under the engine's stopping rule (benches)."""
-    from kerneltune.measure import MeasureSettings, sample_until_quiet
-
-    from .cuda_jax import gpu_clocks
-
-    settings = settings or MeasureSettings()
-    return sample_until_quiet(event_sampler(fn, settings.cold_l2), settings, gpu_clocks)

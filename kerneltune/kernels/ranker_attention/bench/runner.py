@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.backends.cuda_jax import cupti_sampler, system_stamps, time_jax
-from kerneltune.backends.torch_events import event_sampler, time_torch
-from kerneltune.measure import MeasureSettings, Timing, alternate, round_ratios
+from kerneltune.backends.cuda_jax import cupti_sampler, gpu_clocks, system_stamps
+from kerneltune.backends.torch_events import event_sampler
+from kerneltune.measure import MeasureSettings, Timing, alternate, round_ratios, sample_until_quiet
 from kerneltune.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind, now_stamp
 
@@ -44,16 +44,15 @@ PAIRED_TURN_S = 0.04
 PAIRED_ROUNDS = 12
 
 
-def _sampler(runnable: baselines.Runnable) -> TakeBatch:
+def _sampler(runnable: baselines.Runnable, cold_l2: bool = False) -> TakeBatch:
+    """Kernel times of a JAX runnable under CUPTI, of a torch one between device events."""
     if runnable.framework == "jax":
-        return cupti_sampler(runnable.fn, runnable.args, False)
-    return event_sampler(lambda: runnable.fn(*runnable.args), False)
+        return cupti_sampler(runnable.fn, runnable.args, cold_l2)
+    return event_sampler(lambda: runnable.fn(*runnable.args), cold_l2)
 
 
 def _timed(runnable: baselines.Runnable, settings: MeasureSettings) -> Timing:
-    if runnable.framework == "jax":
-        return time_jax(runnable.fn, runnable.args, settings)
-    return time_torch(lambda: runnable.fn(*runnable.args), settings)
+    return sample_until_quiet(_sampler(runnable, settings.cold_l2), settings, gpu_clocks)
 
 
 def paired_dense(ours: baselines.Runnable, ours_us: float, dense: dict[str, baselines.Runnable],
