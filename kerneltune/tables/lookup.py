@@ -25,8 +25,8 @@ log = logging.getLogger("kerneltune.tables")
 _logged: set[str] = set()
 
 
-def log_miss(message: str, level: int = logging.WARNING) -> None:
-    """Log a table miss (or, at INFO, a note on the entry used) once per process."""
+def log_once(message: str, level: int = logging.WARNING) -> None:
+    """Log a table miss (or, at INFO, a note on the entry used) once per process: a lookup runs at every trace."""
     if message not in _logged:
         _logged.add(message)
         log.log(level, message)
@@ -161,12 +161,12 @@ def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tup
         try:
             table = _read_cached(path)
         except TableError as e:
-            log_miss(f"{kernel}: {e}; left out")
+            log_once(f"{kernel}: {e}; left out")
             continue
         if table is None:
             continue
         for skipped in table["skipped"]:
-            log_miss(f"{kernel}: {skipped}")
+            log_once(f"{kernel}: {skipped}")
         used.append(str(path))
         merged = {"entries": {**(merged or {}).get("entries", {}), **table["entries"]}}
     where = " over ".join(reversed(used)) or " or ".join(str(table_path(r, device_kind, kernel)) for r in roots)
@@ -181,15 +181,15 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     overlay order, by default the user's and then the shipped ones."""
     table, where = read_overlaid(kernel, str(running["device_kind"]), roots or table_roots())
     if table is None:
-        log_miss(f"{kernel}: no tuned table at {where}; using the heuristic")
+        log_once(f"{kernel}: no tuned table at {where}; using the heuristic")
         return None
     entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, kin)
     for m in misses:
-        log_miss(f"{kernel}: {m} ({where})")
+        log_once(f"{kernel}: {m} ({where})")
     if entry is None:
-        log_miss(f"{kernel}: no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
+        log_once(f"{kernel}: no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
         return None
     if carried := entry.get("stamps", {}).get("rekeyed_from"):
-        log_miss(f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried to {kernel_hash} "
+        log_once(f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried to {kernel_hash} "
                  "by kerneltune rekey (its programs unchanged)", logging.INFO)
     return dict(entry["config"])

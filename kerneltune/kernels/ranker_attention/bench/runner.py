@@ -56,13 +56,13 @@ def _timed(runnable: baselines.Runnable, settings: MeasureSettings) -> Timing:
 
 
 def paired_dense(ours: baselines.Runnable, ours_us: float, dense: dict[str, baselines.Runnable],
-                 rounds: int = PAIRED_ROUNDS) -> dict[str, dict[str, float]]:
+                 cold_l2: bool = False, rounds: int = PAIRED_ROUNDS) -> dict[str, dict[str, float]]:
     """Each dense baseline's time over ours, taking turns with ours round by round (``measure.alternate``):
     per baseline the median and quartiles of the rounds' ratios and both round medians."""
     batch = max(3, min(50, int(PAIRED_TURN_S / max(ours_us * 1e-6, 1e-6))))
     out = {}
     for name, runnable in dense.items():
-        times = alternate({"ours": _sampler(ours), name: _sampler(runnable)}, rounds, batch)
+        times = alternate({"ours": _sampler(ours, cold_l2), name: _sampler(runnable, cold_l2)}, rounds, batch)
         out[name] = {**round_ratios(times[name], times["ours"]), "ours_us": float(np.median(times["ours"])),
                      "dense_us": float(np.median(times[name]))}
     return out
@@ -152,7 +152,7 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     ref, ref_lse, dense_ref = (np.concatenate([r[j] for r in per_row]) for j in range(3))
     del per_row
     rows: list[dict[str, Any]] = []
-    timed: dict[str, baselines.Runnable] = {}  # the rows that ran, for the paired rounds
+    paired: dict[str, baselines.Runnable] = {}  # ours and the dense baselines that ran, for the paired rounds
 
     def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool, user_call: bool = False) -> None:
         row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
@@ -169,7 +169,8 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
                 row["lse_max_abs"] = float(np.abs(lse[0][valid] - ref_lse[valid]).max()) if valid.any() else 0.0
             if user_call:
                 row.update(user_call_times(runnable.fn, runnable.args, t.median_us))
-            timed[impl] = runnable
+            if impl == "kerneltune" or impl in DENSE_IMPLS:  # the others' inputs are freed with the row
+                paired[impl] = runnable
         except Exception as e:  # a baseline that cannot run is a finding, not a reason to stop
             row.update(error=f"{type(e).__name__}: {e}"[:1000], trace=traceback.format_exc()[-1500:])
         rows.append(row)
@@ -196,11 +197,11 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
         record("composite", lambda: baselines.composite(q, k, v, bounds, problem.scale), ref, False)
     if "jax_mgpu_dense" in which:
         record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v, problem.scale), dense_ref, True)
-    dense = {d: timed[d] for d in DENSE_IMPLS if d in timed}
-    if "kerneltune" in timed and dense:
+    dense = {d: paired[d] for d in DENSE_IMPLS if d in paired}
+    if "kerneltune" in paired and dense:
         ours = next(r for r in rows if r["impl"] == "kerneltune")
         try:
-            pairs = paired_dense(timed["kerneltune"], ours["median_ms"] * 1e3, dense)
+            pairs = paired_dense(paired["kerneltune"], ours["median_ms"] * 1e3, dense, settings.cold_l2)
             ours["paired_dense"] = pairs
             ours["paired_dense_fraction"] = flops / dense_flops * min(p["ratio"] for p in pairs.values())
         except Exception as e:

@@ -86,9 +86,9 @@ def evaluate(targets: list[Target], rows: list[dict[str, Any]], head_dims: dict[
                 value = impls[t.over]["median_ms"] / ours["median_ms"]
             elif ours is not None and t.metric == "dense_fraction":
                 unpaired = ours["useful_tflops"] / dense_bound[shape] if shape in dense_bound else None
-                if ours.get("paired_dense_fraction") is not None:
-                    value, extra = ours["paired_dense_fraction"], {"bound": "paired", "unpaired_value": unpaired}
-                    extra["note"] = "rounds in turns" + ("" if unpaired is None else f"; unpaired {unpaired:.2f}")
+                if (value := ours.get("paired_dense_fraction")) is not None:
+                    extra = {"bound": "paired", "unpaired_value": unpaired,
+                             "note": "rounds in turns" + ("" if unpaired is None else f"; unpaired {unpaired:.2f}")}
                 elif unpaired is not None:
                     value, extra = unpaired, {"bound": "fastest unpaired", "note": "fastest unpaired timing"}
             elif ours is not None and t.metric == "kernel_over_call":

@@ -95,7 +95,8 @@ def test_paired_dense_takes_turns_per_baseline_and_reports_the_rounds_ratio(monk
 
     turns = []
 
-    def sampler(runnable):
+    def sampler(runnable, cold_l2):
+        assert cold_l2 is False
         def take(n):
             turns.append((runnable.fn, n))
             return [runnable.args[0]] * n  # ms
