@@ -167,8 +167,10 @@ def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
         2 * q_buffers * config.block_q * 4,  # LSE
         0 if config.p_in_registers else 2 * config.block_q * config.block_kv * itemsize,
         3 * 4 if config.persistent else 0,  # the tile handed to the compute warpgroups (2) and the claim
+        64 * head_dim * itemsize if config.persistent else 0,  # zeros that padding tiles are stored from
+        64 * 4 if config.persistent else 0,  # and their LSE's -inf
     ]
-    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0))
+    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (7 if config.persistent else 0))
     return sum(-(-b // 1024) * 1024 for b in buffers) + _MOSAIC_RESERVED_SMEM + barriers
 
 

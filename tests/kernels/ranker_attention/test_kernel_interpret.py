@@ -97,3 +97,15 @@ def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eigh
     assert np.all(rl[0, :, :150] < -cap + 6)  # row 0's history rows: every logit saturated low
     c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl, bounds, "bfloat16", "tanh")
     assert c.ok, c.errors
+
+
+@pytest.mark.slow
+def test_padding_tiles_in_runs_and_at_the_end_of_the_grid():
+    """The persistent kernel's memory warpgroup stores padding tiles itself as it claims past them: runs of them
+    (whole rows of padding, both heads), one after a computed tile, and the grid's last tiles, where its claims
+    run past the end. Every padding row must come back 0 with an LSE of -inf through the NaN poison."""
+    bounds = np.array([[0, 100, 100, 120], [0, 0, 0, 0], [0, 0, 0, 0], [7, 8, 8, 40], [0, 0, 0, 0]], np.int32)
+    problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, cap_method="none")
+    tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=False, persistent=True)
+    c = run_and_compare(problem, tiles, bounds, 6)
+    assert c.ok, c.errors
