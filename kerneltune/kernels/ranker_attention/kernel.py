@@ -437,7 +437,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         ctas = lax.axis_size("cta")
         cta = lax.axis_index("cta")
         n_tiles = problem.batch * problem.q_heads * n_q_tiles
-        tile_ready, tile_taken, q_free, padding_ready = handoff
+        tile_ready, tile_taken, q_free, _ = handoff
 
         def coords(tile):
             return lax.div(tile, problem.q_heads * n_q_tiles), lax.rem(lax.div(tile, n_q_tiles), problem.q_heads), \
@@ -451,13 +451,6 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         @pl.when(wg < 2)
         def _compute():
             plgpu.set_max_registers(232, action="increase")
-            # The blocks that the memory warpgroup stores padding tiles from (it writes no registers to SMEM:
-            # interpret mode hangs on its vector stores).
-            zero_rows[...] = plgpu.layout_cast(jnp.zeros((_PAD_ROWS, head_dim), jnp.float32),
-                                               plgpu.Layout.WGMMA).astype(q_ref.dtype)
-            no_keys[...] = plgpu.layout_cast(jnp.full((_PAD_ROWS,), -jnp.inf, jnp.float32), _row_layout())
-            plgpu.commit_smem()
-            plgpu.barrier_arrive(padding_ready)
 
             def tile_step(carry):
                 tile, j, step_base = carry
@@ -484,7 +477,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             plgpu.set_max_registers(40, action="decrease")
             for half in range(2):
                 load_q(*coords(cta), 0, half)
-            plgpu.barrier_wait(padding_ready)
+            zero_rows[...] = plgpu.layout_cast(jnp.zeros((_PAD_ROWS, head_dim), jnp.float32),
+                                               plgpu.Layout.WGMMA).astype(q_ref.dtype)
+            no_keys[...] = plgpu.layout_cast(jnp.full((_PAD_ROWS,), -jnp.inf, jnp.float32), _row_layout())
+            plgpu.commit_smem()
 
             def claim(m):
                 """The CTA's ``m``-th tile (``m >= 1``; its first is ``cta``)."""
@@ -607,7 +603,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back), "Q buffer
     # free" (compute -> memory warpgroup, which loads the next tile's Q), and the padding blocks written.
     handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
-               plgpu.Barrier(num_arrivals=2, num_barriers=2), plgpu.Barrier(num_arrivals=2))
+               plgpu.Barrier(num_arrivals=2, num_barriers=2), None)
 
     def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
