@@ -156,10 +156,16 @@ class KernelConfig:
         )
 
 
-def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
+# Batches of at most this many rows have their bounds copied to SMEM for the persistent kernel's memory
+# warpgroup (4 KiB at most; one TMA box holds 256 rows).
+SMEM_BOUNDS_ROWS = 256
+
+
+def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2, batch: int = 0) -> int:
     """Shared memory the kernel allocates, as Mosaic GPU lays it out: every buffer
     rounded up to 1 KiB, 2 KiB reserved, 8 B per barrier (matches its lowering's count)."""
     q_buffers = 2 if config.persistent else 1
+    bounds_in_smem = config.persistent and 0 < batch <= SMEM_BOUNDS_ROWS
     buffers = [
         2 * q_buffers * config.block_q * head_dim * itemsize,  # Q, then O, per compute warpgroup
         config.num_stages * config.block_kv * head_dim * itemsize,  # K ring
@@ -167,8 +173,11 @@ def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
         2 * q_buffers * config.block_q * 4,  # LSE
         0 if config.p_in_registers else 2 * config.block_q * config.block_kv * itemsize,
         3 * 4 if config.persistent else 0,  # the tile handed to the compute warpgroups (2) and the claim
+        64 * head_dim * itemsize if config.persistent else 0,  # zeros that padding tiles are stored from
+        64 * 4 if config.persistent else 0,  # and their LSE's -inf
+        batch * 4 * 4 if bounds_in_smem else 0,  # the memory warpgroup's copy of the bounds
     ]
-    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0))
+    barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0) + bounds_in_smem)
     return sum(-(-b // 1024) * 1024 for b in buffers) + _MOSAIC_RESERVED_SMEM + barriers
 
 
@@ -199,7 +208,7 @@ def infeasibility(config: KernelConfig, problem: Problem, smem_limit: int = HOPP
         return f"seq_len {problem.seq_len} is not a multiple of 2 * block_q = {tile_rows}"
     if problem.seq_len % config.block_kv:
         return f"seq_len {problem.seq_len} is not a multiple of block_kv = {config.block_kv}"
-    used = smem_bytes(config, problem.head_dim)
+    used = smem_bytes(config, problem.head_dim, batch=problem.batch)
     if used > smem_limit:
         return f"shared memory {used} B exceeds the device's {smem_limit} B"
     regs = compute_registers(config, problem.head_dim)

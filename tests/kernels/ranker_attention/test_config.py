@@ -14,8 +14,14 @@ def test_smem_model_matches_mosaic_lowering():
     assert smem_bytes(KernelConfig(block_q=128, block_kv=64, num_stages=2), 256) == 265304
     # Persistent: a second Q/O and LSE buffer per warpgroup and two more Q barriers.
     plain, persistent = (KernelConfig(block_q=64, block_kv=128, persistent=p) for p in (False, True))
-    # Q/O: a second buffer; LSE: still 1 KiB; the tile handoff: 1 KiB and 6 barriers.
-    assert smem_bytes(persistent, 128) - smem_bytes(plain, 128) == 2 * 64 * 128 * 2 + 2 * 8 + 1024 + 6 * 8
+    # Q/O: a second buffer; LSE: still 1 KiB; the tile handoff: 1 KiB and 6 barriers; the padding tiles' blocks of
+    # zeros (64 rows) and of -inf (1 KiB).
+    assert smem_bytes(persistent, 128) - smem_bytes(plain, 128) == 2 * 64 * 128 * 2 + 2 * 8 + 1024 + 6 * 8 \
+        + 64 * 128 * 2 + 1024
+    # The memory warpgroup's copy of the bounds (1 KiB and a barrier) up to 256 rows; Mosaic GPU's figures at D=256.
+    wide = KernelConfig(block_q=64, block_kv=128, num_stages=2, persistent=True)
+    assert smem_bytes(wide, 256, batch=2) == 432288
+    assert smem_bytes(wide, 256, batch=300) == 431256
 
 
 @pytest.mark.parametrize(("field", "value"), [("block_q", 96), ("block_kv", 96), ("num_stages", 1),
