@@ -103,7 +103,8 @@ def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eigh
 def test_padding_tiles_in_runs_and_at_the_end_of_the_grid():
     """The persistent kernel's CTAs walk padding tiles in runs (whole rows of padding, both heads), one right after
     a computed tile, and as the grid's last tiles: every padding row must come back 0 with an LSE of -inf through
-    the NaN poison (run AD: it fails when attempt 17 drops half of a padding tile or its LSE)."""
+    the NaN poison (run AD: it fails when ``store_empty_rows`` runs for a row's first tile only, and on the
+    attempt-17 branch when the memory warpgroup drops half of a padding tile or its LSE)."""
     bounds = np.array([[0, 100, 100, 120], [0, 0, 0, 0], [0, 0, 0, 0], [7, 8, 8, 40], [0, 0, 0, 0]], np.int32)
     problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, cap_method="none")
     tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=False, persistent=True)
