@@ -483,6 +483,22 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
                 nxt = cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem)
 
+                @pl.when(nxt < 0)  # never taken (a claim is >= 0): attempt 17's kind of code, none of its work
+                def _dead():
+                    def padding(t):
+                        b, _, s = coords(jnp.minimum(t, n_tiles - 1))
+                        return (t < n_tiles) & ~plan(b, s)["valid"]
+
+                    def skip(t):
+                        b, h, s = coords(t)
+                        for row in range(0, 2 * block_q, block_q):
+                            rows = pl.ds(s * (2 * block_q) + row, block_q)
+                            plgpu.copy_smem_to_gmem(qo_smem_all.at[0], out_ref.at[b, rows, h])
+                            plgpu.copy_smem_to_gmem(lse_smem_all.at[0], lse_ref.at[b, h, rows])
+                        return t + ctas if interpret else ctas + _claim(counter_ref, ids_smem)
+
+                    lax.while_loop(padding, skip, -nxt)
+
                 @pl.when(nxt < n_tiles)
                 def _():
                     @pl.when(j >= 1)
