@@ -68,12 +68,15 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
     instruction nothing else lowers to it): were the field dropped on the GPU path, the tuner would time the
     SFU-only kernel under another name."""
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
-    fmas = {}
+    fmas, funnels = {}, {}
     for eighths in (0, 3, 4):
         config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl="tanh_instr",
                                           exp2_fma_eighths=eighths)
-        fmas[eighths] = lowered_text(problem, config).count("math.fma")
+        text = lowered_text(problem, config)
+        fmas[eighths], funnels[eighths] = text.count("math.fma"), text.count("shf.l.wrap.b32")
     assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
+    # The exponent's shift stays the funnel shift that keeps it off the FMA pipe (exp2_fma._SHL23_FUNNEL).
+    assert funnels[0] == 0 and funnels[3] > 0 and funnels[4] > 0, funnels
 
 
 @pytest.mark.slow
