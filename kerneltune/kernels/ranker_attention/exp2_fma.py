@@ -72,9 +72,31 @@ def _poly_register(reg: Any, scale: float | None = None) -> Any:
         t = math.fma(reg, splat(scale), splat(_ROUND))
         f = math.fma(reg, splat(scale), arith.negf(arith.subf(t, splat(_ROUND))))
     frac = _cubic(f, math.fma, splat)
-    shift = arith.constant(ivec, ir.DenseElementsAttr.get_splat(ivec, ir.IntegerAttr.get(i32, 23)))
-    bits = arith.addi(arith.bitcast(ivec, frac), arith.shli(arith.bitcast(ivec, t), shift))
+    bits = arith.addi(arith.bitcast(ivec, frac), _shl23_funnel(arith.bitcast(ivec, t)))
     return arith.bitcast(vec, bits)
+
+
+# ``t << 23`` as a funnel shift of (t, 0): ptxas then fuses the shift and the add into ``LEA.HI`` on the integer
+# pipe every time. Written as ``shl``, it picks ``LEA`` or ``IMAD`` (the FMA pipe, which the cubic loads) by
+# its own balance, and moved 28 more of 112 to ``IMAD`` whenever other code in the kernel changed (run Z; run AE:
+# 35 of 140 when only never-taken code was added to the memory warpgroup).
+_SHL23_FUNNEL = "{\n.reg .b32 zero;\nmov.b32 zero, 0;\nshf.l.wrap.b32 $0, zero, $1, 23;\n}"
+
+
+def _shl23_funnel(ivec_value: Any) -> Any:
+    """``value << 23`` per element of an int32 vector, as inline PTX that LLVM cannot fold back into a ``shl``."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import llvm, vector
+
+    ivec = ir.VectorType(ivec_value.type)
+    i32 = ivec.element_type
+    result = llvm.mlir_undef(ivec)
+    for i in range(ivec.shape[0]):
+        at = ir.DenseI64ArrayAttr.get([i])
+        element = vector.extract(ivec_value, dynamic_position=[], static_position=at)
+        shifted = llvm.inline_asm(i32, [element], _SHL23_FUNNEL, "=r,r")
+        result = vector.insert(shifted, result, dynamic_position=[], static_position=at)
+    return result
 
 
 def exp2_mixed(x: Any, eighths: int, *, interpret: bool, scale: float | None = None) -> Any:

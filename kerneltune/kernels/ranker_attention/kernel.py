@@ -35,7 +35,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
 from .cap import CapImpl, cap_forward, tanh_factors
-from .config import KernelConfig, Problem, static_max_refusal
+from .config import KernelConfig, Problem, static_max_refusal, stores_padding_in_memory_warpgroup
 from .exp2_fma import EXP2_FLOOR, exp2_mixed
 
 LOG2E = math.log2(math.e)
@@ -74,7 +74,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
-        qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2, ids_smem = smem
+        qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2, ids_smem, padding_smem = smem
         wg = lax.axis_index("wg")
 
         def plan(batch, q_seq):
@@ -437,7 +437,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         ctas = lax.axis_size("cta")
         cta = lax.axis_index("cta")
         n_tiles = problem.batch * problem.q_heads * n_q_tiles
-        tile_ready, tile_taken, q_free = handoff
+        tile_ready, tile_taken, q_free, padding_ready = handoff
+        padding_here = stores_padding_in_memory_warpgroup(config, head_dim)
 
         def coords(tile):
             return lax.div(tile, problem.q_heads * n_q_tiles), lax.rem(lax.div(tile, n_q_tiles), problem.q_heads), \
@@ -446,9 +447,20 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         def more(carry):
             return carry[0] < n_tiles
 
+        def write_padding_blocks():
+            zero_rows, no_keys = padding_smem
+            zero_rows[...] = plgpu.layout_cast(jnp.zeros((_PAD_ROWS, head_dim), jnp.float32),
+                                               plgpu.Layout.WGMMA).astype(q_ref.dtype)
+            no_keys[...] = plgpu.layout_cast(jnp.full((_PAD_ROWS,), -jnp.inf, jnp.float32), _row_layout())
+            plgpu.commit_smem()
+
         @pl.when(wg < 2)
         def _compute():
             plgpu.set_max_registers(232, action="increase")
+            if padding_here and interpret:
+                # Interpret mode hangs when the memory warpgroup stores registers to SMEM (run AD).
+                write_padding_blocks()
+                plgpu.barrier_arrive(padding_ready)
 
             def tile_step(carry):
                 tile, j, step_base = carry
@@ -475,13 +487,46 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             plgpu.set_max_registers(40, action="decrease")
             for half in range(2):
                 load_q(*coords(cta), 0, half)
+            if padding_here and interpret:
+                plgpu.barrier_wait(padding_ready)
+            elif padding_here:
+                write_padding_blocks()
+
+            def claim(m):
+                """The CTA's ``m``-th tile (``m >= 1``; its first is ``cta``)."""
+                # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
+                return cta + m * ctas if interpret else ctas + _claim(counter_ref, ids_smem)
+
+            def store_padding(tile):
+                """A tile without a row to compute: its zeros and -inf stored from SMEM here, so the compute
+                warpgroups never wait for its Q, its handoff or the next tile's loads behind it."""
+                batch, q_head, q_seq = coords(tile)
+                zero_rows, no_keys = padding_smem
+                for row in range(0, 2 * block_q, _PAD_ROWS):
+                    rows = pl.ds(q_seq * (2 * block_q) + row, _PAD_ROWS)
+                    plgpu.copy_smem_to_gmem(zero_rows, out_ref.at[batch, rows, q_head])
+                    plgpu.copy_smem_to_gmem(no_keys, lse_ref.at[batch, q_head, rows])
+
+            def next_to_compute(m):
+                """Claims from the ``m``-th on until a tile with rows to compute (or none left), storing the
+                padding tiles met on the way while the compute warpgroups work on the current tile."""
+                def padding(carry):
+                    tile, _ = carry
+                    batch, _, q_seq = coords(jnp.minimum(tile, n_tiles - 1))  # no bounds read past the grid
+                    return (tile < n_tiles) & ~plan(batch, q_seq)["valid"]
+
+                def skip(carry):
+                    tile, m = carry
+                    store_padding(tile)
+                    return claim(m), m + 1
+
+                return lax.while_loop(padding, skip, (claim(m), m + 1))
 
             def stream_step(carry):
-                tile, j, step_base = carry
+                tile, j, step_base, m = carry
                 buf = lax.rem(j, 2)
                 step_base = memory_tile(*coords(tile), step_base)
-                # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
-                nxt = cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem)
+                nxt, m = next_to_compute(m) if padding_here else (claim(j + 1), m)
 
                 @pl.when(nxt < n_tiles)
                 def _():
@@ -498,10 +543,13 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                 ids_smem[buf] = nxt
                 plgpu.barrier_arrive(tile_ready.at[buf])
-                return nxt, j + 1, step_base
+                return nxt, j + 1, step_base, m
 
-            _, handed, steps = lax.while_loop(more, stream_step, (cta, jnp.int32(0), jnp.int32(0)))
+            _, handed, steps, _ = lax.while_loop(more, stream_step,
+                                                 (cta, jnp.int32(0), jnp.int32(0), jnp.int32(1)))
             drain(steps)
+            if padding_here:
+                plgpu.wait_smem_to_gmem(0)
 
             @pl.loop(jnp.maximum(handed - 2, 0), handed)
             def _taken(j):
@@ -516,6 +564,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     return kernel
 
 
+# Rows of the SMEM block of zeros (and of -inf) that padding tiles are stored from: one WGMMA tile's rows.
+_PAD_ROWS = 64
 _CLAIM_SLOT = 2  # ids_smem: [0], [1] the tile handed to the compute warpgroups, [2] the last claim
 
 
@@ -562,10 +612,13 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     p_staged = not (config.p_in_registers and not interpret)
     q_buffers = 2 if config.persistent else 1
 
-    # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back), and
-    # "Q buffer free" (compute -> memory warpgroup, which loads the next tile's Q).
+    # The persistent kernel's tile handoff: "ready" (memory warpgroup -> compute), "taken" (back), "Q buffer
+    # free" (compute -> memory warpgroup, which loads the next tile's Q), and the padding blocks written (in
+    # interpret mode, where the compute warpgroups write them).
+    padding_blocks = stores_padding_in_memory_warpgroup(config, problem.head_dim)
     handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
-               plgpu.Barrier(num_arrivals=2, num_barriers=2))
+               plgpu.Barrier(num_arrivals=2, num_barriers=2),
+               plgpu.Barrier(num_arrivals=2) if padding_blocks and interpret else None)
 
     def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
@@ -576,6 +629,8 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             plgpu.SMEM((2 * q_buffers, block_q), jnp.float32),
             plgpu.SMEM((2, block_q, block_kv), dtype, transforms=tiled) if p_staged else None,
             plgpu.SMEM((_CLAIM_SLOT + 1,), jnp.int32) if config.persistent else None,
+            (plgpu.SMEM((_PAD_ROWS, problem.head_dim), dtype, transforms=tiled),
+             plgpu.SMEM((_PAD_ROWS,), jnp.float32)) if padding_blocks else None,
         ]
         pl.run_scoped(
             lambda *scoped: body(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped),

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from kerneltune.kernels.ranker_attention.cap import CapMethod
-from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
+from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, stores_padding_in_memory_warpgroup
 from kerneltune.kernels.ranker_attention.inputs import ADVERSARIAL_CASES, adversarial_bounds
 from kerneltune.kernels.ranker_attention.verify import check_interpret
 
@@ -100,13 +100,16 @@ def test_saturated_logits_with_and_without_the_running_max(cap, static_max, eigh
 
 
 @pytest.mark.slow
-def test_padding_tiles_in_runs_and_at_the_end_of_the_grid():
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_padding_tiles_in_runs_and_at_the_end_of_the_grid(head_dim):
     """The persistent kernel's CTAs walk padding tiles in runs (whole rows of padding, both heads), one right after
     a computed tile, and as the grid's last tiles: every padding row must come back 0 with an LSE of -inf through
-    the NaN poison (run AD: it fails when ``store_empty_rows`` runs for a row's first tile only, and on the
-    attempt-17 branch when the memory warpgroup drops half of a padding tile or its LSE)."""
+    the NaN poison, whether the memory warpgroup stores them (D=64) or the compute warpgroups do (D=128). It fails
+    when ``store_empty_rows`` runs for a row's first tile only (run AD), and when the memory warpgroup drops half
+    of a padding tile or its LSE."""
+    assert stores_padding_in_memory_warpgroup(KernelConfig(persistent=True), head_dim) == (head_dim == 64)
     bounds = np.array([[0, 100, 100, 120], [0, 0, 0, 0], [0, 0, 0, 0], [7, 8, 8, 40], [0, 0, 0, 0]], np.int32)
-    problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, cap_method="none")
+    problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="none")
     tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=False, persistent=True)
     c = run_and_compare(problem, tiles, bounds, 6)
     assert c.ok, c.errors

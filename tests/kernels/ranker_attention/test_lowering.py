@@ -2,8 +2,10 @@
 config the static check rejects for SMEM is one Mosaic GPU rejects too."""
 
 import functools
+import re
 
 import pytest
+from jax.experimental.mosaic.gpu import core as mosaic_core
 
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, smem_bytes
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
@@ -49,6 +51,20 @@ def test_default_space_lowers_for_cuda(head_dim):
     assert len(lowered) >= 4
 
 
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("persistent", [False, True])
+def test_smem_model_is_mosaic_gpus_figure(monkeypatch, head_dim, persistent):
+    """``smem_bytes`` equals what Mosaic GPU allocates: lowered under a 1-byte bound, its refusal names its
+    figure (the static check prunes the space with the model, so a buffer the model missed would let configs
+    through that fail to compile, and one it invents would prune configs that fit)."""
+    monkeypatch.setattr(mosaic_core, "_SMEM_SIZE_BOUND", 1)
+    problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="tanh", cap=30.0)
+    config = KernelConfig.for_problem(problem, persistent=persistent, block_kv=64 if head_dim == 256 else 128)
+    with pytest.raises(ValueError, match="exceeds available shared memory") as refusal:
+        lower_for_cuda(problem, config)
+    assert int(re.search(r"smem_bytes=(\d+)", str(refusal.value)).group(1)) == smem_bytes(config, head_dim)
+
+
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_cap_impl_lowers_to_its_instructions(head_dim):
     """The exact tanh is ex2 and rsqrt (no tanh op); the tanh instruction is a tanh op (no rsqrt): were
@@ -68,12 +84,15 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
     instruction nothing else lowers to it): were the field dropped on the GPU path, the tuner would time the
     SFU-only kernel under another name."""
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
-    fmas = {}
+    fmas, funnels = {}, {}
     for eighths in (0, 3, 4):
         config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl="tanh_instr",
                                           exp2_fma_eighths=eighths)
-        fmas[eighths] = lowered_text(problem, config).count("math.fma")
+        text = lowered_text(problem, config)
+        fmas[eighths], funnels[eighths] = text.count("math.fma"), text.count("shf.l.wrap.b32")
     assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
+    # The exponent's shift stays the funnel shift that keeps it off the FMA pipe (exp2_fma._SHL23_FUNNEL).
+    assert funnels[0] == 0 and funnels[3] > 0 and funnels[4] > 0, funnels
 
 
 @pytest.mark.slow
