@@ -51,18 +51,24 @@ def test_default_space_lowers_for_cuda(head_dim):
     assert len(lowered) >= 4
 
 
-@pytest.mark.parametrize("head_dim", [64, 128, 256])
-@pytest.mark.parametrize("persistent", [False, True])
-@pytest.mark.parametrize("block_q", [64, 128])
-def test_smem_model_is_mosaic_gpus_figure(monkeypatch, head_dim, persistent, block_q):
+# Each head dim's tiles with the persistent grid or without, and the stages and staged P that add buffers.
+SMEM_CASES = [(d, dict(block_q=q, block_kv=64 if d == 256 else 128, persistent=p))
+              for d in (64, 128, 256) for q in (64, 128) for p in (False, True)] + [
+    (256, dict(block_q=64, block_kv=64, num_stages=3, p_in_registers=False)),
+    (256, dict(block_q=64, block_kv=128, num_stages=2)),
+    (128, dict(block_q=64, block_kv=128, num_stages=4, persistent=True)),
+]
+
+
+@pytest.mark.parametrize(("head_dim", "tiles"), SMEM_CASES)
+def test_smem_model_is_mosaic_gpus_figure(monkeypatch, head_dim, tiles):
     """``smem_bytes`` equals what Mosaic GPU allocates: lowered under a 1-byte bound (Mosaic GPU's private
     ``_SMEM_SIZE_BOUND``, jax 0.11.2), its refusal names its figure. The static check prunes the space with the
     model: a buffer the model missed would let configs through that fail to compile, one it invents would prune
     configs that fit."""
     monkeypatch.setattr(mosaic_core, "_SMEM_SIZE_BOUND", 1)
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="tanh", cap=30.0)
-    config = KernelConfig.for_problem(problem, persistent=persistent, block_q=block_q,
-                                      block_kv=64 if head_dim == 256 else 128)
+    config = KernelConfig.for_problem(problem, **tiles)
     with pytest.raises(ValueError, match="exceeds available shared memory") as refusal:
         lower_for_cuda(problem, config)
     assert int(re.search(r"smem_bytes=(\d+)", str(refusal.value)).group(1)) == smem_bytes(config, head_dim)
