@@ -124,3 +124,16 @@ def test_the_same_config_twice_at_the_same_time_in_one_journal_keeps_the_first(t
     for v in ("first", "second"):
         j.append({"bucket": "b", "key": "k", "time": "2026-11-30T01:00:00Z", "v": v})
     assert merged_journals(tmp_path)[("b", "k")]["v"] == "first"
+
+
+def test_each_append_reaches_the_disk_before_it_returns(tmp_path, monkeypatch):
+    """A finished candidate survives a power cut or kill -9 only if its line is fsynced when appended."""
+    import os
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    j = Journal(tmp_path / "j.jsonl")
+    j.append({"bucket": "b", "key": "1"})
+    j.append({"bucket": "b", "key": "2"})
+    assert len(synced) == 2

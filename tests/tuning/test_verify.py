@@ -191,3 +191,74 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
         _verify_entry("fake", kernel, runner, checked, want, True, MeasureSettings(), i == 0,
                       _timed_configs(kernel, i == 0, checked))
     assert len(runner.seeds) == 4 and len(set(runner.seeds)) == 1  # winner, heuristic, runner-up, fallback
+
+
+class _Scripted:
+    """A runner whose replies are given per config ("work" picks it): verify's verdicts, at their bounds,
+    without a worker's timing noise."""
+
+    def __init__(self, replies):
+        self.replies = replies
+
+    def measure(self, req, route=0):
+        import concurrent.futures as cf
+
+        done = cf.Future()
+        done.set_result(self.replies[req["tiles"]["work"]])
+        return done
+
+    def request(self, req):
+        assert req["op"] == "check_small"
+        return self.replies[req["tiles"]["work"]]
+
+
+def _judge(replies, recorded_us=100.0, on_gpu=True):
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.registry import load_kernel
+    from kerneltune.tuning.verify import _check_and_time
+
+    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
+    entry = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "good", "work": 1},
+             "median_us": recorded_us, "spread": 0.01}
+    timed = [("the item", entry["config"])] + [(f"runner-up {w - 1}", {"mode": "good", "work": w})
+                                                for w in replies if w != 1]
+    return _check_and_time("fake", kernel, _Scripted(replies), entry, on_gpu, MeasureSettings(rel_noise=0.01),
+                           False, timed)
+
+
+def _ok(us, spread=0.01):
+    return {"status": "ok", "timing": {"median_us": us, "spread": spread}}
+
+
+@pytest.mark.parametrize(("winner_us", "failed"), [(101.5, False), (102.5, True)])
+def test_a_winner_fails_past_twice_the_noise_over_its_fastest_rival(winner_us, failed):
+    """Noise 1% (the spreads and the settings' bound): the winner may be 2% slower than a rival timed beside it."""
+    rep = _judge({1: _ok(winner_us), 2: _ok(100.0), 3: _ok(130.0)}, recorded_us=winner_us)
+    assert rep.failed is failed, rep.verdict
+    assert rep.rivals_us == {"runner-up 1": 100.0, "runner-up 2": 130.0}
+    if failed:
+        assert rep.verdict.startswith("slower than runner-up 1 timed beside it: 102.5 against 100.0 µs")
+
+
+def test_the_widest_spread_sets_the_noise():
+    assert not _judge({1: _ok(104.0), 2: _ok(100.0, spread=0.025)}, recorded_us=104.0).failed
+    assert _judge({1: _ok(106.0), 2: _ok(100.0, spread=0.025)}, recorded_us=106.0).failed
+
+
+@pytest.mark.parametrize(("now_us", "warned"), [(80.0, "-20.0%"), (120.0, "+20.0%"), (95.0, None)])
+def test_drift_either_way_past_the_spread_is_a_warning(now_us, warned):
+    rep = _judge({1: _ok(now_us)})
+    assert not rep.failed
+    if warned:
+        assert rep.verdict.startswith(f"ok; warning: {warned} against the recorded time")
+    else:
+        assert not rep.verdict.startswith("ok; warning")
+
+
+def test_a_wrong_output_fails_on_the_cpu_and_on_the_gpu():
+    wrong = {"status": "incorrect", "error": "out: 3 elements beyond atol"}
+    for on_gpu in (False, True):
+        rep = _judge({1: wrong}, on_gpu=on_gpu)
+        assert rep.failed and rep.verdict == "incorrect: out: 3 elements beyond atol"
+        assert rep.correctness == "incorrect"
+    assert _judge({1: {"status": "ok"}}, on_gpu=False).correctness == "ok (interpret mode, small shape)"

@@ -105,9 +105,8 @@ class DrafterWidePlugin:
                 "context": [int(inputs_spec.get("context", problem.context))] * problem.requests}
 
     def check(self, built: Any, problem: DrafterProblem, inputs: dict[str, Any]) -> CheckResult:
-        from .emulation import EXACT_TOLERANCE, max_relative_error
         from .health import DeadlineMissed, check_health
-        from .numerics import bounded_reference, frobenius_error
+        from .numerics import bounded_reference
         from .reference import Dims, make_inputs, make_weights
 
         built.load(inputs)
@@ -119,16 +118,7 @@ class DrafterWidePlugin:
         dims = Dims(layers=problem.layers)
         step = make_inputs(dims, inputs["requests"], inputs["qpr"], inputs["context"], inputs["seed"] + 1)
         ref, bound = bounded_reference(dims, make_weights(dims, inputs["seed"]), step)
-        ref = ref.numpy()
-        # Emulated, values stay float64 and must match exactly; on the GPUs, the kernel's 8-bit and bf16
-        # formats, within the bound they allow.
-        if built.device == "emulated":
-            worst, limit = max(max_relative_error(o["h_out"], ref) for o in outs), EXACT_TOLERANCE
-        else:
-            worst, limit = max(frobenius_error(o["h_out"], ref) for o in outs), bound
-        if not worst < limit:
-            return CheckResult(f"h_out: relative error {worst:.3g} over {limit:.3g} on some rank", worst)
-        return CheckResult(None, worst)
+        return judge_ranks([o["h_out"] for o in outs], ref.numpy(), bound, exact=built.device == "emulated")
 
     def timed_call(self, built: Any, inputs: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
         return built, ()
@@ -184,6 +174,21 @@ class DrafterWidePlugin:
         modelled = model(layout, problem.arch, problem.requests, problem.context)
         return {"status": "ok", "static": metrics, "score": modelled.us_per_layer * problem.layers,
                 "modelled": modelled.to_dict()}
+
+
+def judge_ranks(h_outs: list[Any], ref: Any, bound: float, exact: bool) -> CheckResult:
+    """Every rank's ``h_out`` against the float64 model's; the worst rank decides. Emulated (``exact``),
+    values stay float64 and must match to ``EXACT_TOLERANCE``; on the GPUs, the kernel's 8-bit and bf16
+    formats must stay within the error ``bound`` they allow (relative Frobenius error). NaN never passes."""
+    from .emulation import EXACT_TOLERANCE, max_relative_error
+    from .numerics import frobenius_error
+
+    error, limit = (max_relative_error, EXACT_TOLERANCE) if exact else (frobenius_error, bound)
+    errors = [error(h, ref) for h in h_outs]
+    worst = max(errors)
+    if not worst < limit:
+        return CheckResult(f"h_out: relative error {worst:.3g} over {limit:.3g} on rank {errors.index(worst)}", worst)
+    return CheckResult(None, worst)
 
 
 PLUGIN = DrafterWidePlugin()

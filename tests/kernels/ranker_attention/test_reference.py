@@ -1,12 +1,10 @@
-"""The references agree, and the output check can fail: it rejects the seed's double counting."""
+"""The references agree with each other and with an oracle that shares nothing with them."""
 
 import numpy as np
 import pytest
 
-from kerneltune.kernels.ranker_attention.cap import CapMethod
-from kerneltune.kernels.ranker_attention.inputs import adversarial_bounds, kept_pairs, ranker_bounds
+from kerneltune.kernels.ranker_attention.inputs import adversarial_bounds, kept_pairs
 from kerneltune.kernels.ranker_attention.reference import ranker_mask, reference_f32, reference_f64
-from kerneltune.kernels.ranker_attention.verify import compare
 
 RNG = np.random.default_rng(0)
 
@@ -41,34 +39,6 @@ def test_padding_rows_are_zero_with_neg_inf_lse():
     o, lse = reference_f64(q, k, v, np.array([[10, 20, 30, 40]]), sm_scale=0.1)
     assert np.all(o[0, :10] == 0) and np.all(o[0, 40:] == 0) and np.all(o[0, 20:30] == 0)
     assert np.all(np.isneginf(lse[0, 0, :10]))
-
-
-def test_check_rejects_double_counted_pairs():
-    """Counting the history keys of a block twice (the seed's hazard) must fail the check."""
-    q, k, v = _qkv(2, 128, 2, 2, 64)
-    b = ranker_bounds(2, 128, (60, 70), 20, RNG)
-    ref_o, ref_l = reference_f64(q, k, v, b, sm_scale=0.125)
-    k2 = np.concatenate([k, k], axis=1)  # every key appears twice: each pair counted twice
-    v2 = np.concatenate([v, v], axis=1)
-    b2 = b.copy()
-    dup_o, dup_l = reference_f64(np.concatenate([q, q], axis=1), k2, v2,
-                                 np.stack([b2[:, 0], b2[:, 1], b2[:, 2], b2[:, 3]], 1), sm_scale=0.125)
-    # Same softmax weights, but the lse grows by log 2 for rows with history: the check must see it.
-    c = compare(dup_o[:, :128], dup_l[:, :, :128] + np.log(2.0), ref_o, ref_l, b, "bfloat16", CapMethod.NONE)
-    assert not c.ok and any("lse" in e for e in c.errors)
-
-
-def test_check_rejects_nan_and_nonzero_padding():
-    q, k, v = _qkv(1, 128, 1, 1, 64)
-    b = np.array([[0, 50, 50, 60]], np.int32)
-    o, lse = reference_f64(q, k, v, b, sm_scale=0.125)
-    bad = o.copy()
-    bad[0, 3, 0, 0] = np.nan
-    assert "NaN" in compare(bad, lse, o, lse, b, "bfloat16", CapMethod.NONE).errors[0]
-    bad = o.copy()
-    bad[0, 100, 0, 0] = 1e-3
-    assert any("padding" in e for e in compare(bad, lse, o, lse, b, "bfloat16", CapMethod.NONE).errors)
-    assert compare(o, lse, o, lse, b, "bfloat16", CapMethod.NONE).ok
 
 
 @pytest.mark.parametrize("method", ["none", "tanh", "softsign", "clamp"])

@@ -1,0 +1,120 @@
+"""The output check can fail, at each of its bounds: the seed's double counting, NaN, padding that is not
+exactly 0 with an LSE of -inf, and errors just over each tolerance (just under it passes)."""
+
+import numpy as np
+import pytest
+
+from kerneltune.kernels.ranker_attention.cap import CAP_TOLERANCE, CapMethod
+from kerneltune.kernels.ranker_attention.inputs import ranker_bounds
+from kerneltune.kernels.ranker_attention.reference import reference_f64
+from kerneltune.kernels.ranker_attention.verify import LSE_ATOL, compare
+
+RNG = np.random.default_rng(0)
+# bfloat16's bounds in verify._TOLERANCE: per element |err| <= ATOL + RTOL * |ref|, and the whole output's
+# relative Frobenius error <= FRO. Written here, not imported: a loosened table must fail these tests.
+ATOL, RTOL, FRO = 2e-2, 2e-2, 1e-2
+
+
+def _qkv(b, t, hq, hkv, d):
+    return (RNG.standard_normal((b, t, hq, d)), RNG.standard_normal((b, t, hkv, d)),
+            RNG.standard_normal((b, t, hkv, d)))
+
+
+@pytest.fixture(scope="module")
+def case():
+    """One row with history, candidates and padding on both sides, and its float64 reference."""
+    q, k, v = _qkv(1, 128, 2, 1, 64)
+    b = np.array([[8, 60, 60, 100]], np.int32)
+    o, lse = reference_f64(q, k, v, b, sm_scale=0.125)
+    return o, lse, b
+
+
+def _check(out, lse, case, method=CapMethod.NONE):
+    o, ref_lse, b = case
+    return compare(out, lse, o, ref_lse, b, "bfloat16", method)
+
+
+def test_check_rejects_double_counted_pairs():
+    """Counting the history keys of a block twice (the seed's hazard) must fail the check."""
+    q, k, v = _qkv(2, 128, 2, 2, 64)
+    b = ranker_bounds(2, 128, (60, 70), 20, RNG)
+    ref_o, ref_l = reference_f64(q, k, v, b, sm_scale=0.125)
+    dup_o, dup_l = reference_f64(np.concatenate([q, q], axis=1), np.concatenate([k, k], axis=1),
+                                 np.concatenate([v, v], axis=1), b, sm_scale=0.125)
+    # Same softmax weights, but the lse grows by log 2 for rows with history: the check must see it.
+    c = compare(dup_o[:, :128], dup_l[:, :, :128] + np.log(2.0), ref_o, ref_l, b, "bfloat16", CapMethod.NONE)
+    assert not c.ok and any("lse" in e for e in c.errors)
+
+
+def test_the_reference_passes_itself(case):
+    o, lse, _ = case
+    assert _check(o, lse, case).ok
+
+
+def test_nan_fails(case):
+    o, lse, _ = case
+    bad = o.copy()
+    bad[0, 30, 0, 0] = np.nan
+    assert "NaN" in _check(bad, lse, case).errors[0]
+    bad_lse = lse.copy()
+    bad_lse[0, 1, 30] = np.nan
+    assert "NaN" in _check(o, bad_lse, case).errors[0]
+
+
+@pytest.mark.parametrize("row", [0, 7, 100, 127])  # padding before the history and after the candidates
+def test_padding_rows_must_be_exactly_zero(case, row):
+    o, lse, _ = case
+    bad = o.copy()
+    bad[0, row, 1, 5] = 1e-6
+    assert any("padding" in e and "out" in e for e in _check(bad, lse, case).errors)
+
+
+@pytest.mark.parametrize("value", [-1e30, 0.0, np.inf])
+def test_padding_rows_must_have_an_lse_of_minus_infinity(case, value):
+    o, lse, _ = case
+    bad = lse.copy()
+    bad[0, 0, 110] = value
+    assert any("padding rows: lse" in e for e in _check(o, bad, case).errors)
+
+
+@pytest.mark.parametrize(("scale", "ok"), [(0.9, True), (1.1, False)])
+def test_one_element_at_the_elementwise_bound(case, scale, ok):
+    o, lse, _ = case
+    bad = o.copy()
+    bad[0, 40, 0, 3] += scale * (ATOL + RTOL * abs(o[0, 40, 0, 3]))
+    c = _check(bad, lse, case)
+    assert c.ok is ok, c.errors
+    if not ok:
+        assert any("beyond" in e for e in c.errors)
+
+
+@pytest.mark.parametrize(("rel", "ok"), [(0.5 * FRO, True), (1.5 * FRO, False)])
+def test_a_small_error_everywhere_at_the_frobenius_bound(case, rel, ok):
+    """Every element within its own bound, the whole output off by ``rel``: only the Frobenius norm sees it."""
+    o, lse, _ = case
+    c = _check(o * (1 + rel), lse, case)
+    assert c.ok is ok, c.errors
+    if not ok:
+        assert c.errors == (f"out: relative Frobenius error {c.rel_fro:.3g} > {FRO:g}",)
+
+
+@pytest.mark.parametrize("method", [CapMethod.NONE, CapMethod.TANH_APPROX])
+@pytest.mark.parametrize(("scale", "ok"), [(0.9, True), (1.1, False)])
+def test_the_lse_at_its_bound(case, method, scale, ok):
+    """One valid row's LSE off by just under / over its bound (the cap's own tolerance added)."""
+    o, lse, _ = case
+    bad = lse.copy()
+    bad[0, 1, 70] += scale * (LSE_ATOL + CAP_TOLERANCE[method])
+    c = _check(o, bad, case, method)
+    assert c.ok is ok, c.errors
+    if not ok:
+        assert c.errors[0].startswith("lse: max error")
+
+
+def test_an_infinite_lse_on_a_valid_row_fails(case):
+    o, lse, b = case
+    bad = lse.copy()
+    bad[0, 0, 20] = -np.inf
+    assert any(e.startswith("lse:") for e in _check(o, bad, case).errors)
+    # Every valid row sees at least one key, so its LSE is finite even where a reference says otherwise.
+    assert any(e.startswith("lse:") for e in compare(o, bad, o, bad, b, "bfloat16", CapMethod.NONE).errors)
