@@ -151,7 +151,7 @@ def _setup_jax_cache() -> None:
 def _is_sticky(error: BaseException) -> bool:
     text = str(error).lower()
     return any(s in text for s in ("illegal", "misaligned", "launch failure", "out of memory", "resource_exhausted",
-                                   "cuda_error", "xid", "unspecified launch"))
+                                   "cuda_error", "xid"))
 
 
 def _stamps(kernel: Kernel, backend: Backend, known: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -1,0 +1,82 @@
+"""A candidate on the worker's side (``handle``: each reply's status, and what it asks of the process) and
+on the parent's (``WorkerProcess``: a worker that asks for a restart is not sent the next candidate)."""
+
+import os
+
+import pytest
+
+from kerneltune.protocols import Capability, CheckResult
+from kerneltune.tuning.worker import WorkerProcess, handle, worker_env
+
+from ..paths import REPO
+from .fake_kernel import FakeKernel
+
+ERRORS = {"illegal": "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered",
+          "launch_failure": "unspecified launch failure", "flaky": "a host-side error the next candidate won't see"}
+
+
+class _Kernel(FakeKernel):
+    """The fake kernel with a small-shape check, device errors by name, and a record of what it released."""
+
+    capabilities = frozenset({Capability.CHECK_SMALL})
+    released: list[str] = []
+
+    def check_small(self, problem, tiles):
+        return CheckResult("3 elements beyond atol" if tiles["mode"] == "garbage" else None)
+
+    def _run(self, built, x, out):
+        if built["mode"] in ERRORS:
+            raise RuntimeError(ERRORS[built["mode"]])
+        super()._run(built, x, out)
+
+    def release(self, built):
+        self.released.append(built["mode"])
+
+
+KERNEL = _Kernel()
+
+
+def _req(mode, op="measure", kernel="tests.tuning.test_worker:KERNEL", **extra):
+    return {"op": op, "kernel": kernel, "problem": {"n": 4}, "tiles": {"mode": mode, "work": 1}, "seed": 0,
+            "settings": {"max_seconds": 0.05, "min_samples": 3, "batch": 3, "warmup": 1}, **extra}
+
+
+@pytest.mark.parametrize(("mode", "restart"), [("illegal", True), ("launch_failure", True), ("flaky", False)])
+def test_a_device_error_that_poisons_the_context_asks_for_a_fresh_worker(mode, restart):
+    reply = handle(_req(mode))
+    assert reply["status"] == "runtime" and reply["error"].endswith(ERRORS[mode])
+    assert reply["restart"] is restart
+
+
+def test_every_built_candidate_is_released_whatever_its_fate():
+    """A launch group's rank processes end with their candidate: after a pass, a wrong output and a crash."""
+    KERNEL.released.clear()
+    assert [handle(_req(m))["status"] for m in ("good", "garbage", "illegal")] == ["ok", "correctness", "runtime"]
+    assert KERNEL.released == ["good", "garbage", "illegal"]
+
+
+def test_a_candidate_slower_than_the_bound_is_pruned_not_timed_to_convergence():
+    """The fake's call takes ~1 ms: over a 100 µs bound it is pruned, under a 1 s one it is timed."""
+    assert handle(_req("good", prune_above_us=100.0))["status"] == "pruned"
+    assert handle(_req("good", prune_above_us=1e6))["status"] == "ok"
+
+
+def test_the_small_shape_check_reports_a_wrong_output():
+    assert handle(_req("good", op="check_small")) == {"status": "ok"}
+    assert handle(_req("garbage", op="check_small")) == {"status": "correctness", "error": "3 elements beyond atol"}
+    reply = handle(_req("good", op="check_small", kernel="tests.tuning.fake_kernel:PLUGIN"))
+    assert reply["status"] == "unsupported"
+
+
+def test_a_worker_that_asks_for_a_restart_is_replaced_before_the_next_candidate(tmp_path):
+    env = {**worker_env(None, None), "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    try:
+        assert worker.request(_req("good"), timeout=120)["status"] == "ok"
+        first = worker.proc.pid
+        assert worker.request(_req("illegal"), timeout=120)["restart"] is True
+        assert worker.proc is None  # killed with its process group, not left to exit on its own
+        assert worker.request(_req("good"), timeout=120)["status"] == "ok"
+        assert worker.proc.pid != first
+    finally:
+        worker.close()
