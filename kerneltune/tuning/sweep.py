@@ -156,7 +156,7 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
                          f"(--journal, --worker or --out)") from None
     try:
         if not opts.resume and journal.path.exists():
-            journal.path.rename(journal.path.with_suffix(f".{int(time.time())}.jsonl"))
+            _set_aside(journal.path)
         runner = (runner_factory or default_runner)(opts, kernel)
         try:
             stamps = runner.stamps()
@@ -167,6 +167,17 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
             runner.close()
     finally:
         writer.release()
+
+
+def _set_aside(path: Path) -> Path:
+    """Move a journal a fresh start does not resume beside it, under a name no earlier one holds: a second
+    fresh start within the same second must not overwrite the first one's measurements."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    n = 0
+    while (aside := path.with_suffix(f".{stamp}{f'-{n}' if n else ''}.jsonl")).exists():
+        n += 1
+    path.rename(aside)
+    return aside
 
 
 def _bucket_problem(kernel: Kernel, bucket: Bucket) -> Any:

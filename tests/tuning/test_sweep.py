@@ -375,3 +375,89 @@ def test_a_resumed_search_takes_over_the_study_log_lock_a_killed_sweep_left(tmp_
         optuna.logging.disable_propagation()
     assert result.measured == 2 and not Path(f"{study_log}.lock").is_symlink()
     assert not [r for r in caplog.records if "lock" in r.getMessage()]
+
+
+class _Scripted:
+    """A runner that answers from a table of times by config ("mode", "work") and keeps every request:
+    the sweep's own decisions (what it prunes at, what it measures again) without timing noise."""
+
+    parallel_measures = 1
+    compiles_ahead = False
+
+    def __init__(self, times_us):
+        self.times_us, self.requests = times_us, []
+
+    def stamps(self):
+        return {"backend": "host", "matched": ["backend"], "device_kind": "cpu", "gpu": "cpu"}
+
+    def prefetch(self, req, route):
+        pass
+
+    def measure(self, req, route=0):
+        import concurrent.futures as cf
+
+        self.requests.append(req)
+        us = self.times_us[(req["tiles"]["mode"], req["tiles"]["work"])]
+        done = cf.Future()
+        bound = req.get("prune_above_us")
+        done.set_result({"status": "pruned" if bound is not None and us > bound else "ok",
+                         "timing": {"median_us": us, "spread": 0.01, "samples": 3}})
+        return done
+
+    def request(self, req):
+        raise AssertionError("no other request expected")
+
+    def close(self):
+        pass
+
+
+TIMES = {("good", 1): 100.0, ("good", 2): 50.0, ("slow", 1): 70.0, ("slow", 2): 140.0, ("twin", 1): 90.0,
+         ("twin", 2): 60.0}
+
+
+def test_each_candidate_is_pruned_at_the_factor_over_the_best_so_far(tmp_path):
+    runner = _Scripted(TIMES)
+    opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(prune_factor=1.5))
+    run_sweep(opts, runner_factory=lambda o, k: runner)
+    order = [(r["tiles"]["mode"], r["tiles"]["work"]) for r in runner.requests]
+    bounds = [r.get("prune_above_us") for r in runner.requests]
+    best = [min(TIMES[c] for c in order[:i]) if i else None for i in range(len(order))]
+    assert bounds == [None if b is None else 1.5 * b for b in best]
+    status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in Journal(opts.journal_path).records()}
+    for c, b in zip(order, best, strict=True):
+        assert status[c] == ("pruned" if b is not None and TIMES[c] > 1.5 * b else "ok"), c
+
+
+@pytest.mark.parametrize("strategy", ["random", "exhaustive"])
+def test_a_resumed_budgeted_search_measures_only_what_its_budget_has_left(tmp_path, strategy):
+    runner = _Scripted(TIMES)
+    opts = options(tmp_path, ["good", "slow", "twin"], strategy=strategy, budget=4)
+    run_sweep(opts, runner_factory=lambda o, k: runner)
+    assert len(runner.requests) == 4
+    [again] = run_sweep(opts, runner_factory=lambda o, k: runner)
+    assert len(runner.requests) == 4 and again.skipped == 4
+    more = options(tmp_path, ["good", "slow", "twin"], strategy=strategy, budget=5)
+    run_sweep(more, runner_factory=lambda o, k: runner)
+    assert len(runner.requests) == 5
+    assert len({json.dumps(r["tiles"], sort_keys=True) for r in runner.requests}) == 5
+
+
+def test_a_sweep_without_resume_keeps_the_old_journal_aside_and_measures_again(tmp_path):
+    runner = _Scripted(TIMES)
+    opts = options(tmp_path, ["good", "slow"])
+    run_sweep(opts, runner_factory=lambda o, k: runner)
+    measured = len(runner.requests)
+    for _ in range(2):  # within one second: the second set-aside must not overwrite the first
+        [fresh] = run_sweep(options(tmp_path, ["good", "slow"], resume=False), runner_factory=lambda o, k: runner)
+        assert fresh.skipped == 0
+    assert len(runner.requests) == 3 * measured
+    kept = [p for p in opts.journal_path.parent.glob("*.jsonl") if p != opts.journal_path]
+    assert len(kept) == 2
+    assert all(len(list(Journal(p).records())) == len(list(Journal(opts.journal_path).records())) for p in kept)
+
+
+def test_a_pruned_candidate_still_tells_the_strategy_its_first_batch_time():
+    from kerneltune.tuning.sweep import record_value
+
+    assert record_value({"status": "pruned", "timing": {"median_us": 180.0}}) == 180.0
+    assert record_value({"status": "correctness", "error": "x"}) is None
