@@ -133,3 +133,19 @@ def test_cli_exit_codes_and_the_sweep_that_re_measures_the_stale(tmp_path, monke
     assert CliRunner().invoke(app, ["rekey", KERNEL, "--table", str(table(tmp_path / "b", entry(2)))]).exit_code == 0
     r = CliRunner().invoke(app, ["rekey", "tests.tuning.fake_kernel:PLUGIN", "--table", str(path)])
     assert r.exit_code == 3 and "cannot digest its programs" in r.output
+
+
+def test_an_entry_another_writer_changed_while_it_was_judged_is_left_as_that_writer_left_it(tmp_path):
+    """A sweep installing a re-measured entry while rekey judges the old one: the sweep's entry stays, and
+    the report says so; the entries nobody touched are still written."""
+    path = table(tmp_path, entry(2), entry(3))
+    remeasured = {**entry(2), "median_us": 8.0}
+
+    def sweep_meanwhile(item):
+        if item.bucket == "n2":
+            update_table(path, "fake", "cpu", lambda t: t["entries"].update({bucket_key({"n": 2}): remeasured}))
+
+    r = rekey_table(KERNEL, path, on_item=sweep_meanwhile)
+    after = entries(path)
+    assert after["n2"] == remeasured and "program_digest" in after["n3"]
+    assert r.notes == [f"entry {bucket_key({'n': 2})} changed while it was judged; left as that writer left it"]
