@@ -89,3 +89,48 @@ def test_the_plugin_checks_the_exchange_and_reports_a_corrupt_word(monkeypatch):
         assert error.startswith("rank 2: 1 of 2048 words wrong") and "first at 7" in error
     finally:
         PLUGIN.release(built)
+
+
+class SleepyRank:
+    """A rank program with no kernel: rank r's step takes (r + 1) x ``ms``; ``fail_rank`` raises in its step."""
+
+    def __init__(self, ms: float, fail_rank: int = -1):
+        self.ms, self.fail_rank = ms, fail_rank
+
+    def setup(self, ctx):
+        self.rank = ctx.rank
+
+    def load(self, ctx, spec):
+        pass
+
+    def poison(self, ctx):
+        pass
+
+    def launch(self, ctx):
+        import time
+
+        if self.rank == self.fail_rank:
+            raise RuntimeError("an illegal memory access on this rank")
+        time.sleep((self.rank + 1) * self.ms / 1e3)
+
+    def output(self, ctx):
+        return {"rank": self.rank}
+
+
+SLEEPY = "tests.backends.test_launch_group:SleepyRank"
+
+
+def test_a_step_lasts_as_long_as_its_slowest_rank():
+    group = LaunchGroup(SLEEPY, {"ms": 5.0}, 3, "emulated", timeout=60)
+    try:
+        times = group.take(4)
+    finally:
+        group.close()
+    assert len(times) == 4 and min(times) >= 14.5  # rank 2's 15 ms, not rank 0's 5
+
+
+def test_a_rank_that_fails_its_step_names_itself_and_ends_the_group():
+    group = LaunchGroup(SLEEPY, {"ms": 1.0, "fail_rank": 1}, 2, "emulated", timeout=60)
+    with pytest.raises(GroupError, match=r"launch group check: rank 1: RuntimeError: an illegal memory access"):
+        group.check()
+    assert not group.procs
