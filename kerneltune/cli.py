@@ -263,7 +263,7 @@ def verify(
     if Capability.CHECK_SMALL not in plugin.capabilities and need is not None:
         hint = " (`--emulate` checks the launch on the CPU)" if Capability.EMULATE in plugin.capabilities else ""
         _fail(f"verify {kernel}: needs {need}; this machine cannot run it{hint}", EXIT_NO_HARDWARE)
-    tables = [table] if table is not None else _runtime_tables(name, str(stamps["device_kind"]), need is None)
+    tables = [table] if table is not None else _runtime_tables(plugin.name, str(stamps["device_kind"]), need is None)
 
     def progress(r: EntryReport) -> None:
         console.print(f"{r.bucket}: {r.correctness}, {r.verdict}", soft_wrap=True)
@@ -430,14 +430,16 @@ def rekey(
     hash (the old one kept in stamps.rekeyed_from); the others stay stale and are named, with the sweep
     that re-measures them. Exit codes: 0 every entry is current; 1 entries stay stale; 3 bad input (a
     missing or malformed table, a kernel that cannot digest its programs)."""
-    from kerneltune.registry import canonical_name
+    from kerneltune.registry import canonical_name, load_kernel
     from kerneltune.tables.locations import table_roots
     from kerneltune.tuning.rekey import RekeyItem, rekey_table
 
     name = canonical_name(kernel)
-    paths = table or sorted({p for root in table_roots() for p in root.glob(f"*/{name}.json")})
+    with _bad_input_is_one_line():
+        tables_of = load_kernel(name).name  # a kernel given by import path names its tables by its own name
+    paths = table or sorted({p for root in table_roots() for p in root.glob(f"*/{tables_of}.json")})
     if not paths:
-        _fail(f"rekey {kernel}: no tuned table of {name} under {' or '.join(str(r) for r in table_roots())}")
+        _fail(f"rekey {kernel}: no tuned table of {tables_of} under {' or '.join(str(r) for r in table_roots())}")
     def show(item: RekeyItem) -> None:
         mark = "green" if item.current else "yellow"
         console.print(f"{escape(item.bucket)}: [{mark}]{item.outcome}[/] {escape(item.detail)}", soft_wrap=True)

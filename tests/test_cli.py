@@ -119,3 +119,35 @@ def test_contenders_of_the_shipped_table_narrow_a_replayed_sweep(tmp_path):
     assert r.returncode == 0, r.stderr
     records = [json.loads(line) for line in (tmp_path / "journals/ranker_attention-replay.jsonl").open()]
     assert len(records) == 1 and records[0]["status"] == "ok"
+
+
+def test_verify_emulate_exits_1_when_any_emulated_check_fails(monkeypatch):
+    from kerneltune.kernels.drafter_wide.plugin import DrafterWidePlugin
+    from kerneltune.protocols import EmulationCheck
+
+    ok = EmulationCheck("ng=192", "3 req x 2", 1e-15, 256, 0)
+    bad = EmulationCheck("ng=192", "4 req x 4", 3e-3, 256, 0, numbers="gfx942 8-bit", tolerance=2e-3)
+    for checks, code in (([ok, ok], 0), ([ok, bad], 1)):
+        monkeypatch.setattr(DrafterWidePlugin, "emulate", lambda self, c=checks: c)
+        r = CliRunner().invoke(app, ["verify", "drafter-wide", "--emulate"])
+        assert r.exit_code == code, r.output
+
+
+def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeypatch):
+    """The user's table fails and the shipped one passes: the command fails, whichever it read last. The
+    kernel is given by import path: its tables are named by the kernel's own name (fake.json)."""
+    from kerneltune.tables import locations
+    from kerneltune.tables.lookup import bucket_key
+    from kerneltune.tables.store import update_table
+
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    user, shipped = tmp_path / "user", tmp_path / "shipped"
+    for root, mode in ((user, "garbage"), (shipped, "good")):
+        entry = {"bucket": {"n": 2}, "bucket_name": "small", "problem": {"n": 2}, "config": {"mode": mode, "work": 1},
+                 "median_us": 1000.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"}}
+        update_table(root / "cpu/fake.json", "fake", "cpu",
+                     lambda t, e=entry: t["entries"].update({bucket_key(e["bucket"]): e}))
+    monkeypatch.setattr(locations, "table_roots", lambda: (user, shipped))
+    r = CliRunner().invoke(app, ["verify", "tests.tuning.fake_kernel:PLUGIN"])
+    assert r.exit_code == 1, r.output
+    assert "small: correctness, correctness: max error" in r.output and "small: ok, ok" in r.output  # both read

@@ -149,3 +149,16 @@ def test_an_entry_another_writer_changed_while_it_was_judged_is_left_as_that_wri
     after = entries(path)
     assert after["n2"] == remeasured and "program_digest" in after["n3"]
     assert r.notes == [f"entry {bucket_key({'n': 2})} changed while it was judged; left as that writer left it"]
+
+
+def test_without_table_the_cli_finds_a_kernel_s_tables_by_its_own_name(tmp_path, monkeypatch):
+    """A kernel given by import path writes and reads fake.json, not a file named after the path."""
+    from kerneltune.tables import locations
+
+    user = tmp_path / "user"
+    table(tmp_path, entry(2)).rename(tmp_path / "moved.json")
+    (user / "cpu").mkdir(parents=True)
+    (tmp_path / "moved.json").rename(user / "cpu/fake.json")
+    monkeypatch.setattr(locations, "table_roots", lambda: (user, tmp_path / "shipped"))
+    r = CliRunner().invoke(app, ["rekey", KERNEL])
+    assert r.exit_code == 0 and "n2: recorded" in r.output, r.output
