@@ -113,3 +113,41 @@ def test_paired_dense_takes_turns_per_baseline_and_reports_the_rounds_ratio(monk
     timed = [(fn, n) for fn, n in turns if n == batch]
     assert [fn for fn, _ in timed[:8]] == ["ours", "cudnn", "cudnn", "ours", "ours", "cudnn", "cudnn", "ours"]
     assert [fn for fn, _ in timed[8:]] == ["ours", "mgpu", "mgpu", "ours", "ours", "mgpu", "mgpu", "ours"]
+
+
+def test_the_paired_fraction_is_taken_against_the_faster_dense_baseline():
+    """Ours does half the dense problem's flops; cuDNN takes 1.25x our time, JAX's kernel 1.5x: the
+    fraction is our rate over cuDNN's, the faster (0.5 x 1.25)."""
+    from kerneltune.kernels.ranker_attention.bench.runner import paired_fraction
+
+    pairs = {"cudnn_dense": {"ratio": 1.25}, "jax_mgpu_dense": {"ratio": 1.5}}
+    assert paired_fraction(1e12, 2e12, pairs) == pytest.approx(0.625)
+
+
+def test_the_user_call_is_timed_against_its_kernels_in_the_same_rounds(monkeypatch):
+    """On CPU, a call that takes ~2 ms of wall time and "kernels" CUPTI would time at 1.5 ms: the loop's
+    kernel share is below 1, and the kernels are named with their median times."""
+    import time
+
+    from jax.experimental.mosaic.gpu import profiler
+
+    import kerneltune.backends.cuda_jax as cuda_jax
+    from kerneltune.kernels.ranker_attention.bench.runner import user_call_times
+
+    class Out:
+        def block_until_ready(self):
+            return self
+
+    def call():
+        time.sleep(2e-3)
+        return Out()
+
+    monkeypatch.setattr(profiler, "measure", lambda fn, aggregate, iterations: lambda *a: (
+        None, [[("clamp_fusion", 0.1), ("ranker_kernel", 1.4)]] * iterations))
+    monkeypatch.setattr(cuda_jax, "gpu_clocks", lambda: {})
+    t = user_call_times(call, (), kernel_us=20_000.0)  # a long kernel: the fewest calls a round (10)
+    assert t["kernel_sustained_us"] == pytest.approx(1500.0)
+    assert t["call_loop_us"] >= 2000.0 and t["call_single_us"] >= 2000.0
+    assert t["kernel_over_call"] == pytest.approx(t["kernel_sustained_us"] / t["call_loop_us"])
+    assert t["kernel_over_call"] < 1
+    assert t["call_kernels"] == [["clamp_fusion", pytest.approx(100.0)], ["ranker_kernel", pytest.approx(1400.0)]]

@@ -119,3 +119,11 @@ def test_the_user_call_is_judged_by_kernel_time_over_call_time():
     verdicts = evaluate([Target("call", "kernel_over_call", ("none", "tanh"), (64, 128), 0.98)], rows, HEAD_DIMS)
     assert [(v["shape"], v["cap_method"], v["verdict"]) for v in verdicts] == [
         ("a", "none", "met"), ("b", "none", "missed"), ("b", "tanh", "n/a")]
+
+
+@pytest.mark.parametrize(("useful", "verdict"), [(448.0, "met"), (447.0, "missed")])
+def test_a_dense_fraction_is_met_from_its_threshold_on(useful, verdict):
+    """0.70 of cuDNN's 640 is 448 useful TFLOP/s: met there, missed a TFLOP/s below."""
+    rows = [row("a", "tanh", "kerneltune", 1.0, useful_tflops=useful), ROWS[2]]
+    [v] = evaluate([Target("dense", "dense_fraction", ("tanh",), (128,), 0.7)], rows, HEAD_DIMS)
+    assert v["verdict"] == verdict
