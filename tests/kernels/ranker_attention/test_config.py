@@ -46,6 +46,8 @@ def test_problem_validation():
 def test_infeasibility_names_the_rule():
     p = Problem(batch=1, seq_len=384, q_heads=1, kv_heads=1, head_dim=256)
     assert "2 * block_q" in infeasibility(KernelConfig(block_q=128, block_kv=64), p)
+    p = Problem(batch=1, seq_len=384, q_heads=1, kv_heads=1, head_dim=64)  # 3 tiles of 128 rows, 1.5 K/V blocks
+    assert "not a multiple of block_kv = 256" in infeasibility(KernelConfig(block_q=64, block_kv=256), p)
     p = Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=256)
     assert "shared memory" in infeasibility(KernelConfig(block_q=64, block_kv=128), p)
     p = Problem(batch=1, seq_len=512, q_heads=1, kv_heads=1, head_dim=128)

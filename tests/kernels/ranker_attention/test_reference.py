@@ -48,7 +48,7 @@ def test_the_float64_reference_against_a_plain_oracle(method):
     from .oracle import attention
 
     rng = np.random.default_rng(3)
-    t, hq, hkv, d, c = 12, 2, 1, 4, 0.7
+    t, hq, hkv, d, c = 12, 4, 2, 4, 0.7  # two KV heads, each shared by two query heads (h // 2)
     bounds = np.array([[0, 5, 5, 9], [2, 7, 0, 2], [0, 0, 3, 6], [4, 4, 4, 4], [0, 12, 12, 12], [6, 9, 1, 3]])
     q, k, v = (rng.standard_normal((len(bounds), t, h, d)) * 2 for h in (hq, hkv, hkv))
     cap = None if method == "none" else c
