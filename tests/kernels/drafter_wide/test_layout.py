@@ -18,6 +18,7 @@ def test_the_seeds_numbers_are_a_valid_layout():
 
 @pytest.mark.parametrize(("kw", "rule"), [
     (dict(ng=128), "QKV_R"), (dict(ng=256), "O_R"), (dict(threads=1024), "GEMV K"), (dict(threads=200), "THREADS"),
+    (dict(threads=192), "THREADS"),
     (dict(w_na=32), "W_NA"), (dict(qpr=3), "QPR"), (dict(lds_bytes_limit=16 * 1024), "LDS pool"),
 ])
 def test_broken_rules_are_named(kw, rule):
@@ -33,6 +34,21 @@ def test_regions_do_not_overlap_and_rows_are_checked():
     L.check_rows(MAX_ROWS)
     with pytest.raises(LayoutError, match="n_rows 65"):
         L.check_rows(65)
+    with pytest.raises(LayoutError, match="n_rows 63 must be whole requests of QPR=2"):
+        DrafterLayout(qpr=2).check_rows(63)
+
+
+def test_a_layout_whose_offsets_collide_is_refused(monkeypatch):
+    """The offsets are derived, so the checks guard an edit to that derivation: planted collisions fail."""
+    offsets = dict(DrafterLayout().W_L_OFF)
+    first, second = sorted(offsets, key=offsets.get)[:2]
+    monkeypatch.setattr(DrafterLayout, "W_L_OFF", property(lambda self: {**offsets, second: offsets[first] + 8}))
+    with pytest.raises(LayoutError, match=f"scratch regions overlap: {first} runs into {second}"):
+        DrafterLayout()
+    monkeypatch.undo()
+    monkeypatch.setattr(DrafterLayout, "Y_RSD", property(lambda self: self.Y_RSO + 8))
+    with pytest.raises(LayoutError, match="peer regions overlap: rso runs into rsd"):
+        DrafterLayout()
 
 
 def test_drafter_space_loads_and_every_config_is_a_layout_or_named_as_not():
