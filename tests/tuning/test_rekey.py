@@ -115,7 +115,8 @@ def test_entries_it_cannot_judge_stay_stale_and_say_why(tmp_path, monkeypatch):
 
 
 def test_bad_input_names_the_culprit(tmp_path):
-    with pytest.raises(ValueError, match="kernel fake cannot digest its programs"):
+    with pytest.raises(ValueError, match="kernel fake cannot digest its programs; its tables are re-measured "
+                                         r"after every change \(kerneltune sweep --contenders\)"):
         rekey_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, entry(2)))
     with pytest.raises(ValueError, match=r"rekey: .*missing.json: no such table"):
         rekey_table(KERNEL, tmp_path / "missing.json")
@@ -162,3 +163,48 @@ def test_without_table_the_cli_finds_a_kernel_s_tables_by_its_own_name(tmp_path,
     monkeypatch.setattr(locations, "table_roots", lambda: (user, tmp_path / "shipped"))
     r = CliRunner().invoke(app, ["rekey", KERNEL])
     assert r.exit_code == 0 and "n2: recorded" in r.output, r.output
+
+
+def test_items_come_in_bucket_name_order_and_an_unnamed_or_unstamped_entry_is_judged_not_crashed(tmp_path):
+    named = {**entry(2), "bucket_name": "zeta"}
+    unnamed = {k: v for k, v in entry(3).items() if k not in ("bucket_name", "runner_ups", "fallbacks")}
+    unstamped = {**{k: v for k, v in entry(4).items() if k != "stamps"}, "bucket_name": "alpha"}
+    r = rekey_table(KERNEL, table(tmp_path, named, unnamed, unstamped))
+    assert [(i.bucket, i.key, i.outcome) for i in r.items] == [
+        ("alpha", "n=4", FOREIGN), ("n=3", "n=3", RECORDED), ("zeta", "n=2", RECORDED)]
+    assert r.items[0].detail == (f"measured under numpy None (running {numpy_version()!r}): "
+                                 "its digests do not compare here")
+
+
+def test_a_table_with_an_entry_that_breaks_the_schema_names_it_and_is_not_rewritten(tmp_path):
+    path = table(tmp_path, entry(2), entry(3))
+    rekey_table(KERNEL, path)  # n2's digests recorded: nothing left to write for it
+    raw = json.loads(path.read_text())
+    raw["entries"]["n=9"] = {"bucket": {"n": 9}, "config": "not an object"}
+    path.write_text(json.dumps(raw))
+    r = rekey_table(KERNEL, path)
+    assert [i.outcome for i in r.items] == [CURRENT, CURRENT]
+    assert r.notes == [f"{path}: entry n=9: field 'config' is missing, empty or not an object; entry skipped"]
+    raw["entries"]["n=3"]["stamps"]["kernel_hash"] = "hash-old"  # now one to carry: the write is refused
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ValueError, match=r"not rewritten, it holds entries that break the schema"):
+        rekey_table(KERNEL, path)
+    assert json.loads(path.read_text()) == raw
+
+
+def test_each_outcome_s_detail_names_every_program_it_is_about(tmp_path, monkeypatch):
+    """Two programs changed or drifted: both named; a current entry says nothing more; an entry without a
+    problem says so; runner-ups are numbered from 1."""
+    two = entry(2, runner_ups=["slow"], fallbacks=["garbage"])
+    path = table(tmp_path, two, entry(3))
+    rekey_table(KERNEL, path)
+    assert [(i.outcome, i.detail) for i in rekey_table(KERNEL, path).items] == [(CURRENT, ""), (CURRENT, "")]
+    monkeypatch.setattr(DigestingKernel, "PROGRAMS", {"slow": "p1", "garbage": "p2"})
+    r = rekey_table(KERNEL, path)
+    assert r.items[0].detail.startswith("under the current source, the program of runner-up 1, fallback 1 differs")
+    assert (r.table, r.kernel_hash) == (path, "hash-a")
+    monkeypatch.setattr(DigestingKernel, "SOURCE", ["hash-b"])
+    assert rekey_table(KERNEL, path).items[0].detail == "runner-up 1, fallback 1 of 3 changed since hash-a"
+    no_problem = {k: v for k, v in entry(4).items() if k != "problem"}
+    [item] = rekey_table(KERNEL, table(tmp_path / "p", no_problem)).items
+    assert (item.outcome, item.detail) == (UNKNOWN, "the entry records no problem to lower")

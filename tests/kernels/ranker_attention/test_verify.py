@@ -118,3 +118,68 @@ def test_an_infinite_lse_on_a_valid_row_fails(case):
     assert any(e.startswith("lse:") for e in _check(o, bad, case).errors)
     # Every valid row sees at least one key, so its LSE is finite even where a reference says otherwise.
     assert any(e.startswith("lse:") for e in compare(o, bad, o, bad, b, "bfloat16", CapMethod.NONE).errors)
+
+
+def test_the_figures_it_reports(case):
+    o, lse, _ = case
+    c = _check(o, lse, case)
+    assert (c.max_abs, c.rel_fro, c.lse_max_abs) == (0.0, 0.0, 0.0)
+    bad, bad_lse = o.copy(), lse.copy()
+    bad[0, 40, 0, 3] += 0.25
+    bad_lse[0, 1, 70] += 0.5
+    c = _check(bad, bad_lse, case)
+    assert c.max_abs == pytest.approx(0.25) and c.lse_max_abs == pytest.approx(0.5)
+    assert c.errors[0].startswith("out: 1 elements beyond atol=0.02 + rtol=0.02*|ref|; "
+                                  "first at [b,t,h,d]=[0, 40, 0, 3]")
+    nan = o.copy()
+    nan[0, 30, 0, 0] = np.nan
+    assert _check(nan, lse, case).rel_fro == np.inf
+
+
+def test_exactly_at_a_bound_passes(case):
+    """A reference of exactly 0 makes the elementwise bound exactly ATOL, and of the LSE exactly its bound."""
+    o, lse, b = case
+    ref, ref_lse = o.copy(), lse.copy()
+    ref[0, 40, 0, 3], ref_lse[0, 1, 70] = 0.0, 0.0
+    out, out_lse = ref.copy(), ref_lse.copy()
+    out[0, 40, 0, 3], out_lse[0, 1, 70] = ATOL, LSE_ATOL
+    assert compare(out, out_lse, ref, ref_lse, b, "bfloat16", CapMethod.NONE).ok
+
+
+def test_the_cap_s_tolerance_widens_the_elementwise_bound_too(case):
+    o, lse, _ = case
+    bad = o.copy()
+    bad[0, 40, 0, 3] += 0.9 * (ATOL + CAP_TOLERANCE[CapMethod.TANH_APPROX] + RTOL * abs(o[0, 40, 0, 3]))
+    assert _check(bad, lse, case, CapMethod.TANH_APPROX).ok
+    assert not _check(bad, lse, case, CapMethod.TANH).ok
+
+
+def test_the_padding_messages_count_what_they_found(case):
+    o, lse, _ = case
+    bad, bad_lse = o.copy(), lse.copy()
+    bad[0, 100:103, 1, 5] = 1e-6
+    bad_lse[0, 0, 110] = 0.0
+    assert _check(bad, bad_lse, case).errors == ("padding rows: 3 elements of out are not exactly 0",
+                                                 "padding rows: lse is not -inf")
+
+
+def test_the_row_after_the_history_is_padding_when_no_candidate_starts_there():
+    q, k, v = _qkv(1, 128, 1, 1, 64)
+    b = np.array([[8, 60, 70, 100]], np.int32)  # rows 60-69: between the segments
+    o, lse = reference_f64(q, k, v, b, sm_scale=0.125)
+    bad = o.copy()
+    bad[0, 60, 0, 0] = 1e-6
+    assert compare(bad, lse, o, lse, b, "bfloat16", CapMethod.NONE).errors == (
+        "padding rows: 1 elements of out are not exactly 0",)
+
+
+def test_no_valid_row_and_an_empty_batch_pass_with_zero_errors():
+    q, k, v = _qkv(1, 64, 1, 1, 64)
+    b = np.array([[0, 0, 0, 0]], np.int32)
+    o, lse = reference_f64(q, k, v, b, sm_scale=0.125)
+    c = compare(o, lse, o, lse, b, "bfloat16", CapMethod.NONE)
+    assert c.ok and (c.max_abs, c.rel_fro, c.lse_max_abs) == (0.0, 0.0, 0.0)
+    empty = np.zeros((0, 64, 1, 64))
+    c = compare(empty, np.zeros((0, 1, 64)), empty, np.zeros((0, 1, 64)), np.zeros((0, 4), np.int32), "bfloat16",
+                CapMethod.NONE)
+    assert c.ok and (c.max_abs, c.rel_fro, c.lse_max_abs) == (0.0, 0.0, 0.0)

@@ -70,19 +70,24 @@ def test_a_failed_kerneltune_row_is_not_judged_met():
     rows = [{**ROWS[0], "error": "RuntimeError: launch failed"}, ROWS[1]]
     [v] = evaluate([Target("t", "speedup", ("tanh",), (128,), 1.0, over="flex")], rows, HEAD_DIMS)
     assert v["verdict"] == "n/a"
+    # Every row of a shape and cap failed: judged n/a, not a crash.
+    [v] = evaluate([Target("t", "speedup", ("tanh",), (128,), 1.0, over="flex")], rows[:1], HEAD_DIMS)
+    assert v["verdict"] == "n/a"
 
 
 @pytest.mark.parametrize(("entry", "message"), [
     ({"metric": "speedup", "over": "flex", "caps": ["tanh"], "head_dims": [128], "at_least": 2},
      "missing field 'name'"),
-    ({"name": "x", "metric": "fastness", "caps": [], "head_dims": [], "at_least": 1}, "metric"),
-    ({"name": "x", "metric": "speedup", "caps": [], "head_dims": [], "at_least": 1}, "over"),
+    ({"name": "x", "metric": "fastness", "caps": [], "head_dims": [], "at_least": 1},
+     "metric: 'fastness' is not one of speedup, dense_fraction, kernel_over_call"),
+    ({"name": "x", "metric": "speedup", "caps": [], "head_dims": [], "at_least": 1},
+     "over: a speedup names the implementation it is over; a dense fraction does not$"),
     ({"name": "x", "metric": "dense_fraction", "caps": [], "head_dims": [], "at_least": 0}, "at_least"),
 ])
 def test_malformed_targets_name_the_entry(entry, message):
     with pytest.raises(ValueError, match=message) as e:
         parse_targets([entry], "bench.toml")
-    assert "bench.toml: targets[0]" in str(e.value)
+    assert str(e.value).startswith("bench.toml: targets[0]" + (f" ({entry['name']}): " if "name" in entry else ": "))
 
 
 def test_a_result_without_recorded_targets_is_judged_against_its_bench_file(tmp_path):
@@ -127,3 +132,21 @@ def test_a_dense_fraction_is_met_from_its_threshold_on(useful, verdict):
     rows = [row("a", "tanh", "kerneltune", 1.0, useful_tflops=useful), ROWS[2]]
     [v] = evaluate([Target("dense", "dense_fraction", ("tanh",), (128,), 0.7)], rows, HEAD_DIMS)
     assert v["verdict"] == verdict
+
+
+def test_each_verdict_is_the_whole_record_and_a_speedup_is_their_time_over_ours():
+    """Ours at 0.8 ms against flex's 2.4 ms: 3.0x (a product of the two times would read 1.92)."""
+    rows = [row("a", "tanh", "kerneltune", 0.8, useful_tflops=450.0), ROWS[1], ROWS[2],
+            row("b", "tanh", "flex", 4.5)]  # b: kerneltune never ran
+    targets = [Target("flex", "speedup", ("tanh",), (128, 64), 2.5, over="flex"),
+               Target("dense", "dense_fraction", ("tanh",), (128,), 0.8),
+               Target("call", "kernel_over_call", ("tanh",), (64,), 0.98)]
+    assert evaluate(targets, rows, HEAD_DIMS) == [
+        {"target": "flex", "shape": "a", "cap_method": "tanh", "value": pytest.approx(3.0), "at_least": 2.5,
+         "verdict": "met"},
+        {"target": "flex", "shape": "b", "cap_method": "tanh", "value": None, "at_least": 2.5, "verdict": "n/a"},
+        {"target": "dense", "shape": "a", "cap_method": "tanh", "value": pytest.approx(450 / 640), "at_least": 0.8,
+         "verdict": "missed", "bound": "fastest unpaired", "note": "fastest unpaired timing"},
+        {"target": "call", "shape": "b", "cap_method": "tanh", "value": None, "at_least": 0.98, "verdict": "n/a"}]
+    [v] = evaluate([targets[1]], [{**rows[0], "paired_dense_fraction": 0.81}], HEAD_DIMS)  # no dense row ran
+    assert (v["verdict"], v["bound"], v["note"], v["unpaired_value"]) == ("met", "paired", "rounds in turns", None)
