@@ -169,7 +169,7 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
         writer.release()
 
 
-def _set_aside(path: Path) -> Path:
+def _set_aside(path: Path) -> None:
     """Move a journal a fresh start does not resume beside it, under a name no earlier one holds: a second
     fresh start within the same second must not overwrite the first one's measurements."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -177,7 +177,6 @@ def _set_aside(path: Path) -> Path:
     while (aside := path.with_suffix(f".{stamp}{f'-{n}' if n else ''}.jsonl")).exists():
         n += 1
     path.rename(aside)
-    return aside
 
 
 def _bucket_problem(kernel: Kernel, bucket: Bucket) -> Any:

@@ -166,31 +166,21 @@ def test_shipped_ranker_table_is_correct_in_interpret_mode(tmp_path):
 def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path):
     """So a kernel's check may keep what it computed for those inputs (the ranker's float32 references,
     about 50 s of a long bucket's item on the H200, run Q) instead of computing it for every item."""
-    import concurrent.futures as cf
-
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import load_kernel
     from kerneltune.tuning.verify import _timed_configs, _verify_entry
-
-    class Recorder:
-        seeds: list[int] = []
-
-        def measure(self, req, route=0):
-            self.seeds.append(req["seed"])
-            done = cf.Future()
-            done.set_result({"status": "ok", "timing": {"median_us": 10.0, "spread": 0.01}})
-            return done
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
     entry = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "slow", "work": 1},
              "median_us": 10.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"},
              "runner_ups": [{"config": {"mode": "good", "work": 2}}]}
     want = {"matched": ["kernel_hash"], "kernel_hash": "fakehash"}
-    runner = Recorder()
+    runner = _Scripted({w: {"status": "ok", "timing": {"median_us": 10.0, "spread": 0.01}} for w in (1, 2)})
     for i, checked in enumerate([entry, {**entry, "config": {"mode": "good", "work": 2}}]):
         _verify_entry("fake", kernel, runner, checked, want, True, MeasureSettings(), i == 0,
                       _timed_configs(kernel, i == 0, checked))
-    assert len(runner.seeds) == 4 and len(set(runner.seeds)) == 1  # winner, heuristic, runner-up, fallback
+    seeds = [r["seed"] for r in runner.requests]
+    assert len(seeds) == 4 and len(set(seeds)) == 1  # winner, heuristic, runner-up, fallback
 
 
 class _Scripted:
@@ -198,11 +188,12 @@ class _Scripted:
     without a worker's timing noise."""
 
     def __init__(self, replies):
-        self.replies = replies
+        self.replies, self.requests = replies, []
 
     def measure(self, req, route=0):
         import concurrent.futures as cf
 
+        self.requests.append(req)
         done = cf.Future()
         done.set_result(self.replies[req["tiles"]["work"]])
         return done

@@ -9,15 +9,11 @@ from kerneltune.kernels.ranker_attention.inputs import ranker_bounds
 from kerneltune.kernels.ranker_attention.reference import reference_f64
 from kerneltune.kernels.ranker_attention.verify import LSE_ATOL, compare
 
-RNG = np.random.default_rng(0)
+from .test_reference import RNG, _qkv
+
 # bfloat16's bounds in verify._TOLERANCE: per element |err| <= ATOL + RTOL * |ref|, and the whole output's
 # relative Frobenius error <= FRO. Written here, not imported: a loosened table must fail these tests.
 ATOL, RTOL, FRO = 2e-2, 2e-2, 1e-2
-
-
-def _qkv(b, t, hq, hkv, d):
-    return (RNG.standard_normal((b, t, hq, d)), RNG.standard_normal((b, t, hkv, d)),
-            RNG.standard_normal((b, t, hkv, d)))
 
 
 @pytest.fixture(scope="module")
