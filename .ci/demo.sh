@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on its built-in default: sweep ranker attention. With a Hopper GPU this is a live
-# sweep; elsewhere it replays the journal of the sweep that made the shipped table (run P), so the
-# figures it prints are the README's.
+# sweep; elsewhere it replays run P's journals, the last sweep of the shipped table's whole space
+# (later runs re-measured its contenders), so it prints the run P figures the README quotes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN=results/ranker_attention/2026-12-02-h200-run-p

@@ -134,3 +134,15 @@ def test_a_rank_that_fails_its_step_names_itself_and_ends_the_group():
     with pytest.raises(GroupError, match=r"launch group check: rank 1: RuntimeError: an illegal memory access"):
         group.check()
     assert not group.procs
+
+
+def test_every_rank_meets_the_others_before_its_timed_steps(tmp_path, monkeypatch):
+    """A rank that starts timing before a late peer has arrived times its own wait for that peer."""
+    from kerneltune.backends.launch_group import RankContext
+
+    ctx = RankContext(0, 2, "emulated", tmp_path, "t")
+    calls: list[str] = []
+    monkeypatch.setattr(ctx, "barrier", lambda: calls.append("barrier"))
+    times = ctx.time_steps(lambda: calls.append("launch"), 3)
+    assert len(times) == 3
+    assert calls[0] == "barrier" and calls.count("barrier") == 1
