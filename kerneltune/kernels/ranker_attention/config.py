@@ -114,6 +114,9 @@ class KernelConfig:
     # Of every eight registers of logits a compute thread holds, this many take the softmax's exp2 on the
     # FMA pipe (``exp2_fma``), the rest on the special-function unit: the two pipes share the chain.
     exp2_fma_eighths: int = 0
+    # Each row's sum of P on the tensor core (P times a block of ones, an 8-column accumulator kept across
+    # the tile) instead of an FADD per logit: the sum of the bfloat16 P that P.V uses.
+    rowsum_mma: bool = False
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -141,7 +144,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_eighths")
+                   "exp2_fma_eighths", "rowsum_mma")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}
@@ -156,6 +159,9 @@ class KernelConfig:
         )
 
 
+ONES_ROWS = 64  # the ones block is stored in the WGMMA layout (64 rows); the row sum's wgmma reads 8
+
+
 def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
     """Shared memory the kernel allocates, as Mosaic GPU lays it out: every buffer
     rounded up to 1 KiB, 2 KiB reserved, 8 B per barrier (matches its lowering's count)."""
@@ -166,6 +172,7 @@ def smem_bytes(config: KernelConfig, head_dim: int, itemsize: int = 2) -> int:
         config.num_stages * config.block_kv * head_dim * itemsize,  # V ring
         2 * q_buffers * config.block_q * 4,  # LSE
         0 if config.p_in_registers else 2 * config.block_q * config.block_kv * itemsize,
+        ONES_ROWS * config.block_kv * itemsize if config.rowsum_mma else 0,  # the row sum's ones
         3 * 4 if config.persistent else 0,  # the tile handed to the compute warpgroups (2) and the claim
     ]
     barriers = 8 * (4 * config.num_stages + 1 + 2 * q_buffers + (6 if config.persistent else 0))

@@ -35,7 +35,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
 from .cap import CapImpl, cap_forward, tanh_factors
-from .config import KernelConfig, Problem, static_max_refusal
+from .config import ONES_ROWS, KernelConfig, Problem, static_max_refusal
 from .exp2_fma import EXP2_FLOOR, exp2_mixed
 
 LOG2E = math.log2(math.e)
@@ -44,6 +44,7 @@ LN2 = math.log(2.0)
 # alpha = exp2(0) = 1 and p = exp2(-inf) = 0 instead of NaN.
 _M_INIT = -1e30
 _HOPPER_SMS = 132
+ROWSUM_COLS = 8  # the row sum's wgmma N: the smallest Hopper's wgmma takes
 
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
@@ -74,8 +75,27 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
-        qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2, ids_smem = smem
+        qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2, ids_smem, ones_smem = smem
         wg = lax.axis_index("wg")
+
+        def store_ones():
+            """The row sum's ones block; both compute warpgroups store the same values before their first use."""
+            if config.rowsum_mma:
+                ones = jnp.ones((ONES_ROWS, block_kv), jnp.float32)
+                ones_smem[...] = plgpu.layout_cast(ones, plgpu.Layout.WGMMA).astype(q_ref.dtype)
+                plgpu.commit_smem()
+
+        def ones_b(width):
+            """B of the row sum's wgmma: ``width`` keys by ``ROWSUM_COLS`` columns of ones."""
+            return ones_smem.at[pl.ds(0, ROWSUM_COLS), pl.ds(0, width)].transpose((1, 0))
+
+        def row_sum(l_i):
+            """Each row's sum of P from the carried row-sum state."""
+            return l_i.max(axis=1) if config.rowsum_mma else l_i
+
+        def per_row(x, like):
+            """A row vector in the shape of the row-sum state ``like``."""
+            return lax.broadcast_in_dim(x, like.shape, [0]) if config.rowsum_mma else x
 
         def plan(batch, q_seq):
             """The KV steps of one tile: ``2 * block_q`` rows of one batch row and head."""
@@ -174,7 +194,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             def _compute():
                 m_i = plgpu.layout_cast(jnp.full((block_q,), 0.0 if config.static_max else _M_INIT, jnp.float32),
                                         _row_layout())
-                l_i = plgpu.layout_cast(jnp.zeros((block_q,), jnp.float32), _row_layout())
+                if config.rowsum_mma:
+                    l_i = plgpu.layout_cast(jnp.zeros((block_q, ROWSUM_COLS), jnp.float32), plgpu.Layout.WGMMA)
+                else:
+                    l_i = plgpu.layout_cast(jnp.zeros((block_q,), jnp.float32), _row_layout())
                 acc = plgpu.layout_cast(jnp.zeros((block_q, head_dim), jnp.float32), plgpu.Layout.WGMMA)
 
                 @pl.when(total_steps > 0)
@@ -221,14 +244,15 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
                         p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
-                        l_i = l_i + p.sum(axis=1)
+                        if not config.rowsum_mma:
+                            l_i = l_i + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1))
                         alpha = jnp.exp2(m_i - m_new)
                         p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
                                        interpret=interpret)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p.sum(axis=1)
+                        l_i = l_i * per_row(alpha, l_i) if config.rowsum_mma else l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
@@ -245,7 +269,15 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         def _():
                             plgpu.barrier_wait(k_ready.at[ring(nxt)])
 
-                    if p_in_registers:
+                    if p_in_registers and config.rowsum_mma:
+                        def compute_pv_and_sum(refs):
+                            acc_ref, l_ref = refs
+                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
+                            plgpu.wgmma(l_ref, p16, ones_b(width))
+                            wait_next_k()
+
+                        acc, l_i = pl.run_state(compute_pv_and_sum)((plgpu.ACC.init(acc), plgpu.ACC.init(l_i)))
+                    elif p_in_registers:
                         def compute_pv(acc_ref):
                             plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
                             wait_next_k()
@@ -256,15 +288,30 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         p_smem[...] = p16
                         plgpu.commit_smem()
                         if interpret:
-                            # Interpret mode has no run_state over accumulators: fresh one, then add.
-                            def compute_pv_fresh(acc_ref):
+                            # Interpret mode has no run_state over accumulators: fresh ones, then add.
+                            def compute_pv_fresh(acc_ref, l_ref):
                                 plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
+                                if config.rowsum_mma:
+                                    plgpu.wgmma(l_ref, p_smem, ones_b(width))
                                 wait_next_k()
-                                return acc_ref[...]
+                                return acc_ref[...], (l_ref[...] if config.rowsum_mma else None)
 
-                            acc = acc + pl.run_scoped(
-                                compute_pv_fresh, plgpu.ACC((block_q, head_dim), jnp.float32)
+                            acc_part, l_part = pl.run_scoped(
+                                compute_pv_fresh, plgpu.ACC((block_q, head_dim), jnp.float32),
+                                plgpu.ACC((block_q, ROWSUM_COLS), jnp.float32),
                             )
+                            acc = acc + acc_part
+                            if config.rowsum_mma:
+                                l_i = l_i + l_part
+                        elif config.rowsum_mma:
+                            def compute_pv_and_sum(refs):
+                                acc_ref, l_ref = refs
+                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
+                                plgpu.wgmma(l_ref, p_smem, ones_b(width))
+                                wait_next_k()
+
+                            acc, l_i = pl.run_state(compute_pv_and_sum)(
+                                (plgpu.ACC.init(acc), plgpu.ACC.init(l_i)))
                         else:
                             def compute_pv(acc_ref):
                                 plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
@@ -304,13 +351,13 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     if config.static_max:
                         m_new = m_i
                         p = jnp.exp2(s)
-                        l_i = l_i + p
+                        l_i = l_i + per_row(p, l_i)
                     else:
                         m_new = jnp.maximum(m_i, s)
                         alpha = jnp.exp2(m_i - m_new)
                         p = jnp.exp2(s - m_new)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p
+                        l_i = l_i * per_row(alpha, l_i) + per_row(p, l_i)
                     if config.schedule_barrier:
                         plgpu.barrier_arrive(schedule)
                     plgpu.barrier_wait(v_ready.at[slot])
@@ -356,6 +403,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
                     )
                 acc, m_i, l_i = carry
+                l_i = row_sum(l_i)
                 pl.when(wg == 0)(schedule_point)
 
                 rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
@@ -412,6 +460,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 # Raised where it dominates all the compute code: ptxas sizes what follows from it
                 # (inside a branch, call 6 measured the whole kernel 9-17% slower).
                 plgpu.set_max_registers(232, action="increase")
+                store_ones()
 
                 @pl.when(plan(batch, q_seq)["valid"])
                 def _():
@@ -449,6 +498,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         @pl.when(wg < 2)
         def _compute():
             plgpu.set_max_registers(232, action="increase")
+            store_ones()
 
             def tile_step(carry):
                 tile, j, step_base = carry
@@ -576,6 +626,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             plgpu.SMEM((2 * q_buffers, block_q), jnp.float32),
             plgpu.SMEM((2, block_q, block_kv), dtype, transforms=tiled) if p_staged else None,
             plgpu.SMEM((_CLAIM_SLOT + 1,), jnp.int32) if config.persistent else None,
+            plgpu.SMEM((ONES_ROWS, block_kv), dtype, transforms=tiled) if config.rowsum_mma else None,
         ]
         pl.run_scoped(
             lambda *scoped: body(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped),
