@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 
 import jax
@@ -212,7 +213,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
-                    if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
+                    probe = os.environ.get("KT_PROBE", "")
+                    if fused_outer and probe == "notanh":  # PROBE: the tanh instruction left out (wrong results)
+                        s, scale, masked = qk * tanh_inner, tanh_outer, EXP2_FLOOR / tanh_outer
+                    elif fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
                         s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
                     else:
                         s, scale, masked = logits_to_log2(qk), None, -jnp.inf
@@ -221,14 +225,15 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
                         p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
-                        l_i = l_i + p.sum(axis=1)
+                        if probe != "nosum":  # PROBE: the row sum left out (wrong results)
+                            l_i = l_i + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1))
                         alpha = jnp.exp2(m_i - m_new)
                         p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
                                        interpret=interpret)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p.sum(axis=1)
+                        l_i = l_i * alpha if probe == "nosum" else l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
