@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 
 import jax
@@ -218,22 +219,32 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         s, scale, masked = logits_to_log2(qk), None, -jnp.inf
                     if mask_fn is not None:
                         s = jnp.where(mask_fn(step, width), s, masked)
+                    late = os.environ.get("KT_VARIANT") == "late"  # A/B switch (run AG), read at trace time
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
                         p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
-                        l_i = l_i + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1))
                         alpha = jnp.exp2(m_i - m_new)
                         p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
                                        interpret=interpret)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p.sum(axis=1)
+                        l_i = l_i * alpha
+
+                    def add_row_sum(l_i, p):
+                        return l_i + p.sum(axis=1)
+
+                    if not late:
+                        l_i = add_row_sum(l_i, p)
                     p16 = p.astype(q_ref.dtype)
-                    if p_in_registers:
+                    if p_in_registers and late:
+                        acc, l_i, m_new, p16, p = lax.optimization_barrier((acc, l_i, m_new, p16, p))
+                    elif p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
                     if config.schedule_barrier:
                         plgpu.barrier_arrive(schedule)
+                    if late:  # the row sum under the other warpgroup's softmax, off the path to its arrival
+                        l_i = add_row_sum(l_i, p)
                     plgpu.barrier_wait(v_ready.at[slot])
                     if config.schedule_barrier:
                         plgpu.barrier_wait(schedule)
