@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 
 import jax
@@ -34,7 +35,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
-from .cap import CapImpl, cap_forward, tanh_factors
+from .cap import CapImpl, CapMethod, cap_forward, tanh_factors
 from .config import KernelConfig, Problem, static_max_refusal
 from .exp2_fma import EXP2_FLOOR, exp2_mixed
 
@@ -212,8 +213,14 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
+                    # A/B switch (run AG), read at trace time: without a cap the row max is taken on the raw
+                    # logits and the scale goes into the exp2 argument's FMA, not a multiply per logit.
+                    fold = (os.environ.get("KT_VARIANT") == "fold" and config.cap_method is CapMethod.NONE
+                            and not config.static_max)
                     if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
                         s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
+                    elif fold:
+                        s, scale, masked = qk, None, -jnp.inf
                     else:
                         s, scale, masked = logits_to_log2(qk), None, -jnp.inf
                     if mask_fn is not None:
@@ -222,6 +229,14 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         m_new = m_i
                         p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
                         l_i = l_i + p.sum(axis=1)
+                    elif fold:
+                        log2_scale = config.sm_scale * LOG2E
+                        m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale)
+                        alpha = jnp.exp2(m_i - m_new)
+                        p = exp2_mixed(s * log2_scale - lax.broadcast_in_dim(m_new, s.shape, [0]),
+                                       config.exp2_fma_eighths, interpret=interpret)
+                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                        l_i = l_i * alpha + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1))
                         alpha = jnp.exp2(m_i - m_new)
