@@ -34,7 +34,7 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
-from .cap import CapImpl, cap_forward, tanh_factors
+from .cap import CapImpl, CapMethod, cap_forward, tanh_factors
 from .config import KernelConfig, Problem, static_max_refusal
 from .exp2_fma import EXP2_FLOOR, exp2_mixed
 
@@ -71,6 +71,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                    and config.cap_method.is_tanh)
     if fused_outer:
         tanh_inner, tanh_outer = tanh_factors(config.cap_params, pre=config.sm_scale, post=LOG2E)
+    # No cap: the row max on the raw logits (a positive scale keeps their order), the scale in the exp2's FMA.
+    scale_in_exp2 = config.scale_in_exp2 and config.cap_method is CapMethod.NONE and not config.static_max
+    log2_scale = config.sm_scale * LOG2E
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
@@ -214,6 +217,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                     if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
                         s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
+                    elif scale_in_exp2:  # s is the raw logit: the scale comes in below
+                        s, scale, masked = qk, None, -jnp.inf
                     else:
                         s, scale, masked = logits_to_log2(qk), None, -jnp.inf
                     if mask_fn is not None:
@@ -223,9 +228,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
                         l_i = l_i + p.sum(axis=1)
                     else:
-                        m_new = jnp.maximum(m_i, s.max(axis=1))
+                        m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale if scale_in_exp2 else s.max(axis=1))
                         alpha = jnp.exp2(m_i - m_new)
-                        p = exp2_mixed(s - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
+                        logits = s * log2_scale if scale_in_exp2 else s  # with the subtraction: one FMA a logit
+                        p = exp2_mixed(logits - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
                                        interpret=interpret)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
                         l_i = l_i * alpha + p.sum(axis=1)

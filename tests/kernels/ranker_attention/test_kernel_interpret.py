@@ -110,3 +110,15 @@ def test_padding_tiles_in_runs_and_at_the_end_of_the_grid():
     tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=False, persistent=True)
     c = run_and_compare(problem, tiles, bounds, 6)
     assert c.ok, c.errors
+
+
+@pytest.mark.slow
+def test_scale_in_exp2_on_every_adversarial_case_at_a_high_gain():
+    """Without a cap the row max is taken on the raw logits and the scale goes into the exp2 argument. A scale of 4
+    puts scaled logits past 128 in log2 units: a max left unscaled then overflows the exp2 (a stabiliser otherwise
+    cancels in out and the LSE alike), and a scale left out of the argument moves the LSE."""
+    bounds = adversarial_bounds(T, np.random.default_rng(4))
+    problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, sm_scale=4.0)
+    tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=False, persistent=True, scale_in_exp2=True)
+    c = run_and_compare(problem, tiles, bounds, 5)
+    assert c.ok, c.errors

@@ -9,7 +9,7 @@ from jax.experimental.mosaic.gpu import core as mosaic_core
 
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, smem_bytes
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
-from kerneltune.kernels.ranker_attention.program import lower_for_cuda
+from kerneltune.kernels.ranker_attention.program import lower_for_cuda, program_digest
 from kerneltune.tuning.space import load_space
 
 from ...pairwise import pairwise_cover
@@ -110,3 +110,16 @@ def test_the_tanh_instruction_hands_the_caps_outer_multiply_to_the_exp2():
                                                                   cap_impl=impl, exp2_fma_eighths=4))
              for impl in ("exact", "tanh_instr")}
     assert "arith.maximumf" in texts["exact"] and "arith.maximumf" not in texts["tanh_instr"]
+
+
+def test_scale_in_exp2_changes_the_kernel_without_a_cap_and_no_other():
+    """The field is the no-cap kernel's: dropped on that path, the tuner would time one program under two names;
+    taken under a cap, entries measured without it would launch another program than they describe."""
+    digests = {}
+    for method, cap in (("none", None), ("tanh", 30.0)):
+        problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method=method, cap=cap)
+        tiles = dict(persistent=True, static_max=cap is not None)
+        digests[method] = {flag: program_digest(problem, {**tiles, "scale_in_exp2": flag}, 132)
+                           for flag in (False, True)}
+    assert digests["none"][False] != digests["none"][True], digests
+    assert digests["tanh"][False] == digests["tanh"][True], digests
