@@ -113,7 +113,7 @@ def test_padding_tiles_in_runs_and_at_the_end_of_the_grid():
 
 
 @pytest.mark.slow
-def test_scale_in_exp2_on_every_adversarial_case_at_a_high_gain():
+def test_scale_in_exp2_on_every_adversarial_case_at_a_high_scale():
     """Without a cap the row max is taken on the raw logits and the scale goes into the exp2 argument. A scale of 4
     puts scaled logits past 128 in log2 units: a max left unscaled then overflows the exp2 (a stabiliser otherwise
     cancels in out and the LSE alike), and a scale left out of the argument moves the LSE."""
