@@ -6,11 +6,16 @@ import pytest
 from kerneltune.backends import cuda_jax
 from kerneltune.kernels.ranker_attention import KernelConfig, api, ranker_attention
 from kerneltune.kernels.ranker_attention.accuracy import ErrorBudget
+from kerneltune.kernels.ranker_attention.bench.spec import load_spec
 from kerneltune.kernels.ranker_attention.config import Problem
 from kerneltune.kernels.ranker_attention.reference import reference_f64
+from kerneltune.registry import load_kernel
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import table_path, update_table
+from kerneltune.tuning.space import load_space
+
+from ...paths import SPACES
 
 B, T, HQ, HKV, D = 2, 128, 2, 1, 64
 
@@ -218,3 +223,24 @@ def test_the_call_launches_the_fastest_entry_its_error_budget_allows(tmp_path, m
         assert config.cap_impl == impl and config.static_max
     if return_lse and error_budget is None:
         assert "lse error 7.00x the no-cap kernel's, over the budget of 1x" in caplog.text
+
+
+def test_every_bench_shape_is_nearest_to_a_bucket_of_its_own_cap():
+    """The runtime serves a call from the nearest tuned bucket. A shape nearest to a bucket of another cap runs
+    that bucket's fallback, measured under the other cap: in run AH the GQA rows without a cap so missed
+    ``scale_in_exp2``, which the space offers only without a cap."""
+    kernel = load_kernel("ranker-attention")
+    space = load_space(SPACES / "ranker_attention.toml", set(kernel.tunables), set(kernel.problem_fields),
+                       for_kernel=kernel.name)
+    spec = load_spec(SPACES / "bench_ranker_attention.toml")
+    served_by_other_cap = []
+    for shape in spec.shapes:
+        for cap_method, cap in spec.caps.items():
+            problem = Problem(**shape.problem, cap_method=cap_method, cap=cap or None)
+            buckets = {b.name: Problem(**b.problem).bucket() for b in space.buckets}
+            nearest = min(buckets, key=lambda name: (
+                lookup.bucket_distance(problem.bucket(), buckets[name], Problem.HARD_BUCKET_FIELDS),
+                api._cap_kin(problem, buckets[name])))
+            if api._cap_kin(problem, buckets[nearest]):
+                served_by_other_cap.append(f"{shape.name} {cap_method}: {nearest}")
+    assert served_by_other_cap == []
