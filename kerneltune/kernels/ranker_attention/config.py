@@ -85,7 +85,7 @@ def _pow2_ceil(n: int) -> int:
 class KernelConfig:
     """What one compiled kernel is specialised on; validated on construction.
 
-    The tile fields (``block_q`` … ``scale_in_exp2``) are the tuning space;
+    The tile fields (``block_q`` … ``lazy_rescale``) are the tuning space;
     the cap and scale come from the problem (``for_problem``).
     """
 
@@ -118,6 +118,10 @@ class KernelConfig:
     # instead of a multiply per logit that only fed the max (run AG: 0.95x the time at D=64, 0.98x at D=128).
     # The same function up to rounding; under a cap the kernel is the same either way.
     scale_in_exp2: bool = False
+    # Without a cap: a row keeps its running max while a block's logits stay within 8 above it (log2 units,
+    # p < 2**8), and O's rescale is skipped by a branch for the rows that kept it (FlashAttention-4).
+    # The same function up to rounding; under static_max (no running max) the kernel is the same either way.
+    lazy_rescale: bool = False
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -145,7 +149,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_eighths", "scale_in_exp2")
+                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

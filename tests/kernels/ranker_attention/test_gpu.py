@@ -28,12 +28,12 @@ def test_softmax_without_running_max_matches_reference(head_dim, cap_method, per
     check_against_reference(head_dim, cap_method, persistent=persistent, static_max=True)
 
 
-def check_against_reference(head_dim, cap_method, **fields):
+def check_against_reference(head_dim, cap_method, q_scale=1.0, **fields):
     rng = np.random.default_rng(head_dim)
     b, t, hq, hkv = 10, 512, 4, 2
     cap = None if cap_method == "none" else 20.0
     keys = jax.random.split(jax.random.key(head_dim), 3)
-    q = jax.random.normal(keys[0], (b, t, hq, head_dim), jnp.bfloat16)
+    q = (q_scale * jax.random.normal(keys[0], (b, t, hq, head_dim), jnp.bfloat16)).astype(jnp.bfloat16)
     k = jax.random.normal(keys[1], (b, t, hkv, head_dim), jnp.bfloat16)
     v = jax.random.normal(keys[2], (b, t, hkv, head_dim), jnp.bfloat16)
     # The cap is the config's too: a tanh_instr config without a tanh cap_method is refused.
@@ -48,6 +48,16 @@ def check_against_reference(head_dim, cap_method, **fields):
         c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), np.asarray(ro), np.asarray(rl), bounds,
                     "bfloat16", cap_method)
         assert c.ok, c.errors
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("q_scale", [1.0, 6.0])
+@pytest.mark.parametrize(("head_dim", "cap_method"), [(64, "none"), (128, "none"), (128, "clamp")])
+def test_lazy_rescale_matches_reference(head_dim, cap_method, q_scale):
+    """At unit scale a row's max jumps past the threshold only from its first block (O is zero then); Q scaled by
+    6 makes later jumps too, where a rescale the branch skips wrongly moves out and the LSE."""
+    check_against_reference(head_dim, cap_method, q_scale=q_scale, persistent=True, lazy_rescale=True,
+                            scale_in_exp2=cap_method == "none")
 
 
 @pytest.mark.gpu

@@ -122,3 +122,16 @@ def test_scale_in_exp2_on_every_adversarial_case_at_a_high_scale():
     tiles = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=False, persistent=True, scale_in_exp2=True)
     c = run_and_compare(problem, tiles, bounds, 5)
     assert c.ok, c.errors
+
+
+@pytest.mark.slow
+def test_lazy_rescale_on_every_adversarial_case_at_a_high_scale():
+    """A row keeps its running max while a block's logits stay within 8 (log2 units) above it. At a scale of 4 rows
+    see both: jumps past 8, which must rescale O and l (kept, the exp2 overflows), and smaller ones, which must not
+    move the max that P and the LSE are taken against."""
+    bounds = adversarial_bounds(T, np.random.default_rng(7))
+    problem = Problem(batch=len(bounds), seq_len=T, q_heads=2, kv_heads=1, head_dim=64, sm_scale=4.0)
+    tiles = dict(block_q=64, block_kv=64, num_stages=2, p_in_registers=False, persistent=True, scale_in_exp2=True,
+                 lazy_rescale=True)
+    c = run_and_compare(problem, tiles, bounds, 8)
+    assert c.ok, c.errors

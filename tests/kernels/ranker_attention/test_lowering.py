@@ -9,7 +9,7 @@ from jax.experimental.mosaic.gpu import core as mosaic_core
 
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem, smem_bytes
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
-from kerneltune.kernels.ranker_attention.program import lower_for_cuda, program_digest
+from kerneltune.kernels.ranker_attention.program import canonical_text, lower_for_cuda, program_digest
 from kerneltune.tuning.space import load_space
 
 from ...pairwise import pairwise_cover
@@ -123,3 +123,16 @@ def test_scale_in_exp2_changes_the_kernel_without_a_cap_and_no_other():
                            for flag in (False, True)}
     assert digests["none"][False] != digests["none"][True], digests
     assert digests["tanh"][False] == digests["tanh"][True], digests
+
+
+def test_lazy_rescale_branches_on_the_kernels_with_a_running_max_and_no_other():
+    """The rescale of O skipped by a branch per row (``scf.if``) where the kernel keeps a running max, with or
+    without a cap; under static_max there is none, and the field must leave that program as it was."""
+    texts = {}
+    for method, cap, static in (("none", None, False), ("clamp", 20.0, False), ("tanh", 30.0, True)):
+        problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method=method, cap=cap)
+        texts[method] = {flag: canonical_text(lowered_text(problem, KernelConfig.for_problem(
+            problem, persistent=True, static_max=static, lazy_rescale=flag))) for flag in (False, True)}
+    for method in ("none", "clamp"):
+        assert texts[method][True].count("scf.if") > texts[method][False].count("scf.if"), method
+    assert texts["tanh"][False] == texts["tanh"][True]
