@@ -26,9 +26,9 @@ def lowered_text(problem, config):
 @pytest.mark.parametrize("head_dim", [64, 128, 256])
 def test_default_space_lowers_for_cuda(head_dim):
     """A pairwise cover of the feasible configs lowers (every two fields' values that a feasible config holds,
-    in one of them: 13, 13 and 5 configs at D=64, 128, 256, where every layout took 26, 15 and 4), and each
-    SMEM size the static check rejects is one Mosaic GPU rejects too (the suite's budget: lowering all
-    83 feasible configs and every rejected one took 166 s of a 2-core machine's 8 minutes)."""
+    in one of them: 15, 15 and 5 of the 59, 32 and 5 feasible configs at D=64, 128, 256), and each SMEM size
+    the static check rejects is one Mosaic GPU rejects too (the suite's budget: lowering every feasible config
+    and every rejected one took 166 s of a 2-core machine's 8 minutes when there were 83)."""
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=head_dim, cap_method="tanh", cap=30.0)
     space = load_space(SPACES / "ranker_attention.toml", set(PLUGIN.tunables), set(PLUGIN.problem_fields))
     feasible, rejected = [], {}
