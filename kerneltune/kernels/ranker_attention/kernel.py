@@ -75,7 +75,6 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     # No cap: the row max on the raw logits (a positive scale keeps their order), the scale in the exp2's FMA.
     scale_in_exp2 = config.scale_in_exp2 and config.cap_method is CapMethod.NONE and not config.static_max
     log2_scale = config.sm_scale * LOG2E
-    lazy = config.lazy_rescale and not config.static_max
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
@@ -231,14 +230,14 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         l_i = l_i + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale if scale_in_exp2 else s.max(axis=1))
-                        if lazy:
+                        if config.lazy_rescale:  # only here: under static_max there is no max to keep
                             m_new, alpha = lazy_max(m_i, m_new)
                         else:
                             alpha = jnp.exp2(m_i - m_new)
                         logits = s * log2_scale if scale_in_exp2 else s  # with the subtraction: one FMA a logit
                         p = exp2_mixed(logits - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
                                        interpret=interpret)
-                        if lazy:
+                        if config.lazy_rescale:
                             acc = rescale_rows(acc, alpha, interpret=interpret)
                         else:
                             acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])

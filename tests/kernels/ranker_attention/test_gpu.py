@@ -33,7 +33,7 @@ def check_against_reference(head_dim, cap_method, q_scale=1.0, **fields):
     b, t, hq, hkv = 10, 512, 4, 2
     cap = None if cap_method == "none" else 20.0
     keys = jax.random.split(jax.random.key(head_dim), 3)
-    q = (q_scale * jax.random.normal(keys[0], (b, t, hq, head_dim), jnp.bfloat16)).astype(jnp.bfloat16)
+    q = q_scale * jax.random.normal(keys[0], (b, t, hq, head_dim), jnp.bfloat16)
     k = jax.random.normal(keys[1], (b, t, hkv, head_dim), jnp.bfloat16)
     v = jax.random.normal(keys[2], (b, t, hkv, head_dim), jnp.bfloat16)
     # The cap is the config's too: a tanh_instr config without a tanh cap_method is refused.
