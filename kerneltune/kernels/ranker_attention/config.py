@@ -16,6 +16,8 @@ HOPPER_SMEM_BYTES = 232_448
 COMPUTE_WG_REGISTERS = 232
 _REGISTER_OVERHEAD = 40  # indices, softmax state, addresses: measured slack
 _MOSAIC_RESERVED_SMEM = 2048
+# The one block size that need not divide the sequence (the kernel clips its last history block).
+WIDE_BLOCK_KV = 192
 # The largest cap ``static_max`` takes: exp2 of every logit (|logit| * log2(e) <= 64) then lies in
 # [2^-64, 2^64], normal in float32 and bfloat16, and a row's sum stays finite.
 STATIC_MAX_CAP = 64 / math.log2(math.e)
@@ -206,7 +208,12 @@ def infeasibility(config: KernelConfig, problem: Problem, smem_limit: int = HOPP
     tile_rows = 2 * config.block_q
     if problem.seq_len % tile_rows:
         return f"seq_len {problem.seq_len} is not a multiple of 2 * block_q = {tile_rows}"
-    if problem.seq_len % config.block_kv:
+    if config.block_kv == WIDE_BLOCK_KV:
+        # The kernel clips the last history block to the sequence and loads the candidates' own 2 * block_q rows
+        # into a slot: they must fit one.
+        if tile_rows > WIDE_BLOCK_KV:
+            return f"block_kv = {WIDE_BLOCK_KV} holds a tile's {tile_rows} candidate rows only with block_q = 64"
+    elif problem.seq_len % config.block_kv:
         return f"seq_len {problem.seq_len} is not a multiple of block_kv = {config.block_kv}"
     used = smem_bytes(config, problem.head_dim)
     if used > smem_limit:

@@ -35,7 +35,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
 from .cap import CapImpl, CapMethod, cap_forward, tanh_factors
-from .config import KernelConfig, Problem, static_max_refusal
+from .config import WIDE_BLOCK_KV, KernelConfig, Problem, static_max_refusal
 from .exp2_fma import EXP2_FLOOR, exp2_mixed
 from .lazy_rescale import lazy_max, rescale_rows
 
@@ -60,6 +60,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     group = problem.heads_per_kv_head
     p_in_registers = config.p_in_registers and not interpret
     n_q_tiles = problem.seq_len // (2 * block_q)
+    # 192-key blocks (FlashAttention-3's at D=64): a sequence need not be a multiple of the block, so the last
+    # history block loads only its keys up to the history's end rounded up to 64 (never past the sequence),
+    # and the candidates' step loads the tile's own 2 * block_q rows, whose diagonal it keeps.
+    wide = block_kv == WIDE_BLOCK_KV
 
     def logits_to_log2(qk):
         return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
@@ -96,9 +100,21 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             own_lo = jnp.maximum(cl, tile_base)
             own_hi = jnp.minimum(cu, tile_end)
             cand_first = lax.div(own_lo, block_kv)
-            cand_steps = jnp.where(valid & (own_lo < own_hi), pl.cdiv(own_hi, block_kv) - cand_first, 0)
+            if wide:
+                cand_steps = jnp.where(valid & (own_lo < own_hi), 1, 0)
+                tail_width = jnp.where(lax.rem(hu, block_kv) != 0, pl.cdiv(lax.rem(hu, block_kv), 64) * 64, block_kv)
+
+                def kv_rows(step):
+                    """The first key and the count of keys (a multiple of 64) the ring's slot holds at ``step``."""
+                    hist = step < hist_steps
+                    start = jnp.where(hist, (hist_first + step) * block_kv, tile_base)
+                    width = jnp.where(hist, jnp.where(step == hist_steps - 1, tail_width, block_kv), 2 * block_q)
+                    return start, width
+            else:
+                cand_steps = jnp.where(valid & (own_lo < own_hi), pl.cdiv(own_hi, block_kv) - cand_first, 0)
+                kv_rows = None
             return dict(bounds=SegmentBounds(hl, hu, cl, cu), tile_base=tile_base, valid=valid,
-                        hist_steps=hist_steps, total_steps=hist_steps + cand_steps,
+                        hist_steps=hist_steps, total_steps=hist_steps + cand_steps, kv_rows=kv_rows,
                         kv_block=lambda step: jnp.where(step < hist_steps, hist_first + step,
                                                         cand_first + (step - hist_steps)))
 
@@ -292,7 +308,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     then p times its own V row; the barriers as ``kv_step`` meets them."""
                     acc, m_i, l_i = carry
                     slot = ring(step)
-                    block_start = kv_block(step) * block_kv
+                    block_start = tile["tile_base"] if wide else kv_block(step) * block_kv
                     # This warpgroup's rows are one 64-row slice of the block (its first or, with 128-key blocks,
                     # its second), or outside it (64-key blocks): then every row is masked below.
                     rows_2d = plgpu.broadcasted_iota(jnp.int32, (block_q, head_dim), 0,
@@ -339,14 +355,28 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     return acc, m_new, l_i
 
                 carry = (acc, m_i, l_i)
-                if config.mask_interior:
+                masked = functools.partial(kv_step, mask_fn=history_mask)
+                if wide:
+                    # The last history block first, so that a lone block that is both first and last takes
+                    # the width its load had.
+                    tail = jnp.minimum(hist_steps, jnp.where(lax.rem(hu, block_kv) != 0, 1, 0))
+                    lead = jnp.minimum(hist_steps - tail, jnp.where(lax.rem(hl, block_kv) != 0, 1, 0))
+                    carry = lax.fori_loop(0, lead, masked, carry)
+                    carry = lax.fori_loop(
+                        lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
+                    )
+                    tail_keys = lax.rem(hu, block_kv)
+                    for width in range(64, block_kv + 1, 64):
+                        here = (tail > 0) & (tail_keys > width - 64) & (tail_keys <= width)
+                        carry = lax.fori_loop(hist_steps - jnp.where(here, 1, 0), hist_steps,
+                                              functools.partial(kv_step, mask_fn=history_mask, width=width), carry)
+                elif config.mask_interior:
                     carry = lax.fori_loop(
                         0, hist_steps, functools.partial(kv_step, mask_fn=history_mask), carry
                     )
                 else:
                     lead = jnp.minimum(hist_steps, jnp.where(lax.rem(hl, block_kv) != 0, 1, 0))
                     tail = jnp.minimum(hist_steps - lead, jnp.where(lax.rem(hu, block_kv) != 0, 1, 0))
-                    masked = functools.partial(kv_step, mask_fn=history_mask)
                     carry = lax.fori_loop(0, lead, masked, carry)
                     carry = lax.fori_loop(
                         lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
@@ -362,7 +392,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
                 # A warpgroup's rows are one block or one half of it; with 64-key blocks under 128-row
                 # warpgroups they would span two, so that tile keeps the block-wide diagonal step.
-                if block_kv in (block_q, 2 * block_q):
+                if wide or block_kv in (block_q, 2 * block_q):
                     carry = lax.fori_loop(hist_steps, total_steps, diagonal_step, carry)
                 else:
                     carry = lax.fori_loop(
@@ -389,23 +419,36 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             tile = plan(batch, q_seq)
             kv_head = lax.div(q_head, group)
 
+            def copy_block(src_ref, dst_smem, ready, slot, start, width):
+                plgpu.copy_gmem_to_smem(src_ref.at[batch, pl.ds(start, width), kv_head],
+                                        dst_smem.at[slot] if width == block_kv else dst_smem.at[slot, pl.ds(0, width)],
+                                        ready.at[slot])
+
+            def copy(src_ref, dst_smem, ready, slot, rows):
+                if not wide:
+                    copy_block(src_ref, dst_smem, ready, slot, rows, block_kv)
+                    return
+                start, width = rows
+                for w in range(64, block_kv + 1, 64):
+                    pl.when(width == w)(functools.partial(copy_block, src_ref, dst_smem, ready, slot, start, w))
+
             @pl.loop(0, tile["total_steps"])
             def _load(step):
                 g = step_base + step
                 slot = lax.rem(g, stages)
-                rows = (batch, pl.ds(tile["kv_block"](step) * block_kv, block_kv), kv_head)
+                rows = tile["kv_rows"](step) if wide else tile["kv_block"](step) * block_kv
 
                 @pl.when(g >= stages)
                 def _():
                     plgpu.barrier_wait(k_consumed.at[slot])
 
-                plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smem.at[slot], k_ready.at[slot])
+                copy(k_ref, k_smem, k_ready, slot, rows)
 
                 @pl.when(g >= stages)
                 def _():
                     plgpu.barrier_wait(v_consumed.at[slot])
 
-                plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smem.at[slot], v_ready.at[slot])
+                copy(v_ref, v_smem, v_ready, slot, rows)
 
             return step_base + tile["total_steps"]
 

@@ -37,8 +37,8 @@ def check_against_reference(head_dim, cap_method, q_scale=1.0, **fields):
     k = jax.random.normal(keys[1], (b, t, hkv, head_dim), jnp.bfloat16)
     v = jax.random.normal(keys[2], (b, t, hkv, head_dim), jnp.bfloat16)
     # The cap is the config's too: a tanh_instr config without a tanh cap_method is refused.
-    config = KernelConfig(block_q=64, block_kv=64 if head_dim == 256 else 128, num_stages=2, p_in_registers=True,
-                          cap_method=cap_method, cap_params=CapParams(cap), **fields)
+    fields = {"block_kv": 64 if head_dim == 256 else 128, "num_stages": 2, **fields}
+    config = KernelConfig(block_q=64, p_in_registers=True, cap_method=cap_method, cap_params=CapParams(cap), **fields)
     for bounds in (random_bounds(b, t, rng), adversarial_bounds(t, rng)):
         out, lse = ranker_attention(q, k, v, jnp.asarray(bounds), cap_method=cap_method, cap=cap, config=config,
                                     return_lse=True)
@@ -58,6 +58,20 @@ def test_lazy_rescale_matches_reference(head_dim, cap_method, q_scale):
     6 makes later jumps too, where a rescale the branch skips wrongly moves out and the LSE."""
     check_against_reference(head_dim, cap_method, q_scale=q_scale, persistent=True, lazy_rescale=True,
                             scale_in_exp2=cap_method == "none")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("cap_method", "fields"), [
+    ("none", dict(scale_in_exp2=True)),
+    ("none", dict(scale_in_exp2=True, lazy_rescale=True)),
+    ("tanh", dict(static_max=True, cap_impl="tanh_instr", exp2_fma_eighths=5)),
+    ("softsign", dict(static_max=True, exp2_fma_eighths=3)),
+    ("clamp", dict()),
+])
+def test_192_key_blocks_match_reference(cap_method, fields):
+    """192-key blocks at D=64 over 512 keys, not a multiple of 192: the last history block is clipped to 64 or 128
+    keys (loaded and computed so), and the candidates' step holds the tile's own 128 rows."""
+    check_against_reference(64, cap_method, persistent=True, block_kv=192, num_stages=3, **fields)
 
 
 @pytest.mark.gpu
