@@ -1,7 +1,8 @@
 """The measurement rules, directly: median and spread, the noise stop, min_samples, the time cap, pruning,
-alternating rounds."""
+alternating rounds, settled turns."""
 
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from kerneltune.measure import (
     round_ratios,
     sample_until_quiet,
     summarize,
+    take_turns,
     time_with,
 )
 
@@ -241,3 +243,48 @@ def test_alternate_needs_two_samplers_a_round_and_a_sample(samplers, rounds, bat
 def test_round_ratios_are_per_round_not_ratios_of_medians():
     r = round_ratios([2.0, 4.0, 9.0], [1.0, 4.0, 3.0])  # rounds 2, 1, 3; the medians' ratio would be 4 / 3
     assert r["ratio"] == pytest.approx(2.0) and r["p25"] == pytest.approx(1.5) and r["p75"] == pytest.approx(2.5)
+
+
+class LaggingClockGpu:
+    """A power-capped GPU: each implementation, run alone, holds the clock at its own level (the one that draws
+    more power lower), and the clock moves toward the running one's level by a tenth a call (the controller's lag).
+    A call takes its work over the clock and 0.2 ms of real time, so a settle period is a number of calls."""
+
+    def __init__(self, levels):
+        self.levels, self.clock = levels, 1.0
+
+    def sampler(self, name, work_ms):
+        def take(n):
+            out = []
+            for _ in range(n):
+                self.clock += (self.levels[name] - self.clock) / 10
+                out.append(work_ms / self.clock)
+                time.sleep(2e-4)
+            return out
+
+        return take
+
+
+def test_settled_turns_time_each_implementation_at_its_own_clock_where_short_turns_swap_them():
+    """Run AJ on the H200: in turns of a few calls each kernel ran at the clock the other had left. Ours does 1.0 ms
+    of work at its own clock 1.0; the dense kernel 1.1 ms at its 0.9: sustained, it takes 1.222 / 1.0 = 1.22x."""
+    levels = {"ours": 1.0, "dense": 0.9}
+    gpu = LaggingClockGpu(levels)
+    short = take_turns({"ours": gpu.sampler("ours", 1.0), "dense": gpu.sampler("dense", 1.1)}, rounds=4, batch=3)
+    ratio_short = round_ratios(*([t.median_us for t in short if t.name == n] for n in ("dense", "ours")))["ratio"]
+    gpu = LaggingClockGpu(levels)
+    read = []
+    settled = take_turns({"ours": gpu.sampler("ours", 1.0), "dense": gpu.sampler("dense", 1.1)}, rounds=4, batch=3,
+                         settle_s=0.03, clocks=lambda: read.append(gpu.clock) or {"sm_mhz": f"{1980 * gpu.clock:.0f}"})
+    ratio = round_ratios(*([t.median_us for t in settled if t.name == n] for n in ("dense", "ours")))["ratio"]
+    assert ratio == pytest.approx(1.1 / 0.9, rel=0.01)
+    assert ratio_short < 1.1 / 0.9 - 0.05  # the short turns lose most of the dense kernel's clock penalty
+    assert [t.name for t in settled] == ["ours", "dense", "dense", "ours"] * 2
+    # Each turn's clocks are read at its end, at its own level.
+    assert all(t.clocks["sm_mhz"] == ("1980" if t.name == "ours" else "1782") for t in settled), settled
+    assert len(read) == 8
+
+
+def test_settle_time_must_not_be_negative():
+    with pytest.raises(ValueError, match="settle_s"):
+        take_turns({"a": lambda n: [1.0] * n, "b": lambda n: [1.0] * n}, 1, 1, settle_s=-1.0)

@@ -6,13 +6,15 @@ the fraction of the dense rate that our useful rate reaches (against the fastest
 the same run, the upper bound that ignores the mask and the cap), or the user's jitted call against
 its kernels (their CUPTI time back to back over the wall time per call in a loop of calls).
 
-A dense fraction is judged on the paired rounds where the row has them (``paired_dense_fraction``: ours
-and each dense baseline taking turns, the median ratio of the rounds against the faster baseline), so
-the kernel and its bound are timed under the same clocks. Rows without them (results from before the
-paired rounds) fall back to the unpaired bound: the dense problem of a shape is the same whatever the
-cap, and each cap's rows time it again; the fastest of those timings is the bound, so one slow
-re-timing (cuDNN at T=8k varied by 10% within one bench) cannot flatter the fraction. Each verdict
-says which bound it used, and a paired one also carries the unpaired value.
+A dense fraction is judged on the settled rounds where the row has them (``settled_dense_fraction``: ours
+and each dense baseline taking turns long enough for the power-capped clock to follow each one, the
+median ratio of the rounds against the faster baseline), so each is timed at its own sustained clock
+under the same heat. Rows without them (results from before run AJ) fall back to the paired rounds of
+short turns (``paired_dense_fraction``), in which each implementation ran at the clock the other left;
+rows without those (before run AC) to the unpaired bound: the dense problem of a shape is the same
+whatever the cap, and each cap's rows time it again; the fastest of those timings is the bound, so one
+slow re-timing (cuDNN at T=8k varied by 10% within one bench) cannot flatter the fraction. Each verdict
+says which bound it used and carries the others' values.
 """
 
 from __future__ import annotations
@@ -86,7 +88,13 @@ def evaluate(targets: list[Target], rows: list[dict[str, Any]], head_dims: dict[
                 value = impls[t.over]["median_ms"] / ours["median_ms"]
             elif ours is not None and t.metric == "dense_fraction":
                 unpaired = ours["useful_tflops"] / dense_bound[shape] if shape in dense_bound else None
-                if (value := ours.get("paired_dense_fraction")) is not None:
+                paired = ours.get("paired_dense_fraction")
+                others = "".join(f"; {name} {v:.2f}" for name, v in (("short turns", paired), ("unpaired", unpaired))
+                                 if v is not None)
+                if (value := ours.get("settled_dense_fraction")) is not None:
+                    extra = {"bound": "settled", "paired_value": paired, "unpaired_value": unpaired,
+                             "note": "settled turns" + others}
+                elif (value := paired) is not None:
                     extra = {"bound": "paired", "unpaired_value": unpaired,
                              "note": "rounds in turns" + ("" if unpaired is None else f"; unpaired {unpaired:.2f}")}
                 elif unpaired is not None:

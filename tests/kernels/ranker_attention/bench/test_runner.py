@@ -1,5 +1,7 @@
 """On a Hopper GPU: every baseline runs on a small shape and agrees with its reference."""
 
+import time
+
 import pytest
 
 from kerneltune.kernels.ranker_attention.bench.runner import BASELINES, run_bench
@@ -61,6 +63,10 @@ def test_every_baseline_runs_and_agrees(tmp_path):
                  and d["impl"] in r["paired_dense"]]
         unpaired = r["useful_tflops"] / max(d["dense_tflops"] for d in dense)
         assert 0.7 * unpaired < r["paired_dense_fraction"] < 1.3 * unpaired
+        # The settled rounds: each turn timed after its clock followed it, the clocks read at its end.
+        assert set(r["settled_dense"]) == {"cudnn_dense", "jax_mgpu_dense"}, r.get("settled_dense_error")
+        assert 0.7 * unpaired < r["settled_dense_fraction"] < 1.3 * unpaired
+        assert all(s["ours_sm_mhz"] > 0 and s["dense_sm_mhz"] > 0 for s in r["settled_dense"].values())
 
 
 def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
@@ -113,6 +119,36 @@ def test_paired_dense_takes_turns_per_baseline_and_reports_the_rounds_ratio(monk
     timed = [(fn, n) for fn, n in turns if n == batch]
     assert [fn for fn, _ in timed[:8]] == ["ours", "cudnn", "cudnn", "ours", "ours", "cudnn", "cudnn", "ours"]
     assert [fn for fn, _ in timed[8:]] == ["ours", "mgpu", "mgpu", "ours", "ours", "mgpu", "mgpu", "ours"]
+
+
+def test_settled_rounds_take_turns_per_baseline_settling_each_turn_and_read_its_clocks(monkeypatch):
+    """On CPU, with samplers standing for the GPU: every timed batch of a turn follows an untimed stretch of the
+    same implementation, and each implementation's clock is the median of its turns' readings."""
+    import kerneltune.kernels.ranker_attention.bench.runner as bench
+    from kerneltune.kernels.ranker_attention.baselines import Runnable
+
+    calls, running = [], {}
+
+    def sampler(runnable, cold_l2):
+        def take(n):
+            calls.append((runnable.fn, n))
+            running["now"] = runnable.fn
+            time.sleep(1e-3)
+            return [runnable.args[0]] * n  # ms
+
+        return take
+
+    monkeypatch.setattr(bench, "_sampler", sampler)
+    monkeypatch.setattr(bench, "gpu_clocks", lambda: {"sm_mhz": {"ours": "1900", "cudnn": "1780"}[running["now"]]})
+    ours, cudnn = Runnable("jax", "ours", (1.0,)), Runnable("torch", "cudnn", (1.2,))
+    settled = bench.settled_dense(ours, 1000.0, {"cudnn_dense": cudnn}, rounds=2, settle_s=0.01)
+    s = settled["cudnn_dense"]
+    assert s["ratio"] == pytest.approx(1.2) and s["rounds"] == 2 and s["settle_s"] == 0.01
+    assert (s["ours_sm_mhz"], s["dense_sm_mhz"]) == (1900.0, 1780.0)
+    turns = [fn for fn, _ in calls[2:]]  # after each sampler's warm-up
+    runs = [fn for i, fn in enumerate(turns) if i == 0 or turns[i - 1] != fn]
+    assert runs == ["ours", "cudnn", "ours", "cudnn"][:len(runs)] and len(runs) == 3  # A B, B A
+    assert len(turns) > 3 * 4  # every turn ran its implementation several times before the timed batch
 
 
 def test_the_paired_fraction_is_taken_against_the_faster_dense_baseline():

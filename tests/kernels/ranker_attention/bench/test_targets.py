@@ -66,6 +66,15 @@ def test_a_paired_fraction_is_judged_before_the_unpaired_bound_and_says_so():
     assert (old["value"], old["verdict"], old["bound"]) == (pytest.approx(450 / 640), "missed", "fastest unpaired")
 
 
+def test_a_settled_fraction_is_judged_before_the_short_turns_and_carries_both_others():
+    # Run AJ: in short turns each kernel ran at the clock the other left; settled turns time each at its own.
+    rows = [{**ROWS[0], "paired_dense_fraction": 0.74, "settled_dense_fraction": 0.83}, *ROWS[1:4]]
+    [v] = evaluate([Target("dense", "dense_fraction", ("tanh",), (128,), 0.8)], rows, HEAD_DIMS)
+    assert (v["value"], v["verdict"], v["bound"]) == (pytest.approx(0.83), "met", "settled")
+    assert v["paired_value"] == pytest.approx(0.74) and v["unpaired_value"] == pytest.approx(450 / 640)
+    assert v["note"] == "settled turns; short turns 0.74; unpaired 0.70"
+
+
 def test_a_failed_kerneltune_row_is_not_judged_met():
     rows = [{**ROWS[0], "error": "RuntimeError: launch failed"}, ROWS[1]]
     [v] = evaluate([Target("t", "speedup", ("tanh",), (128,), 1.0, over="flex")], rows, HEAD_DIMS)
