@@ -122,15 +122,20 @@ def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, b
     """The samplers taking turns in every round, the order reversed every other round (A B, B A, ...); each
     turn's median over one batch of ``batch`` samples.
 
+    Two implementations timed one after the other see the GPU in different states: run AB's bench timed
+    one dense problem at 1600 and 1805 µs minutes apart on a power-capped H200. Taking turns within
+    rounds puts both under the same heat, so the ratio of two round medians is what differs between the
+    implementations, not between the moments.
+
     With ``settle_s`` a turn first runs its sampler for that long, untimed: under a power cap the clock follows
     the power drawn with a lag, and a turn shorter than it runs at the clock the previous turn's implementation
     left (run AJ: in turns of 50 calls the H200 ran cuDNN at the clock ours had left, and ours at cuDNN's). With
     ``clocks`` each turn reads them after its timed batch.
     """
     if rounds < 1 or batch < 1 or len(samplers) < 2:
-        raise ValueError("alternate: at least two samplers, one round and one sample per turn")
+        raise ValueError("take_turns: at least two samplers, one round and one sample per turn")
     if settle_s < 0:
-        raise ValueError(f"alternate: settle_s must be >= 0, got {settle_s}")
+        raise ValueError(f"take_turns: settle_s must be >= 0, got {settle_s}")
     for take in samplers.values():
         take(warmup)
     names = list(samplers)
@@ -143,20 +148,6 @@ def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, b
             median = float(np.median(samplers[name](batch))) * 1e3
             turns.append(Turn(name, r, median, clocks() if clocks else {}))
     return turns
-
-
-def alternate(samplers: dict[str, Callable[[int], list[float]]], rounds: int, batch: int,
-              warmup: int = 3) -> dict[str, list[float]]:
-    """Each sampler's median time (µs) per round, the samplers taking turns in every round and the order
-    reversed every other round (``take_turns``).
-
-    Two implementations timed one after the other see the GPU in different states: run AB's bench timed
-    one dense problem at 1600 and 1805 µs minutes apart on a power-capped H200. Taking turns within
-    rounds puts both under the same heat, so the ratio of two round medians is what differs between the
-    implementations, not between the moments.
-    """
-    turns = take_turns(samplers, rounds, batch, warmup)
-    return {name: [t.median_us for t in turns if t.name == name] for name in samplers}
 
 
 def round_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> dict[str, float]:

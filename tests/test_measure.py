@@ -9,7 +9,6 @@ import pytest
 
 from kerneltune.measure import (
     MeasureSettings,
-    alternate,
     median_noise,
     round_ratios,
     sample_until_quiet,
@@ -214,6 +213,12 @@ class DriftingGpu:
         return take
 
 
+def alternate(samplers, rounds, batch, warmup=3):
+    """Each sampler's turn medians (µs), round by round."""
+    turns = take_turns(samplers, rounds, batch, warmup)
+    return {name: [t.median_us for t in turns if t.name == name] for name in samplers}
+
+
 def test_alternate_takes_turns_reversing_the_order_every_other_round():
     gpu = DriftingGpu()
     times = alternate({"a": gpu.sampler("a", 1.0), "b": gpu.sampler("b", 2.0)}, rounds=3, batch=4, warmup=2)
@@ -236,7 +241,7 @@ def test_alternating_rounds_see_the_true_ratio_under_drift_where_one_after_the_o
 @pytest.mark.parametrize(("samplers", "rounds", "batch"), [(1, 3, 3), (2, 0, 3), (2, 3, 0)])
 def test_alternate_needs_two_samplers_a_round_and_a_sample(samplers, rounds, batch):
     takes = {str(i): (lambda n: [1.0] * n) for i in range(samplers)}
-    with pytest.raises(ValueError, match="alternate"):
+    with pytest.raises(ValueError, match="take_turns"):
         alternate(takes, rounds, batch)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from kerneltune.backends.cuda_jax import cupti_sampler, gpu_clocks, system_stamps
 from kerneltune.backends.torch_events import event_sampler
-from kerneltune.measure import MeasureSettings, Timing, alternate, round_ratios, sample_until_quiet, take_turns
+from kerneltune.measure import MeasureSettings, Timing, round_ratios, sample_until_quiet, take_turns
 from kerneltune.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind, now_stamp
 
@@ -65,39 +65,31 @@ def _timed(runnable: baselines.Runnable, settings: MeasureSettings) -> Timing:
 
 
 def paired_dense(ours: baselines.Runnable, ours_us: float, dense: dict[str, baselines.Runnable],
-                 cold_l2: bool = False, rounds: int = PAIRED_ROUNDS) -> dict[str, dict[str, float]]:
-    """Each dense baseline's time over ours, taking turns with ours round by round (``measure.alternate``):
-    per baseline the median and quartiles of the rounds' ratios and both round medians."""
-    batch = max(3, min(50, int(PAIRED_TURN_S / max(ours_us * 1e-6, 1e-6))))
-    out = {}
-    for name, runnable in dense.items():
-        times = alternate({"ours": _sampler(ours, cold_l2), name: _sampler(runnable, cold_l2)}, rounds, batch)
-        out[name] = {**round_ratios(times[name], times["ours"]), "ours_us": float(np.median(times["ours"])),
-                     "dense_us": float(np.median(times[name]))}
-    return out
-
-
-def _mhz(turns: list[Any], name: str) -> float | None:
-    readings = [float(t.clocks["sm_mhz"]) for t in turns
-                if t.name == name and str(t.clocks.get("sm_mhz", "")).replace(".", "", 1).isdigit()]
-    return float(np.median(readings)) if readings else None
-
-
-def settled_dense(ours: baselines.Runnable, ours_us: float, dense: dict[str, baselines.Runnable],
-                  cold_l2: bool = False, rounds: int = SETTLED_ROUNDS,
-                  settle_s: float = SETTLE_S) -> dict[str, dict[str, Any]]:
-    """As ``paired_dense``, in turns that each settle before they are timed, with each implementation's
-    median SM clock at the end of its turns."""
+                 cold_l2: bool = False, rounds: int = PAIRED_ROUNDS, settle_s: float = 0.0,
+                 clocks: Any = None) -> dict[str, dict[str, Any]]:
+    """Each dense baseline's time over ours, taking turns with ours round by round (``measure.take_turns``):
+    per baseline the median and quartiles of the rounds' ratios and both round medians; with ``clocks``, each
+    side's median SM clock at the end of its turns too."""
     batch = max(3, min(50, int(PAIRED_TURN_S / max(ours_us * 1e-6, 1e-6))))
     out = {}
     for name, runnable in dense.items():
         turns = take_turns({"ours": _sampler(ours, cold_l2), name: _sampler(runnable, cold_l2)}, rounds, batch,
-                           settle_s=settle_s, clocks=gpu_clocks)
+                           settle_s=settle_s, clocks=clocks)
         times = {n: [t.median_us for t in turns if t.name == n] for n in ("ours", name)}
         out[name] = {**round_ratios(times[name], times["ours"]), "ours_us": float(np.median(times["ours"])),
-                     "dense_us": float(np.median(times[name])), "ours_sm_mhz": _mhz(turns, "ours"),
-                     "dense_sm_mhz": _mhz(turns, name), "settle_s": settle_s}
+                     "dense_us": float(np.median(times[name]))}
+        if settle_s:
+            out[name]["settle_s"] = settle_s
+        if clocks is not None:
+            out[name].update(ours_sm_mhz=_mhz(turns, "ours"), dense_sm_mhz=_mhz(turns, name))
     return out
+
+
+def _mhz(turns: list[Any], name: str) -> float | None:
+    """The median of the SM clocks read at the end of ``name``'s turns (None where none was read)."""
+    readings = [float(t.clocks["sm_mhz"]) for t in turns
+                if t.name == name and str(t.clocks.get("sm_mhz", "")).replace(".", "", 1).isdigit()]
+    return float(np.median(readings)) if readings else None
 
 
 def paired_fraction(flops: float, dense_flops: float, pairs: dict[str, dict[str, float]]) -> float:
@@ -245,7 +237,8 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
         except Exception as e:
             ours["paired_dense_error"] = f"{type(e).__name__}: {e}"[:1000]
         try:
-            settled = settled_dense(paired["kerneltune"], ours["median_ms"] * 1e3, dense, settings.cold_l2)
+            settled = paired_dense(paired["kerneltune"], ours["median_ms"] * 1e3, dense, settings.cold_l2,
+                                   SETTLED_ROUNDS, SETTLE_S, gpu_clocks)
             ours["settled_dense"] = settled
             ours["settled_dense_fraction"] = paired_fraction(flops, dense_flops, settled)
         except Exception as e:

@@ -139,9 +139,9 @@ def test_settled_rounds_take_turns_per_baseline_settling_each_turn_and_read_its_
         return take
 
     monkeypatch.setattr(bench, "_sampler", sampler)
-    monkeypatch.setattr(bench, "gpu_clocks", lambda: {"sm_mhz": {"ours": "1900", "cudnn": "1780"}[running["now"]]})
     ours, cudnn = Runnable("jax", "ours", (1.0,)), Runnable("torch", "cudnn", (1.2,))
-    settled = bench.settled_dense(ours, 1000.0, {"cudnn_dense": cudnn}, rounds=2, settle_s=0.01)
+    settled = bench.paired_dense(ours, 1000.0, {"cudnn_dense": cudnn}, rounds=2, settle_s=0.01,
+                                 clocks=lambda: {"sm_mhz": {"ours": "1900", "cudnn": "1780"}[running["now"]]})
     s = settled["cudnn_dense"]
     assert s["ratio"] == pytest.approx(1.2) and s["rounds"] == 2 and s["settle_s"] == 0.01
     assert (s["ours_sm_mhz"], s["dense_sm_mhz"]) == (1900.0, 1780.0)
