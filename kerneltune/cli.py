@@ -516,6 +516,9 @@ def bench(
                                                        "declares).")] = None,
     out: Annotated[Path, typer.Option(help="Folder of the results JSON (DATE-DEVICE.json).")]
     = Path("kerneltune-out/bench"),
+    resume: Annotated[bool, typer.Option(help="Continue today's results JSON: the shapes it holds are kept, not "
+                                               "run again; refused if it was measured on another system or "
+                                               "kernel source.")] = False,
 ) -> None:
     """Time the tuned kernel beside its baselines, on the same inputs, against targets."""
     import os
@@ -534,8 +537,9 @@ def bench(
     if need is not None:
         _fail(f"bench {kernel} needs {need}", EXIT_NO_HARDWARE)
     which = tuple(b.strip() for b in baselines.split(",") if b.strip()) if baselines else benches.baselines
-    with _interrupt_is_one_line(f"the results file under {out} holds every shape finished"):
-        path, rows, verdicts = benches.run_bench(shapes or SPACES / benches.bench_shapes(), which, out)
+    with (_interrupt_is_one_line(f"the results file under {out} holds every shape finished; --resume continues it"),
+          _bad_input_is_one_line()):
+        path, rows, verdicts = benches.run_bench(shapes or SPACES / benches.bench_shapes(), which, out, resume)
     table = Table(title=f"bench {kernel}: {path}")
     for _, header, _ in benches.bench_columns:
         table.add_column(header)

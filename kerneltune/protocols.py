@@ -119,9 +119,10 @@ class Benchmarks(Protocol):
         """The standard shapes file's name under ``search_spaces/``."""
         ...
 
-    def run_bench(self, shapes: Any, baselines: tuple[str, ...], out: Any) -> tuple[Any, list[dict[str, Any]],
-                                                                                     list[dict[str, Any]]]:
-        """(result path, rows, target verdicts); each row has ``shape``, ``impl`` and ``median_ms``."""
+    def run_bench(self, shapes: Any, baselines: tuple[str, ...], out: Any,
+                  resume: bool = False) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+        """(result path, rows, target verdicts); each row has ``shape``, ``impl`` and ``median_ms``. With
+        ``resume``, the day's result file is continued where it was measured on this system and source."""
         ...
 
 

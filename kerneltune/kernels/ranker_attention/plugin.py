@@ -155,11 +155,11 @@ class RankerAttentionPlugin:
     def bench_shapes(self) -> str:
         return "bench_ranker_attention.toml"
 
-    def run_bench(self, shapes: Any, baselines: tuple[str, ...], out: Any) -> tuple[Any, list[dict[str, Any]],
-                                                                                     list[dict[str, Any]]]:
+    def run_bench(self, shapes: Any, baselines: tuple[str, ...], out: Any,
+                  resume: bool = False) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
         from .bench.runner import run_bench
 
-        return run_bench(shapes, baselines, out)
+        return run_bench(shapes, baselines, out, resume=resume)
 
     bench_columns = (("shape", "shape", "s"), ("cap_method", "cap", "s"), ("impl", "impl", "s"),
                      ("median_ms", "ms", ".3f"), ("spread", "spread", ".2%"),

@@ -35,6 +35,7 @@ from kerneltune.tables.stamps import device_kind, now_stamp
 
 from .. import baselines
 from ..accuracy import budget_for
+from ..api import kernel_source_hash
 from ..cap import CapMethod
 from ..config import Problem
 from ..inputs import make_device_tensors, ranker_bounds, useful_flops
@@ -246,22 +247,29 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     return rows
 
 
-def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path,
-              settings: MeasureSettings | None = None) -> tuple[Path, list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every shape and cap of the bench file; returns the result file, its rows and target verdicts."""
+def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path, settings: MeasureSettings | None = None,
+              resume: bool = False) -> tuple[Path, list[dict[str, Any]], list[dict[str, Any]]]:
+    """Every shape and cap of the bench file; returns the result file, its rows and target verdicts.
+
+    With ``resume`` the day's result file for this device kind is continued: the shapes and caps it holds are
+    kept (a shape whose reference failed runs again), provided it was measured on this system, under this
+    kernel source and from this shapes file."""
     unknown = set(which) - set(BASELINES)
     if unknown:
         raise ValueError(f"baselines: unknown {sorted(unknown)} (known: {', '.join(BASELINES)})")
     settings = settings or MeasureSettings(max_seconds=2.0)
     spec = load_spec(shapes_path)
-    stamps = system_stamps()
+    stamps = {**system_stamps(), "kernel_hash": kernel_source_hash()}
     out = out_dir / f"{now_stamp()[:10]}-{device_kind(str(stamps['gpu']))}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = []
-    verdicts: list[dict[str, Any]] = []
+    rows = _resumed_rows(out, stamps, shapes_path) if resume else []
+    done = {(r["shape"], r["cap_method"]) for r in rows}
+    verdicts: list[dict[str, Any]] = spec.verdicts(rows)
     for shape in spec.shapes:
         for name, c in spec.caps.items():
             method = CapMethod.parse(name)
+            if (shape.name, method.value) in done:
+                continue
             try:
                 rows += bench_shape(shape, method, c if method.needs_cap else None, which, settings)
             except Exception as e:  # e.g. the reference out of memory: the shape is a finding, the run goes on
@@ -274,3 +282,23 @@ def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path,
                                            "targets": verdicts}, indent=1))
             partial.replace(out)
     return out, rows, verdicts
+
+
+def _resumed_rows(out: Path, stamps: dict[str, Any], shapes_path: Path) -> list[dict[str, Any]]:
+    """The rows of a result file to continue, less those of shapes whose reference failed; refused, naming the
+    culprit, where the file was measured on another system or kernel source, or from another shapes file."""
+    if not out.exists():
+        return []
+    try:
+        previous = json.loads(out.read_text())
+        recorded, rows = previous["stamps"], previous["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{out}: cannot resume it: {type(e).__name__}: {e}") from None
+    changed = [k for k in sorted(set(stamps) | set(recorded)) if stamps.get(k) != recorded.get(k)]
+    if changed:
+        k = changed[0]
+        raise ValueError(f"{out}: not resumed: its {k} is {recorded.get(k)!r}, this run's {stamps.get(k)!r}")
+    if previous.get("shapes") != str(shapes_path):
+        raise ValueError(f"{out}: not resumed: it benched {previous.get('shapes')}, this run {shapes_path}")
+    failed = {(r["shape"], r["cap_method"]) for r in rows if r.get("impl") == "reference"}
+    return [r for r in rows if (r["shape"], r["cap_method"]) not in failed]

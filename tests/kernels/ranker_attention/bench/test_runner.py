@@ -1,5 +1,6 @@
 """On a Hopper GPU: every baseline runs on a small shape and agrees with its reference."""
 
+import re
 import time
 
 import pytest
@@ -91,6 +92,64 @@ def test_a_failing_shape_is_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
     assert [v["verdict"] for v in verdicts] == ["n/a"] * 2  # flex never ran: no speedup to judge
     assert "MemoryError: reference: 16 GiB" in rows[0]["error"]
     assert path.read_text().count('"impl"') == 4
+
+
+def test_a_resumed_bench_keeps_the_shapes_it_holds_and_reruns_failed_ones(tmp_path, monkeypatch):
+    """On CPU: a first run whose ragged shape failed (its reference), then ``resume``: only the ragged shape runs
+    again and the small one's rows are the first run's. Without ``resume`` every shape runs again."""
+    import kerneltune.kernels.ranker_attention.bench.runner as bench
+
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(SHAPES)
+    ran, failing = [], [True]
+
+    def fake(shape, method, cap, which, settings, seed=0):
+        ran.append((shape.name, method.value))
+        if shape.name == "ragged" and failing[0]:
+            raise MemoryError("reference: 16 GiB")
+        return [{"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": "kerneltune",
+                 "median_ms": float(len(ran))}]
+
+    monkeypatch.setattr(bench, "bench_shape", fake)
+    monkeypatch.setattr(bench, "system_stamps", lambda: {"gpu": "NVIDIA H200", "driver": "580"})
+    first, rows, _ = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
+    assert [r["impl"] for r in rows] == ["kerneltune", "kerneltune", "reference", "reference"]
+    ran.clear()
+    failing[0] = False
+    path, rows, _ = run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3), resume=True)
+    assert path == first and ran == [("ragged", "tanh"), ("ragged", "none")]
+    assert [(r["shape"], r["impl"], r["median_ms"]) for r in rows] == [
+        ("small", "kerneltune", 1.0), ("small", "kerneltune", 2.0), ("ragged", "kerneltune", 1.0),
+        ("ragged", "kerneltune", 2.0)]
+    ran.clear()
+    run_bench(shapes, BASELINES, tmp_path, MeasureSettings(max_seconds=0.3))
+    assert len(ran) == 4
+
+
+@pytest.mark.parametrize(("stamps", "culprit"), [
+    ({"gpu": "NVIDIA H200", "driver": "581"}, "its driver is '580', this run's '581'"),
+    ({"gpu": "NVIDIA H200", "driver": "580", "jax": "0.12"}, "its jax is None, this run's '0.12'"),
+])
+def test_a_bench_is_not_resumed_on_another_system(tmp_path, monkeypatch, stamps, culprit):
+    import kerneltune.kernels.ranker_attention.bench.runner as bench
+
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(SHAPES)
+    monkeypatch.setattr(bench, "bench_shape", lambda shape, method, *a, **k: [
+        {"shape": shape.name, "cap_method": method.value, "impl": "kerneltune", "median_ms": 1.0}])
+    monkeypatch.setattr(bench, "system_stamps", lambda: {"gpu": "NVIDIA H200", "driver": "580"})
+    path, _, _ = run_bench(shapes, BASELINES, tmp_path)
+    monkeypatch.setattr(bench, "system_stamps", lambda: stamps)
+    with pytest.raises(ValueError, match=re.escape(f"{path}: not resumed: {culprit}")):
+        run_bench(shapes, BASELINES, tmp_path, resume=True)
+    monkeypatch.setattr(bench, "system_stamps", lambda: {"gpu": "NVIDIA H200", "driver": "580"})
+    other = tmp_path / "other.toml"
+    other.write_text(SHAPES)
+    with pytest.raises(ValueError, match=r"not resumed: it benched .*shapes\.toml, this run .*other\.toml"):
+        run_bench(other, BASELINES, tmp_path, resume=True)
+    path.write_text("{")
+    with pytest.raises(ValueError, match="cannot resume it"):
+        run_bench(shapes, BASELINES, tmp_path, resume=True)
 
 
 def test_paired_dense_takes_turns_per_baseline_and_reports_the_rounds_ratio(monkeypatch):
