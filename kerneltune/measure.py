@@ -112,7 +112,6 @@ class Turn:
     """One implementation's turn in alternating rounds: its median time (µs) and the clocks read at its end."""
 
     name: str
-    round: int
     median_us: float
     clocks: dict[str, Any] = field(default_factory=dict)
 
@@ -146,8 +145,16 @@ def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, b
             while time.monotonic() - start < settle_s:
                 samplers[name](batch)
             median = float(np.median(samplers[name](batch))) * 1e3
-            turns.append(Turn(name, r, median, clocks() if clocks else {}))
+            turns.append(Turn(name, median, clocks() if clocks else {}))
     return turns
+
+
+def turn_medians(turns: list[Turn]) -> dict[str, list[float]]:
+    """Each implementation's turn medians (µs), round by round."""
+    out: dict[str, list[float]] = {}
+    for t in turns:
+        out.setdefault(t.name, []).append(t.median_us)
+    return out
 
 
 def round_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> dict[str, float]:

@@ -15,6 +15,7 @@ from kerneltune.measure import (
     summarize,
     take_turns,
     time_with,
+    turn_medians,
 )
 
 
@@ -214,9 +215,7 @@ class DriftingGpu:
 
 
 def alternate(samplers, rounds, batch, warmup=3):
-    """Each sampler's turn medians (µs), round by round."""
-    turns = take_turns(samplers, rounds, batch, warmup)
-    return {name: [t.median_us for t in turns if t.name == name] for name in samplers}
+    return turn_medians(take_turns(samplers, rounds, batch, warmup))
 
 
 def test_alternate_takes_turns_reversing_the_order_every_other_round():
@@ -276,12 +275,12 @@ def test_settled_turns_time_each_implementation_at_its_own_clock_where_short_tur
     levels = {"ours": 1.0, "dense": 0.9}
     gpu = LaggingClockGpu(levels)
     short = take_turns({"ours": gpu.sampler("ours", 1.0), "dense": gpu.sampler("dense", 1.1)}, rounds=4, batch=3)
-    ratio_short = round_ratios(*([t.median_us for t in short if t.name == n] for n in ("dense", "ours")))["ratio"]
+    ratio_short = round_ratios(*(turn_medians(short)[n] for n in ("dense", "ours")))["ratio"]
     gpu = LaggingClockGpu(levels)
     read = []
     settled = take_turns({"ours": gpu.sampler("ours", 1.0), "dense": gpu.sampler("dense", 1.1)}, rounds=4, batch=3,
                          settle_s=0.03, clocks=lambda: read.append(gpu.clock) or {"sm_mhz": f"{1980 * gpu.clock:.0f}"})
-    ratio = round_ratios(*([t.median_us for t in settled if t.name == n] for n in ("dense", "ours")))["ratio"]
+    ratio = round_ratios(*(turn_medians(settled)[n] for n in ("dense", "ours")))["ratio"]
     assert ratio == pytest.approx(1.1 / 0.9, rel=0.01)
     assert ratio_short < 1.1 / 0.9 - 0.05  # the short turns lose most of the dense kernel's clock penalty
     assert [t.name for t in settled] == ["ours", "dense", "dense", "ours"] * 2

@@ -29,7 +29,7 @@ import numpy as np
 
 from kerneltune.backends.cuda_jax import cupti_sampler, gpu_clocks, system_stamps
 from kerneltune.backends.torch_events import event_sampler
-from kerneltune.measure import MeasureSettings, Timing, round_ratios, sample_until_quiet, take_turns
+from kerneltune.measure import MeasureSettings, Timing, Turn, round_ratios, sample_until_quiet, take_turns, turn_medians
 from kerneltune.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind, now_stamp
 
@@ -76,7 +76,7 @@ def paired_dense(ours: baselines.Runnable, ours_us: float, dense: dict[str, base
     for name, runnable in dense.items():
         turns = take_turns({"ours": _sampler(ours, cold_l2), name: _sampler(runnable, cold_l2)}, rounds, batch,
                            settle_s=settle_s, clocks=clocks)
-        times = {n: [t.median_us for t in turns if t.name == n] for n in ("ours", name)}
+        times = turn_medians(turns)
         out[name] = {**round_ratios(times[name], times["ours"]), "ours_us": float(np.median(times["ours"])),
                      "dense_us": float(np.median(times[name]))}
         if settle_s:
@@ -86,10 +86,15 @@ def paired_dense(ours: baselines.Runnable, ours_us: float, dense: dict[str, base
     return out
 
 
-def _mhz(turns: list[Any], name: str) -> float | None:
-    """The median of the SM clocks read at the end of ``name``'s turns (None where none was read)."""
-    readings = [float(t.clocks["sm_mhz"]) for t in turns
-                if t.name == name and str(t.clocks.get("sm_mhz", "")).replace(".", "", 1).isdigit()]
+def _mhz(turns: list[Turn], name: str) -> float | None:
+    """The median of the SM clocks read at the end of ``name``'s turns (None where none was read: nvidia-smi
+    absent, or "[N/A]")."""
+    readings = []
+    for t in turns:
+        try:
+            readings += [float(t.clocks["sm_mhz"])] if t.name == name else []
+        except (KeyError, ValueError):
+            continue
     return float(np.median(readings)) if readings else None
 
 

@@ -204,6 +204,10 @@ def test_settled_rounds_take_turns_per_baseline_settling_each_turn_and_read_its_
     s = settled["cudnn_dense"]
     assert s["ratio"] == pytest.approx(1.2) and s["rounds"] == 2 and s["settle_s"] == 0.01
     assert (s["ours_sm_mhz"], s["dense_sm_mhz"]) == (1900.0, 1780.0)
+    from kerneltune.measure import Turn
+
+    unread = [Turn("ours", 1.0, {"sm_mhz": "[N/A]"}), Turn("ours", 1.0, {}), Turn("cudnn", 1.0, {"sm_mhz": "1700"})]
+    assert bench._mhz(unread, "ours") is None and bench._mhz(unread, "cudnn") == 1700.0
     turns = [fn for fn, _ in calls[2:]]  # after each sampler's warm-up
     runs = [fn for i, fn in enumerate(turns) if i == 0 or turns[i - 1] != fn]
     assert runs == ["ours", "cudnn", "ours", "cudnn"][:len(runs)] and len(runs) == 3  # A B, B A
