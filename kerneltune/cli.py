@@ -477,7 +477,9 @@ def report(
         frame = load_frame(results)
         base = load_baseline(baseline, frame) if baseline else None
     if csv:
-        csv_frame(frame).to_csv(csv, index=False)
+        with _bad_input_is_one_line():
+            csv.parent.mkdir(parents=True, exist_ok=True)
+            csv_frame(frame).to_csv(csv, index=False)
         console.print(f"CSV: {csv} ({len(frame)} rows)")
     bench_result, targets = None, None
     if bench:
@@ -495,7 +497,9 @@ def report(
         console.print(targets_table(verdicts, f"bench targets ({source})") if verdicts else f"bench: {source}",
                       soft_wrap=True)
     if html:
-        render_html(frame, len(journal_files(results)), base, html, bench_result, targets)
+        with _bad_input_is_one_line():
+            html.parent.mkdir(parents=True, exist_ok=True)
+            render_html(frame, len(journal_files(results)), base, html, bench_result, targets)
         console.print(f"HTML: {html}")
     summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)
     out = Table(title=f"{len(frame)} candidates")

@@ -88,6 +88,16 @@ def test_the_drafters_compile_only_journal_reports(tmp_path):
     assert "static score" in (tmp_path / "d.html").read_text()
 
 
+def test_report_files_go_into_new_folders_and_not_under_a_file(tmp_path):
+    r = kerneltune("report", RUN_C, "--csv", tmp_path / "new/r.csv", "--html", tmp_path / "new/r.html")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "new/r.csv").read_text().count("\n") > 1 and (tmp_path / "new/r.html").stat().st_size > 0
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for option in ("--csv", "--html"):
+        assert str(blocker) in one_line(kerneltune("report", RUN_C, option, blocker / "r"))
+
+
 def test_an_unknown_kernel_in_every_command():
     for command in ("sweep", "verify", "bench"):
         assert "unknown kernel 'nope'" in one_line(kerneltune(command, "nope"))
