@@ -90,9 +90,9 @@ def _mhz(turns: list[Turn], name: str) -> float | None:
     """The median of the SM clocks read at the end of ``name``'s turns (None where none was read: nvidia-smi
     absent, or "[N/A]")."""
     readings = []
-    for t in turns:
+    for t in (t for t in turns if t.name == name):
         try:
-            readings += [float(t.clocks["sm_mhz"])] if t.name == name else []
+            readings.append(float(t.clocks["sm_mhz"]))
         except (KeyError, ValueError):
             continue
     return float(np.median(readings)) if readings else None
@@ -236,19 +236,15 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     dense = {d: paired[d] for d in DENSE_IMPLS if d in paired}
     if "kerneltune" in paired and dense:
         ours = next(r for r in rows if r["impl"] == "kerneltune")
-        try:
-            pairs = paired_dense(paired["kerneltune"], ours["median_ms"] * 1e3, dense, settings.cold_l2)
-            ours["paired_dense"] = pairs
-            ours["paired_dense_fraction"] = paired_fraction(flops, dense_flops, pairs)
-        except Exception as e:
-            ours["paired_dense_error"] = f"{type(e).__name__}: {e}"[:1000]
-        try:
-            settled = paired_dense(paired["kerneltune"], ours["median_ms"] * 1e3, dense, settings.cold_l2,
-                                   SETTLED_ROUNDS, SETTLE_S, gpu_clocks)
-            ours["settled_dense"] = settled
-            ours["settled_dense_fraction"] = paired_fraction(flops, dense_flops, settled)
-        except Exception as e:
-            ours["settled_dense_error"] = f"{type(e).__name__}: {e}"[:1000]
+        # Short turns (comparable with runs AC-AI), then settled ones with each side's clocks.
+        for key, turns in (("paired", dict(rounds=PAIRED_ROUNDS)),
+                           ("settled", dict(rounds=SETTLED_ROUNDS, settle_s=SETTLE_S, clocks=gpu_clocks))):
+            try:
+                pairs = paired_dense(paired["kerneltune"], ours["median_ms"] * 1e3, dense, settings.cold_l2, **turns)
+                ours[f"{key}_dense"] = pairs
+                ours[f"{key}_dense_fraction"] = paired_fraction(flops, dense_flops, pairs)
+            except Exception as e:
+                ours[f"{key}_dense_error"] = f"{type(e).__name__}: {e}"[:1000]
     return rows
 
 

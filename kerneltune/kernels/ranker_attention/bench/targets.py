@@ -63,6 +63,11 @@ def parse_targets(entries: list[dict[str, Any]], where: str) -> list[Target]:
     return targets
 
 
+def _note(head: str, *others: tuple[str, float | None]) -> str:
+    """A dense verdict's note: the bound it used, then the other bounds' values where the row has them."""
+    return head + "".join(f"; {name} {v:.2f}" for name, v in others if v is not None)
+
+
 def evaluate(targets: list[Target], rows: list[dict[str, Any]], head_dims: dict[str, int]) -> list[dict[str, Any]]:
     """One verdict per (target, shape, cap) the run measured: value, threshold, and met / missed /
     n/a (n/a: kerneltune or the baseline the target needs failed or did not run)."""
@@ -89,14 +94,12 @@ def evaluate(targets: list[Target], rows: list[dict[str, Any]], head_dims: dict[
             elif ours is not None and t.metric == "dense_fraction":
                 unpaired = ours["useful_tflops"] / dense_bound[shape] if shape in dense_bound else None
                 paired = ours.get("paired_dense_fraction")
-                others = "".join(f"; {name} {v:.2f}" for name, v in (("short turns", paired), ("unpaired", unpaired))
-                                 if v is not None)
                 if (value := ours.get("settled_dense_fraction")) is not None:
                     extra = {"bound": "settled", "paired_value": paired, "unpaired_value": unpaired,
-                             "note": "settled turns" + others}
+                             "note": _note("settled turns", ("short turns", paired), ("unpaired", unpaired))}
                 elif (value := paired) is not None:
                     extra = {"bound": "paired", "unpaired_value": unpaired,
-                             "note": "rounds in turns" + ("" if unpaired is None else f"; unpaired {unpaired:.2f}")}
+                             "note": _note("rounds in turns", ("unpaired", unpaired))}
                 elif unpaired is not None:
                     value, extra = unpaired, {"bound": "fastest unpaired", "note": "fastest unpaired timing"}
             elif ours is not None and t.metric == "kernel_over_call":
