@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from .cap import CapImpl, CapMethod, CapParams, cap_bound
+from .exp2_fma import DEGREES
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = ("bfloat16", "float16")
@@ -114,6 +115,9 @@ class KernelConfig:
     # Of every eight registers of logits a compute thread holds, this many take the softmax's exp2 on the
     # FMA pipe (``exp2_fma``), the rest on the special-function unit: the two pipes share the chain.
     exp2_fma_eighths: int = 0
+    # The degree of that share's polynomial for 2**f (``exp2_fma.DEGREES``): the quadratic takes one FMA a logit
+    # fewer and has a relative error of 2**-9.2 (the cubic's 2**-13.7), the size of P's bfloat16 rounding.
+    exp2_fma_degree: int = 3
     # Without a cap: the row max taken on the raw logits and the scale folded into the exp2 argument's FMA,
     # instead of a multiply per logit that only fed the max (run AG: 0.95x the time at D=64, 0.98x at D=128).
     # The same function up to rounding; under a cap the kernel is the same either way.
@@ -142,6 +146,11 @@ class KernelConfig:
             raise ValueError(f"exp2_fma_eighths: {self.exp2_fma_eighths} must be in [0, 8]")
         if self.exp2_fma_eighths and not self.fast_math:
             raise ValueError("exp2_fma_eighths: shares the exp2 with ex2.approx; it needs fast_math=True")
+        if self.exp2_fma_degree not in DEGREES:
+            raise ValueError(f"exp2_fma_degree: {self.exp2_fma_degree} is not one of {DEGREES}")
+        if self.exp2_fma_degree != 3 and not self.exp2_fma_eighths:
+            raise ValueError(f"exp2_fma_degree: {self.exp2_fma_degree} shapes the FMA pipe's share of the exp2; "
+                             "exp2_fma_eighths is 0")
         impl = CapImpl.parse(self.cap_impl)
         if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
             raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")
@@ -150,7 +159,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale")
+                   "exp2_fma_eighths", "exp2_fma_degree", "scale_in_exp2", "lazy_rescale")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

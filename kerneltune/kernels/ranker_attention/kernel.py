@@ -226,7 +226,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         s = jnp.where(mask_fn(step, width), s, masked)
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
-                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
+                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale,
+                                       degree=config.exp2_fma_degree)
                         l_i = l_i + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale if scale_in_exp2 else s.max(axis=1))
@@ -236,7 +237,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                             alpha = jnp.exp2(m_i - m_new)
                         logits = s * log2_scale if scale_in_exp2 else s  # with the subtraction: one FMA a logit
                         p = exp2_mixed(logits - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
-                                       interpret=interpret)
+                                       interpret=interpret, degree=config.exp2_fma_degree)
                         if config.lazy_rescale:
                             acc = rescale_rows(acc, alpha, interpret=interpret)
                         else:

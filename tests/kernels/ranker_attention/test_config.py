@@ -9,7 +9,8 @@ from kerneltune.kernels.ranker_attention.kernel import build_forward
 
 @pytest.mark.parametrize(("field", "value"), [("block_q", 96), ("block_kv", 96), ("num_stages", 1),
                                               ("num_stages", 5), ("sm_scale", 0.0), ("exp2_fma_eighths", 9),
-                                              ("exp2_fma_eighths", -1)])
+                                              ("exp2_fma_eighths", -1), ("exp2_fma_degree", 4),
+                                              ("exp2_fma_degree", 1)])
 def test_config_rejects_bad_fields(field, value):
     with pytest.raises(ValueError, match=field):
         KernelConfig(**{field: value})
@@ -21,6 +22,7 @@ def test_config_rejects_bad_fields(field, value):
     (dict(cap_impl="tanh_instr"), "evaluates a tanh cap; cap_method is 'none'"),
     (dict(cap_impl="tanh_instr", cap_method="tanh", cap_params=CapParams(30.0), fast_math=False), "needs fast_math"),
     (dict(exp2_fma_eighths=3, fast_math=False), "exp2_fma_eighths: .* needs fast_math"),
+    (dict(exp2_fma_degree=2), "exp2_fma_degree: 2 shapes the FMA pipe's share .* exp2_fma_eighths is 0"),
 ])
 def test_cap_impl_is_refused_where_it_cannot_hold(fields, match):
     with pytest.raises(ValueError, match=match):

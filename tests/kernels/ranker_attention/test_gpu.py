@@ -61,10 +61,12 @@ def test_lazy_rescale_matches_reference(head_dim, cap_method, q_scale):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("static_max", [False, True])
+@pytest.mark.parametrize(("static_max", "eighths", "degree"), [(False, 0, 3), (True, 0, 3), (True, 5, 2)])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_tanh_instruction_matches_reference(head_dim, static_max):
-    check_against_reference(head_dim, "tanh_approx", persistent=True, static_max=static_max, cap_impl="tanh_instr")
+def test_tanh_instruction_matches_reference(head_dim, static_max, eighths, degree):
+    """Last case: the FMA pipe's share of the exp2 as the quadratic, which the space offers tanh_approx alone."""
+    check_against_reference(head_dim, "tanh_approx", persistent=True, static_max=static_max, cap_impl="tanh_instr",
+                            exp2_fma_eighths=eighths, exp2_fma_degree=degree)
 
 
 @pytest.mark.gpu

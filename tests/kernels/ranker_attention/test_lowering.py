@@ -34,7 +34,7 @@ def test_default_space_lowers_for_cuda(head_dim):
     feasible, rejected = [], {}
     for tiles in space.configs(PLUGIN.problem_dict(problem)):
         # The same layouts and SMEM as their exact, SFU-only twins: test_cap_impl_lowers_to_its_instructions
-        # and test_exp2_fma_eighths_lowers_to_the_fma_cubic lower them.
+        # and test_exp2_fma_eighths_lowers_to_the_fma_polynomial lower them.
         if tiles["cap_impl"] != "exact" or tiles["exp2_fma_eighths"]:
             continue
         why = PLUGIN.infeasibility(problem, tiles)
@@ -88,17 +88,19 @@ def test_cap_impl_lowers_to_its_instructions(head_dim):
     assert ops["tanh_instr"][0] > 0 and ops["tanh_instr"][1] == 0, ops
 
 
-def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
-    """A share of the exp2 on the FMA pipe is the cubic's ``math.fma`` in the Mosaic GPU module (with the tanh
-    instruction nothing else lowers to it): were the field dropped on the GPU path, the tuner would time the
-    SFU-only kernel under another name."""
+def test_exp2_fma_eighths_lowers_to_the_fma_polynomial():
+    """A share of the exp2 on the FMA pipe is the polynomial's ``math.fma`` in the Mosaic GPU module (with the tanh
+    instruction nothing else lowers to it), one fewer a register for the quadratic: were either field dropped on
+    the GPU path, the tuner would time one kernel under two names."""
     problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
     fmas = {}
-    for eighths in (0, 3, 4):
+    for eighths, degree in ((0, 3), (3, 3), (4, 3), (4, 2)):
         config = KernelConfig.for_problem(problem, persistent=True, static_max=True, cap_impl="tanh_instr",
-                                          exp2_fma_eighths=eighths)
-        fmas[eighths] = lowered_text(problem, config).count("math.fma")
-    assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
+                                          exp2_fma_eighths=eighths, exp2_fma_degree=degree)
+        fmas[eighths, degree] = canonical_text(lowered_text(problem, config)).count("math.fma")
+    assert fmas[0, 3] == 0 and fmas[3, 3] > 0 and fmas[4, 3] > 0, fmas
+    # Each register on the FMA pipe: two FMAs round the scaled logit, then the polynomial's (3 or 2).
+    assert fmas[4, 2] * 5 == fmas[4, 3] * 4, fmas
 
 
 @pytest.mark.slow
