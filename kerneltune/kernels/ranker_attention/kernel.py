@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 
 import jax
@@ -216,32 +217,38 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
-                    if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
-                        s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
-                    elif scale_in_exp2:  # s is the raw logit: the scale comes in below
-                        s, scale, masked = qk, None, -jnp.inf
+                    probe = os.environ.get("KT_PROBE", "")
+                    if probe == "nosoftmax":  # timing probe only: P is the raw logits
+                        m_new, p = m_i, qk
+                    elif probe == "exp_only":  # timing probe only: P = exp2 of the raw logits, no cap, max or row sum
+                        m_new, p = m_i, exp2_mixed(qk, config.exp2_fma_eighths, interpret=interpret)
                     else:
-                        s, scale, masked = logits_to_log2(qk), None, -jnp.inf
-                    if mask_fn is not None:
-                        s = jnp.where(mask_fn(step, width), s, masked)
-                    if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
-                        m_new = m_i
-                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
-                        l_i = l_i + p.sum(axis=1)
-                    else:
-                        m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale if scale_in_exp2 else s.max(axis=1))
-                        if config.lazy_rescale:  # only here: under static_max there is no max to keep
-                            m_new, alpha = lazy_max(m_i, m_new)
+                        if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
+                            s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
+                        elif scale_in_exp2:  # s is the raw logit: the scale comes in below
+                            s, scale, masked = qk, None, -jnp.inf
                         else:
-                            alpha = jnp.exp2(m_i - m_new)
-                        logits = s * log2_scale if scale_in_exp2 else s  # with the subtraction: one FMA a logit
-                        p = exp2_mixed(logits - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
-                                       interpret=interpret)
-                        if config.lazy_rescale:
-                            acc = rescale_rows(acc, alpha, interpret=interpret)
+                            s, scale, masked = logits_to_log2(qk), None, -jnp.inf
+                        if mask_fn is not None:
+                            s = jnp.where(mask_fn(step, width), s, masked)
+                        if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
+                            m_new = m_i
+                            p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
+                            l_i = l_i + p.sum(axis=1)
                         else:
-                            acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p.sum(axis=1)
+                            m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale if scale_in_exp2 else s.max(axis=1))
+                            if config.lazy_rescale:  # only here: under static_max there is no max to keep
+                                m_new, alpha = lazy_max(m_i, m_new)
+                            else:
+                                alpha = jnp.exp2(m_i - m_new)
+                            logits = s * log2_scale if scale_in_exp2 else s  # with the subtraction: one FMA a logit
+                            p = exp2_mixed(logits - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
+                                           interpret=interpret)
+                            if config.lazy_rescale:
+                                acc = rescale_rows(acc, alpha, interpret=interpret)
+                            else:
+                                acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                            l_i = l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)
                     if p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
