@@ -470,7 +470,7 @@ def report(
                                                     "section of the HTML report.")] = None,
 ) -> None:
     """CSV and HTML reports of sweeps for CI: rankings, charts, failures, baseline."""
-    from kerneltune.report.frame import csv_frame, journal_files, load_baseline, load_frame
+    from kerneltune.report.frame import journal_files, load_baseline, load_frame, write_csv
     from kerneltune.report.html import render_html
 
     with _bad_input_is_one_line():
@@ -478,8 +478,7 @@ def report(
         base = load_baseline(baseline, frame) if baseline else None
     if csv:
         with _bad_input_is_one_line():
-            csv.parent.mkdir(parents=True, exist_ok=True)
-            csv_frame(frame).to_csv(csv, index=False)
+            write_csv(frame, csv)
         console.print(f"CSV: {csv} ({len(frame)} rows)")
     bench_result, targets = None, None
     if bench:
@@ -498,7 +497,6 @@ def report(
                       soft_wrap=True)
     if html:
         with _bad_input_is_one_line():
-            html.parent.mkdir(parents=True, exist_ok=True)
             render_html(frame, len(journal_files(results)), base, html, bench_result, targets)
         console.print(f"HTML: {html}")
     summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)

@@ -86,9 +86,11 @@ def _all_ints(values: Any) -> bool:
     return bool(present) and all(type(v) is int for v in present)
 
 
-def csv_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame as the CSV writes it: measured floats rounded to what the measurement resolves."""
-    return frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame})
+def write_csv(frame: pd.DataFrame, path: Path) -> None:
+    """One CSV row per candidate, measured floats rounded to what the measurement resolves; the folder made as
+    needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame}).to_csv(path, index=False)
 
 
 def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
