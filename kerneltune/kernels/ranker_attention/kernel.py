@@ -59,6 +59,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     stages = config.num_stages
     group = problem.heads_per_kv_head
     p_in_registers = config.p_in_registers and not interpret
+    # Under static_max the softmax never reads O, so a history step's P.V wgmma may stay in flight through the next
+    # step's QK wgmma, whose wait covers both (interpret mode has no accumulator refs: there every step waits).
+    pv_in_flight = config.pv_in_flight and p_in_registers
     n_q_tiles = problem.seq_len // (2 * block_q)
 
     def logits_to_log2(qk):
@@ -201,9 +204,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     q_ids, kv_ids = ids(step, width)
                     return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
 
-                def kv_step(step, carry, mask_fn, width=block_kv):
+                def kv_step(step, carry, mask_fn, width=block_kv, acc_ref=None):
                     """One KV block; ``width < block_kv``: only its first ``width`` keys (the rest hold none
-                    this tile keeps)."""
+                    this tile keeps). With ``acc_ref`` (``pv_in_flight``) O lives in that accumulator and the step's
+                    P.V is left in flight: the next step's QK wait completes it and releases its V slot."""
                     acc, m_i, l_i = carry
                     slot = ring(step)
                     keys = pl.ds(0, width)
@@ -215,6 +219,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                     qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
+                    if acc_ref is not None:
+                        @pl.when(step > 0)
+                        def _():
+                            plgpu.barrier_arrive(v_consumed.at[ring(step - 1)])
 
                     if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
                         s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
@@ -243,7 +251,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                             acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
                         l_i = l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)
-                    if p_in_registers:
+                    if acc_ref is not None:
+                        l_i, m_new, p16 = lax.optimization_barrier((l_i, m_new, p16))
+                    elif p_in_registers:
                         acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
                     if config.schedule_barrier:
                         plgpu.barrier_arrive(schedule)
@@ -258,6 +268,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         def _():
                             plgpu.barrier_wait(k_ready.at[ring(nxt)])
 
+                    if acc_ref is not None:
+                        plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
+                        wait_next_k()
+                        return acc, m_new, l_i
                     if p_in_registers:
                         def compute_pv(acc_ref):
                             plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
@@ -338,28 +352,38 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     plgpu.barrier_arrive(v_consumed.at[slot])
                     return acc, m_new, l_i
 
-                carry = (acc, m_i, l_i)
-                if config.mask_interior:
-                    carry = lax.fori_loop(
-                        0, hist_steps, functools.partial(kv_step, mask_fn=history_mask), carry
-                    )
-                else:
+                def history(carry, acc_ref=None):
+                    step_fn = functools.partial(kv_step, acc_ref=acc_ref)
+                    if config.mask_interior:
+                        return lax.fori_loop(0, hist_steps, functools.partial(step_fn, mask_fn=history_mask), carry)
                     lead = jnp.minimum(hist_steps, jnp.where(lax.rem(hl, block_kv) != 0, 1, 0))
                     tail = jnp.minimum(hist_steps - lead, jnp.where(lax.rem(hu, block_kv) != 0, 1, 0))
-                    masked = functools.partial(kv_step, mask_fn=history_mask)
+                    masked = functools.partial(step_fn, mask_fn=history_mask)
                     carry = lax.fori_loop(0, lead, masked, carry)
-                    carry = lax.fori_loop(
-                        lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
-                    )
+                    carry = lax.fori_loop(lead, hist_steps - tail, functools.partial(step_fn, mask_fn=None), carry)
                     # Mosaic GPU's wgmma takes K (P.V's key dim) in multiples of 64: 128-key blocks only.
                     half = block_kv // 2
                     if half % 64 == 0:
                         half_tail = jnp.where((tail > 0) & (lax.rem(hu, block_kv) <= half), 1, 0)
                         carry = lax.fori_loop(hist_steps - tail, hist_steps - half_tail, masked, carry)
-                        carry = lax.fori_loop(hist_steps - half_tail, hist_steps,
-                                              functools.partial(kv_step, mask_fn=history_mask, width=half), carry)
-                    else:
-                        carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
+                        return lax.fori_loop(hist_steps - half_tail, hist_steps,
+                                             functools.partial(step_fn, mask_fn=history_mask, width=half), carry)
+                    return lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
+
+                if pv_in_flight:
+                    def history_in_flight(acc_ref):
+                        _, m_out, l_out = history((None, m_i, l_i), acc_ref)
+                        acc_out = acc_ref[...]  # waits for the last P.V
+
+                        @pl.when(hist_steps > 0)
+                        def _():
+                            plgpu.barrier_arrive(v_consumed.at[ring(hist_steps - 1)])
+
+                        return acc_out, m_out, l_out
+
+                    carry = pl.run_scoped(history_in_flight, plgpu.ACC((block_q, head_dim), jnp.float32))
+                else:
+                    carry = history((acc, m_i, l_i))
                 # A warpgroup's rows are one block or one half of it; with 64-key blocks under 128-row
                 # warpgroups they would span two, so that tile keeps the block-wide diagonal step.
                 if block_kv in (block_q, 2 * block_q):

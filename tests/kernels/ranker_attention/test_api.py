@@ -79,7 +79,7 @@ RUNNING = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0",
            "device_kind": "nvidia-h200", "matched": ["gpu", "sm_count", "driver", "cuda", "jax", "jaxlib"]}
 TILES = dict(block_q=64, block_kv=128, num_stages=2, p_in_registers=True, schedule_barrier=True,
              mask_interior=False, persistent=False, cap_impl="exact", exp2_fma_eighths=0, scale_in_exp2=False,
-             lazy_rescale=False)
+             lazy_rescale=False, pv_in_flight=False)
 
 
 def install_table(tmp_path, monkeypatch, entries):

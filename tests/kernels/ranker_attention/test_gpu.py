@@ -68,6 +68,14 @@ def test_tanh_instruction_matches_reference(head_dim, static_max):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("cap_method", ["tanh", "softsign"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_pv_in_flight_matches_reference(head_dim, cap_method):
+    """Each history step's P.V left in flight into the next step (interpret mode cannot run it: the GPU only)."""
+    check_against_reference(head_dim, cap_method, persistent=True, static_max=True, pv_in_flight=True)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_accuracy_contract_tells_the_tanh_instruction_from_the_exact_tanh(head_dim):
     """Run P: on the same inputs, the tanh instruction's LSE error is about 10x the no-cap kernel's and

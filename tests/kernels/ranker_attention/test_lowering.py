@@ -101,6 +101,16 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
     assert fmas[0] == 0 and fmas[3] > 0 and fmas[4] > 0, fmas
 
 
+def test_pv_in_flight_leaves_the_history_steps_pv_unawaited():
+    """With the field on, a history step's P.V is awaited by the next step's QK load, not at its own end: the module
+    has fewer ``wgmma.wait_group`` (were the field dropped, the tuner would time one kernel under two names)."""
+    problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
+    waits = {flag: canonical_text(lowered_text(problem, KernelConfig.for_problem(
+        problem, persistent=True, static_max=True, cap_impl="tanh_instr", pv_in_flight=flag))).count(
+        "wgmma.wait_group") for flag in (False, True)}
+    assert 0 < waits[True] < waits[False], waits
+
+
 @pytest.mark.slow
 def test_the_tanh_instruction_hands_the_caps_outer_multiply_to_the_exp2():
     """Under static max with the tanh instruction, the FMA pipe's share of the exp2 takes the cap's outer
