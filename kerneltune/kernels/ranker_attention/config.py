@@ -123,8 +123,8 @@ class KernelConfig:
     # (FlashAttention-4; run AI: 0.92-0.99x the time at D=128, 1.13x at D=64, the branch's own cost).
     # The same function up to rounding; under static_max the kernel is the same either way.
     lazy_rescale: bool = False
-    # Under static_max (the softmax never reads O): each history step's P.V wgmma left in flight through the next
-    # step's QK wgmma and softmax, instead of awaited at its own step's end (FlashAttention-3's order).
+    # Each history step's P.V wgmma left in flight through the next step's K wait, QK wgmma and schedule barrier,
+    # instead of awaited at its own step's end (FlashAttention-3's order); a running max reads O after the QK's wait.
     pv_in_flight: bool = False
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
@@ -145,9 +145,9 @@ class KernelConfig:
             raise ValueError(f"exp2_fma_eighths: {self.exp2_fma_eighths} must be in [0, 8]")
         if self.exp2_fma_eighths and not self.fast_math:
             raise ValueError("exp2_fma_eighths: shares the exp2 with ex2.approx; it needs fast_math=True")
-        if self.pv_in_flight and not (self.static_max and self.p_in_registers):
-            raise ValueError("pv_in_flight: needs static_max (a softmax that never reads O) and p_in_registers "
-                             "(a staged P would be overwritten under the wgmma reading it)")
+        if self.pv_in_flight and not self.p_in_registers:
+            raise ValueError("pv_in_flight: needs p_in_registers (a staged P would be overwritten under the wgmma "
+                             "reading it)")
         impl = CapImpl.parse(self.cap_impl)
         if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
             raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")

@@ -59,8 +59,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     stages = config.num_stages
     group = problem.heads_per_kv_head
     p_in_registers = config.p_in_registers and not interpret
-    # Under static_max the softmax never reads O, so a history step's P.V wgmma may stay in flight through the next
-    # step's QK wgmma, whose wait covers both (interpret mode has no accumulator refs: there every step waits).
+    # A history step's P.V wgmma may stay in flight through the next step's QK wgmma, whose wait covers both; O is
+    # read (and rescaled, with a running max) only after that wait (interpret mode has no accumulator refs: there
+    # every step waits).
     pv_in_flight = config.pv_in_flight and p_in_registers
     n_q_tiles = problem.seq_len // (2 * block_q)
 
@@ -245,10 +246,15 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         logits = s * log2_scale if scale_in_exp2 else s  # with the subtraction: one FMA a logit
                         p = exp2_mixed(logits - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
                                        interpret=interpret)
+                        if acc_ref is not None:  # the QK load's wait has completed the previous step's P.V
+                            acc = acc_ref[...]
                         if config.lazy_rescale:
                             acc = rescale_rows(acc, alpha, interpret=interpret)
                         else:
                             acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
+                        if acc_ref is not None:
+                            acc_ref[...] = acc
+                            acc = None
                         l_i = l_i * alpha + p.sum(axis=1)
                     p16 = p.astype(q_ref.dtype)
                     if acc_ref is not None:

@@ -68,11 +68,14 @@ def test_tanh_instruction_matches_reference(head_dim, static_max):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("cap_method", ["tanh", "softsign"])
+@pytest.mark.parametrize(("cap_method", "fields"), [
+    ("tanh", dict(static_max=True)), ("softsign", dict(static_max=True)), ("none", dict(scale_in_exp2=True)),
+    ("clamp", dict(lazy_rescale=True))])
 @pytest.mark.parametrize("head_dim", [64, 128])
-def test_pv_in_flight_matches_reference(head_dim, cap_method):
-    """Each history step's P.V left in flight into the next step (interpret mode cannot run it: the GPU only)."""
-    check_against_reference(head_dim, cap_method, persistent=True, static_max=True, pv_in_flight=True)
+def test_pv_in_flight_matches_reference(head_dim, cap_method, fields):
+    """Each history step's P.V left in flight into the next step, without a max to keep and with one (O read and
+    rescaled after the next QK's wait, also lazily); interpret mode cannot run it: the GPU only."""
+    check_against_reference(head_dim, cap_method, persistent=True, pv_in_flight=True, **fields)
 
 
 @pytest.mark.gpu

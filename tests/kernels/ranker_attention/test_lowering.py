@@ -102,13 +102,17 @@ def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
 
 
 def test_pv_in_flight_leaves_the_history_steps_pv_unawaited():
-    """With the field on, a history step's P.V is awaited by the next step's QK load, not at its own end: the module
-    has fewer ``wgmma.wait_group`` (were the field dropped, the tuner would time one kernel under two names)."""
-    problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
-    waits = {flag: canonical_text(lowered_text(problem, KernelConfig.for_problem(
-        problem, persistent=True, static_max=True, cap_impl="tanh_instr", pv_in_flight=flag))).count(
-        "wgmma.wait_group") for flag in (False, True)}
-    assert 0 < waits[True] < waits[False], waits
+    """With the field on, a history step's P.V is awaited by the next step's QK load, not at its own end: under
+    static_max the module has fewer ``wgmma.wait_group``; with a running max it reads O (one more, with nothing in
+    flight) to rescale it. Were the field dropped, the tuner would time one kernel under two names."""
+    digests = {}
+    for method, cap, tiles in (("tanh", 30.0, dict(static_max=True, cap_impl="tanh_instr")), ("none", None, {})):
+        problem = Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=64, cap_method=method, cap=cap)
+        texts = {flag: canonical_text(lowered_text(problem, KernelConfig.for_problem(
+            problem, persistent=True, pv_in_flight=flag, **tiles))) for flag in (False, True)}
+        digests[method] = {flag: text.count("wgmma.wait_group") for flag, text in texts.items()}
+        assert texts[False] != texts[True], method
+    assert 0 < digests["tanh"][True] < digests["tanh"][False], digests
 
 
 @pytest.mark.slow
