@@ -4,7 +4,8 @@
 # the time left is under its estimate: the pv_in_flight GPU tests; the A/B (scratch/ab_inflight.py); then, only with
 # GO=1 (after reading the A/B), the shipped table's contenders re-measured with the field off and on (resumable),
 # installed on the device copy, verified, the bench and `pytest -m gpu`.
-# Usage: [GO=1] [BUCKETS="--bucket NAME ..."] bash scratch/runam.sh OUTDIR LIMIT_SECONDS
+# GO defaults to 1 when the A/B printed its adoption verdict (the rule in ab_inflight.py), 0 otherwise.
+# Usage: [GO=0|1] [BUCKETS="--bucket NAME ..."] bash scratch/runam.sh OUTDIR LIMIT_SECONDS
 set -u
 OUT=$1; LIMIT=$2
 export PYTHONPATH=.:.devdeps PYTHONUNBUFFERED=1 KERNELTUNE_TABLES=/tmp/kt-user XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -29,7 +30,8 @@ phase() {  # NAME NEED_SECONDS COMMAND...   (a run cut by the time limit is not 
   touch "$S/$name.done"
 }
 phase pv-tests 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/ranker_attention/test_gpu.py -k pv_in_flight
-OUT="$S/ab" AB_SECONDS=150 phase ab 300 python3 scratch/ab_inflight.py
+OUT="$S/ab" AB_SECONDS=${AB_SECONDS:-120} phase ab 270 python3 scratch/ab_inflight.py
+grep -q "GO ON TO ADOPTION" "$S/ab-console.txt" 2>/dev/null && GO=${GO:-1}
 if [ "${GO:-0}" = 1 ]; then
   [ -e "$S/contenders.json" ] || python3 scratch/make_contenders.py kerneltune/tables/shipped/nvidia-h200/ranker_attention.json \
     "$S/contenders.json" > "$S/contenders-console.txt" 2>&1
@@ -42,7 +44,7 @@ if [ "${GO:-0}" = 1 ]; then
     cp kerneltune/tables/shipped/nvidia-h200/ranker_attention.json "$S/shipped-after-install.json"
     # shellcheck disable=SC2086
     phase verify 300 python3 -m kerneltune verify ranker-attention ${BUCKETS:-} --junit "$S/verify.xml"
-    phase bench 520 python3 -m kerneltune bench ranker-attention --out "$S/bench"
+    phase bench 120 python3 -m kerneltune bench ranker-attention --resume --out "$S/bench"
     phase gpu-tests 400 python3 -m pytest -q -m gpu -p no:cacheprovider tests
   fi
 fi
