@@ -123,6 +123,11 @@ class KernelConfig:
     # (FlashAttention-4; run AI: 0.92-0.99x the time at D=128, 1.13x at D=64, the branch's own cost).
     # The same function up to rounding; under static_max the kernel is the same either way.
     lazy_rescale: bool = False
+    # The persistent grid's tile counter walks only the tiles with rows (an order the call builds from the bounds,
+    # a small XLA op before the kernel); each CTA zeroes its share of the padding tiles on a static stride after its
+    # last tile, instead of claiming each (an atomic) and handing it to the compute warpgroups (run AK: a padding
+    # tile costs about one KV step of a SM's time).
+    compact_claims: bool = False
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -142,6 +147,8 @@ class KernelConfig:
             raise ValueError(f"exp2_fma_eighths: {self.exp2_fma_eighths} must be in [0, 8]")
         if self.exp2_fma_eighths and not self.fast_math:
             raise ValueError("exp2_fma_eighths: shares the exp2 with ex2.approx; it needs fast_math=True")
+        if self.compact_claims and not self.persistent:
+            raise ValueError("compact_claims: orders the persistent grid's tile counter; it needs persistent=True")
         impl = CapImpl.parse(self.cap_impl)
         if impl is CapImpl.TANH_INSTR and not self.cap_method.is_tanh:
             raise ValueError(f"cap_impl: 'tanh_instr' evaluates a tanh cap; cap_method is {self.cap_method.value!r}")
@@ -150,7 +157,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale")
+                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale", "compact_claims")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

@@ -49,6 +49,17 @@ _HOPPER_SMS = 132
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
 
 
+def tile_has_rows(bounds: SegmentBounds, tile_base, tile_end):
+    """Whether query rows ``[tile_base, tile_end)`` hold any history or candidate row (scalars in the kernel,
+    arrays in ``tile_order``: one formula, so the two agree on every tile)."""
+
+    def overlaps(lo, hi):
+        return (lo < hi) & (tile_base < hi) & (tile_end > lo)
+
+    return overlaps(bounds.history_lower, bounds.history_upper) | overlaps(bounds.candidate_lower,
+                                                                           bounds.candidate_upper)
+
+
 def _row_layout():
     return plgpu.Layout.WGMMA.reduce(1)
 
@@ -76,7 +87,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     scale_in_exp2 = config.scale_in_exp2 and config.cap_method is CapMethod.NONE and not config.static_max
     log2_scale = config.sm_scale * LOG2E
 
-    def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
+    def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, order_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
         qo_smem_all, k_smem, v_smem, lse_smem_all, p_smem2, ids_smem = smem
         wg = lax.axis_index("wg")
@@ -86,11 +97,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             tile_base = q_seq * (2 * block_q)
             tile_end = tile_base + 2 * block_q
             hl, hu, cl, cu = (bounds_ref[batch, i] for i in range(4))
-
-            def overlaps(lo, hi):
-                return (lo < hi) & (tile_base < hi) & (tile_end > lo)
-
-            valid = overlaps(hl, hu) | overlaps(cl, cu)
+            valid = tile_has_rows(SegmentBounds(hl, hu, cl, cu), tile_base, tile_end)
             hist_first = lax.div(hl, block_kv)
             hist_steps = jnp.where(valid & (hl < hu), pl.cdiv(hu, block_kv) - hist_first, 0)
             own_lo = jnp.maximum(cl, tile_base)
@@ -456,8 +463,37 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
             return lax.div(tile, problem.q_heads * n_q_tiles), lax.rem(lax.div(tile, n_q_tiles), problem.q_heads), \
                 lax.rem(tile, n_q_tiles)
 
+        if config.compact_claims:
+            # Tickets walk the tiles with rows only (``tile_order``, built by the call from the bounds); a ticket
+            # past them reads as ``n_tiles``, the end. The padding tiles are zeroed after the last tile, below.
+            n_valid = order_ref[n_tiles]
+
+            def tile_of(ticket):
+                return jnp.where(ticket < n_valid, order_ref[jnp.minimum(ticket, n_tiles)], n_tiles)
+        else:
+            def tile_of(ticket):
+                return ticket
+
         def more(carry):
             return carry[0] < n_tiles
+
+        def zero_padding_tiles():
+            """This CTA's share of the tiles without rows, on a static stride: each warpgroup stores its half of
+            every one (O zero, LSE -inf) from its first Q buffer, filled once; nothing reads that buffer now."""
+            qo_smem, lse_smem = qo_smem_all.at[wg], lse_smem_all.at[wg]
+            zeros = jnp.zeros((block_q, head_dim), jnp.float32)
+            qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
+            lse_smem[...] = plgpu.layout_cast(jnp.full((block_q,), -jnp.inf, jnp.float32), _row_layout())
+            plgpu.commit_smem()
+
+            @pl.loop(n_valid + cta, n_tiles, step=ctas)
+            def _(i):
+                batch, q_head, q_seq = coords(order_ref[i])
+                q_base = q_seq * (2 * block_q) + wg * block_q
+                plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
+                plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
+
+            plgpu.wait_smem_to_gmem(0)
 
         @pl.when(wg < 2)
         def _compute():
@@ -480,21 +516,31 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_arrive(tile_taken.at[buf])
                 return nxt, j + 1, step_base
 
-            lax.while_loop(more, tile_step, (cta, jnp.int32(0), jnp.int32(0)))
+            lax.while_loop(more, tile_step, (tile_of(cta), jnp.int32(0), jnp.int32(0)))
             plgpu.wait_smem_to_gmem(0)
+            if config.compact_claims:
+                zero_padding_tiles()
 
         @pl.when(wg == 2)
         def _memory():
             plgpu.set_max_registers(40, action="decrease")
-            for half in range(2):
-                load_q(*coords(cta), 0, half)
+            first = tile_of(cta)
+
+            def load_first_q():
+                for half in range(2):
+                    load_q(*coords(first), 0, half)
+
+            if config.compact_claims:
+                pl.when(first < n_tiles)(load_first_q)  # a CTA past the tiles with rows only zeroes padding
+            else:
+                load_first_q()
 
             def stream_step(carry):
                 tile, j, step_base = carry
                 buf = lax.rem(j, 2)
                 step_base = memory_tile(*coords(tile), step_base)
                 # Interpret mode runs no inline Mosaic GPU code: there the CTAs keep a fixed stride.
-                nxt = cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem)
+                nxt = tile_of(cta + (j + 1) * ctas if interpret else ctas + _claim(counter_ref, ids_smem))
 
                 @pl.when(nxt < n_tiles)
                 def _():
@@ -513,7 +559,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_arrive(tile_ready.at[buf])
                 return nxt, j + 1, step_base
 
-            _, handed, steps = lax.while_loop(more, stream_step, (cta, jnp.int32(0), jnp.int32(0)))
+            _, handed, steps = lax.while_loop(more, stream_step, (first, jnp.int32(0), jnp.int32(0)))
             drain(steps)
 
             @pl.loop(jnp.maximum(handed - 2, 0), handed)
@@ -551,6 +597,22 @@ def _claim(counter_ref, ids_smem) -> jax.Array:
     return ids_smem[_CLAIM_SLOT]
 
 
+def tile_order(bounds: jax.Array, problem: Problem, block_q: int) -> jax.Array:
+    """The persistent grid's tiles (``(batch, head, query tile)`` numbers) with rows first, in that order, then
+    the padding tiles, then the count of the first kind: ``int32[n_tiles + 1]``."""
+    rows = 2 * block_q
+    n_q_tiles = problem.seq_len // rows
+    base = jnp.arange(n_q_tiles, dtype=jnp.int32) * rows
+    has_rows = tile_has_rows(SegmentBounds(*(bounds[:, i, None] for i in range(4))), base, base + rows)
+    has_rows = jnp.broadcast_to(has_rows[:, None, :], (problem.batch, problem.q_heads, n_q_tiles)).reshape(-1)
+    n_valid = jnp.sum(has_rows, dtype=jnp.int32)
+    place = jnp.where(has_rows, jnp.cumsum(has_rows, dtype=jnp.int32) - 1,
+                      n_valid + jnp.cumsum(~has_rows, dtype=jnp.int32) - 1)
+    order = jnp.zeros(has_rows.shape, jnp.int32).at[place].set(
+        jnp.arange(has_rows.size, dtype=jnp.int32), unique_indices=True)
+    return jnp.concatenate([order, n_valid[None]])
+
+
 def _sm_count() -> int:
     """SMs of the device the kernel will run on; H100/H200's 132 when lowering without one (tests)."""
     return getattr(jax.devices()[0], "core_count", None) or _HOPPER_SMS
@@ -580,7 +642,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
     handoff = (plgpu.Barrier(num_barriers=2), plgpu.Barrier(num_arrivals=2, num_barriers=2),
                plgpu.Barrier(num_arrivals=2, num_barriers=2))
 
-    def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None):
+    def entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref=None, order_ref=None):
         tiled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
         smem = [
             plgpu.SMEM((2 * q_buffers, block_q, problem.head_dim), dtype, transforms=tiled),
@@ -591,7 +653,7 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
             plgpu.SMEM((_CLAIM_SLOT + 1,), jnp.int32) if config.persistent else None,
         ]
         pl.run_scoped(
-            lambda *scoped: body(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped),
+            lambda *scoped: body(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, order_ref, scoped),
             smem,
             (
                 plgpu.Barrier(num_barriers=stages),
@@ -617,11 +679,13 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         grid, grid_names = (hq, t // (2 * block_q), b), ("heads", "q_seq", "batch")
 
     def plain_entry(*refs):
-        """Inputs come before outputs: move the persistent grid's tile counter to ``entry``'s last place."""
+        """Inputs come before outputs: move the persistent grid's tile counter (and tile order) to ``entry``'s
+        last places."""
         if not config.persistent:
             return entry(*refs)
-        q_ref, k_ref, v_ref, bounds_ref, counter_ref, out_ref, lse_ref = refs
-        return entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref)
+        *inputs, out_ref, lse_ref = refs
+        q_ref, k_ref, v_ref, bounds_ref, *extra = inputs
+        return entry(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, *extra)
 
     call = plgpu.kernel(
         entry if poisoned else plain_entry,
@@ -634,15 +698,19 @@ def build_forward(problem: Problem, config: KernelConfig, *, interpret: bool = F
         interpret=plgpu.InterpretGPUParams() if interpret else None,
     )
 
-    def counter() -> tuple:
-        return (jax.new_ref(jnp.zeros((1,), jnp.int32)),) if config.persistent else ()
+    def extras(bounds) -> tuple:
+        """The persistent grid's tile counter, and with ``compact_claims`` its tile order."""
+        if not config.persistent:
+            return ()
+        counter = jax.new_ref(jnp.zeros((1,), jnp.int32))
+        return (counter, tile_order(bounds, problem, block_q)) if config.compact_claims else (counter,)
 
     if not poisoned:
-        return jax.jit(lambda q, k, v, bounds: call(q, k, v, bounds, *counter()))
+        return jax.jit(lambda q, k, v, bounds: call(q, k, v, bounds, *extras(bounds)))
 
     def into_buffers(q, k, v, bounds, out_init, lse_init):
         out_ref, lse_ref = jax.new_ref(out_init), jax.new_ref(lse_init)
-        call(q, k, v, bounds, out_ref, lse_ref, *counter())
+        call(q, k, v, bounds, out_ref, lse_ref, *extras(bounds))
         return out_ref[...], lse_ref[...]
 
     return jax.jit(into_buffers)
