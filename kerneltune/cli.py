@@ -257,7 +257,12 @@ def verify(
     with _bad_input_is_one_line():
         plugin = load_kernel(name)
     if emulate:
+        given = [o for o, v in (("--table", table), ("--bucket", bucket), ("--junit", junit)) if v]
+        if given:
+            _fail(f"verify --emulate checks the launch in its CPU emulation, not a table: drop {', '.join(given)}")
         _verify_emulated(kernel, plugin)
+    if junit is not None:
+        _writable_file(junit, "--junit")
     stamps = load_backend(plugin.backend).stamps()
     need = plugin.supported_on(stamps)
     if Capability.CHECK_SMALL not in plugin.capabilities and need is not None:
@@ -274,13 +279,14 @@ def verify(
             reports.append(verify_table(name, path, Path(work), on_entry=progress, buckets=tuple(bucket or ())))
         if reports[-1].interrupted:
             break
+    for report in reports:
+        _print_verify_report(name, report, plugin.tile_defaults)
     if junit is not None:
         from kerneltune.report.junit import write_junit
 
-        write_junit(junit, name, reports)
+        with _bad_input_is_one_line():
+            write_junit(junit, name, reports)
         console.print(f"JUnit: {junit}")
-    for report in reports:
-        _print_verify_report(name, report, plugin.tile_defaults)
     if reports[-1].interrupted:
         unread = len(tables) - len(reports)
         _fail(f"{reports[-1].notes[-1]} of {reports[-1].table}"
@@ -288,6 +294,17 @@ def verify(
               + (f"; the JUnit at {junit} holds every verdict reached" if junit is not None else ""),
               EXIT_INTERRUPTED)
     raise typer.Exit(worst_exit_code([r.exit_code for r in reports]))
+
+
+def _writable_file(path: Path, option: str) -> None:
+    """Fail now, naming the option, where ``path`` could not be written at the end of a long run."""
+    if path.is_dir():
+        _fail(f"{option} {path}: is a folder; give a file name")
+    folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
+    if not folder.is_dir():
+        _fail(f"{option} {path}: {folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        _fail(f"{option} {path}: {folder} is not writable")
 
 
 def _runtime_tables(name: str, kind: str, hardware_here: bool) -> list[Path]:

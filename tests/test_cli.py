@@ -131,6 +131,10 @@ def test_verify_emulate_exits_1_when_any_emulated_check_fails(monkeypatch):
         monkeypatch.setattr(DrafterWidePlugin, "emulate", lambda self, c=checks: c)
         r = CliRunner().invoke(app, ["verify", "drafter-wide", "--emulate"])
         assert r.exit_code == code, r.output
+    # The emulation checks the launch, not a table: options that only a table's check reads are refused, not ignored.
+    for extra in (["--junit", "v.xml"], ["--bucket", "x"], ["--table", "t.json"]):
+        r = CliRunner().invoke(app, ["verify", "drafter-wide", "--emulate", *extra])
+        assert r.exit_code == 3 and f"drop {extra[0]}" in r.output, r.output
 
 
 def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeypatch):

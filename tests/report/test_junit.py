@@ -89,3 +89,17 @@ def test_a_run_cut_by_a_ci_timeout_writes_the_verdicts_it_reached(tmp_path):
     entry, fallback = suite.findall("testcase")
     assert entry.find("skipped") is None and entry.find("failure") is None
     assert "interrupted" in fallback.find("skipped").get("message")
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "a_folder"])
+def test_a_junit_path_that_cannot_be_written_fails_before_any_check(tmp_path, where):
+    """One line naming the option and the path, exit 3, before the table is read (not after a long verify)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    junit = blocker / "verify.xml" if where == "under_a_file" else tmp_path
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "verify", FAKE, "--table", str(tmp_path / "absent.json"),
+                        "--junit", str(junit)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 3 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"--junit {junit}" in lines[0] and ("is a file" if where == "under_a_file" else "is a folder") in lines[0]
+    assert "absent.json" not in r.stdout + r.stderr
