@@ -123,6 +123,10 @@ class KernelConfig:
     # (FlashAttention-4; run AI: 0.92-0.99x the time at D=128, 1.13x at D=64, the branch's own cost).
     # The same function up to rounding; under static_max the kernel is the same either way.
     lazy_rescale: bool = False
+    # The candidates' row-wise diagonal steps run in both compute warpgroups at once instead of in the ping-pong's
+    # turns (no wgmma there for a turn to hide); the same arithmetic. Needs the schedule barrier and a block of
+    # 64 or 128 keys a warpgroup's rows fit in (the row-wise step); elsewhere the kernel is the same either way.
+    diagonal_together: bool = False
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -150,7 +154,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale")
+                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale", "diagonal_together")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

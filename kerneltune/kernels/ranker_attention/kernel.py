@@ -107,6 +107,11 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 plgpu.barrier_arrive(schedule)
                 plgpu.barrier_wait(schedule)
 
+        # The candidates' row-wise diagonal steps outside the ping-pong: they issue no wgmma for the partner's
+        # softmax to overlap, so taking turns there only serialises the two warpgroups. Both skip the same
+        # schedule arrivals and waits, so the turns resume in step at the tile's end.
+        together = config.diagonal_together and config.schedule_barrier and block_kv in (block_q, 2 * block_q)
+
         def load_q(batch, q_head, q_seq, buf, half=None):
             """Q rows of warpgroup ``half`` (default: the calling one) of a tile into buffer ``buf``."""
             half = wg if half is None else half
@@ -154,15 +159,15 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                 pl.when(wg == 1)(schedule_point)
 
-                @pl.loop(0, total_steps)
-                def _step(step):
+                def follow(step, in_turns=True):
                     slot = ring(step)
-                    schedule_point()
+                    if in_turns:
+                        schedule_point()
                     plgpu.barrier_arrive(k_consumed.at[slot])
-                    if config.schedule_barrier:
+                    if config.schedule_barrier and in_turns:
                         plgpu.barrier_arrive(schedule)
                     plgpu.barrier_wait(v_ready.at[slot])
-                    if config.schedule_barrier:
+                    if config.schedule_barrier and in_turns:
                         plgpu.barrier_wait(schedule)
 
                     @pl.when(step + 1 < total_steps)
@@ -171,7 +176,13 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
                     plgpu.barrier_arrive(v_consumed.at[slot])
 
-                pl.when(wg == 0)(schedule_point)
+                if together:  # warpgroup 0's last turn closes the history steps, as in ``_compute``
+                    pl.loop(0, hist_steps)(follow)
+                    pl.when(wg == 0)(schedule_point)
+                    pl.loop(hist_steps, total_steps)(functools.partial(follow, in_turns=False))
+                else:
+                    pl.loop(0, total_steps)(follow)
+                    pl.when(wg == 0)(schedule_point)
                 store_empty_rows()
 
             @pl.when(tile["valid"] & rows_used)
@@ -307,7 +318,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         return jnp.where(rows_2d - block_start >= block_q, upper_rows.astype(jnp.float32),
                                          lower_rows.astype(jnp.float32))
 
-                    schedule_point()
+                    if not together:
+                        schedule_point()
                     q = plgpu.load(qo_smem, layout=plgpu.Layout.WGMMA).astype(jnp.float32)
                     qk = (q * own_rows(k_smem)).sum(axis=1)
                     plgpu.barrier_arrive(k_consumed.at[slot])
@@ -324,10 +336,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         p = jnp.exp2(s - m_new)
                         acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
                         l_i = l_i * alpha + p
-                    if config.schedule_barrier:
+                    if config.schedule_barrier and not together:
                         plgpu.barrier_arrive(schedule)
                     plgpu.barrier_wait(v_ready.at[slot])
-                    if config.schedule_barrier:
+                    if config.schedule_barrier and not together:
                         plgpu.barrier_wait(schedule)
                     acc = acc + lax.broadcast_in_dim(p, acc.shape, [0]) * own_rows(v_smem)
 
@@ -362,14 +374,21 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
                 # A warpgroup's rows are one block or one half of it; with 64-key blocks under 128-row
                 # warpgroups they would span two, so that tile keeps the block-wide diagonal step.
-                if block_kv in (block_q, 2 * block_q):
+                if together:
+                    # Warpgroup 0's last turn comes before the diagonal steps: warpgroup 1, one turn behind, leaves
+                    # its last history step then, not after warpgroup 0's diagonal steps, which may need the ring
+                    # slot that step still holds.
+                    pl.when(wg == 0)(schedule_point)
+                    carry = lax.fori_loop(hist_steps, total_steps, diagonal_step, carry)
+                elif block_kv in (block_q, 2 * block_q):
                     carry = lax.fori_loop(hist_steps, total_steps, diagonal_step, carry)
                 else:
                     carry = lax.fori_loop(
                         hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
                     )
                 acc, m_i, l_i = carry
-                pl.when(wg == 0)(schedule_point)
+                if not together:
+                    pl.when(wg == 0)(schedule_point)
 
                 rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
                 row_valid = bounds.query_in_history(rows) | bounds.query_in_candidates(rows)
