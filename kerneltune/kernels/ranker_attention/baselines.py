@@ -3,7 +3,8 @@
 Each baseline returns ``(Runnable, out)``: the call to time, in its framework, and ``out``, its
 result as ``[B, T, Hq, D]`` float32 NumPy, for the correctness check. Mask-aware baselines compute
 the ranker function; the dense ones (cuDNN / flash SDPA, JAX ``attention_mgpu``) compute plain
-attention over all T keys and only bound what a dense kernel reaches.
+attention over all T keys and only bound what a dense kernel reaches. ``cudnn_varlen`` is the
+vendor's ragged path: the ranker's history work with sequence lengths, a yardstick for ragged batches.
 """
 
 from __future__ import annotations
@@ -138,6 +139,33 @@ def composite(q: Any, k: Any, v: Any, bounds: np.ndarray, scale: float) -> Basel
     out = run()
     torch.cuda.synchronize()
     return Runnable("torch", run), _back(out)
+
+
+def varlen_lengths(bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per batch row, the query and key lengths of attention with sequence lengths that does a ranker
+    row's history work: queries ``[0, candidate_upper)``, keys ``[0, history_upper)``. Only rows whose
+    history starts at key 0 and whose candidates follow it have that form (a serving batch's rows)."""
+    b = np.asarray(bounds)
+    if not (np.all(b[:, 0] == 0) and np.all(b[:, 2] == b[:, 1])):
+        raise ValueError("cudnn_varlen: needs rows whose history starts at key 0 with the candidates right after it")
+    return b[:, 3].astype(np.int32), b[:, 1].astype(np.int32)
+
+
+def cudnn_varlen(q: Any, k: Any, v: Any, bounds: np.ndarray, scale: float,
+                 implementation: str = "cudnn") -> Baseline:
+    """cuDNN through ``jax.nn.dot_product_attention`` with sequence lengths: each row's queries against its
+    history keys, no cap. It leaves out each candidate's own key, so it does less than the ranker (its
+    output agrees with the ranker's on the history rows only; ``out`` is zero elsewhere, for the check).
+    ``implementation="xla"`` runs the same call on any device (the CPU tests)."""
+    import jax
+    import jax.numpy as jnp
+
+    q_len, kv_len = (jnp.asarray(x) for x in varlen_lengths(bounds))
+    fn = jax.jit(lambda a, b, c: jax.nn.dot_product_attention(
+        a, b, c, scale=scale, query_seq_lengths=q_len, key_value_seq_lengths=kv_len, implementation=implementation))
+    out = np.asarray(fn(q, k, v).astype(jnp.float32))
+    history_rows = np.arange(out.shape[1])[None, :] < np.asarray(bounds)[:, 1:2]
+    return Runnable("jax", fn, (q, k, v)), np.where(history_rows[:, :, None, None], out, 0.0)
 
 
 def jax_attention_mgpu(q: Any, k: Any, v: Any, scale: float) -> Baseline:

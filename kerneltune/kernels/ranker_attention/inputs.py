@@ -102,6 +102,14 @@ def kept_pairs(bounds: np.ndarray) -> int:
     return total
 
 
+def varlen_pairs(bounds: np.ndarray) -> int:
+    """(query, key) pairs per head of attention with sequence lengths over a ranker batch (queries
+    ``[0, candidate_upper)`` against keys ``[0, history_upper)``): the history work, which a vendor's
+    ragged kernel does without the candidates' own keys (``baselines.cudnn_varlen``)."""
+    b = np.asarray(bounds, dtype=np.int64)
+    return int((b[:, 3] * b[:, 1]).sum())
+
+
 def useful_flops(problem: Problem, bounds: np.ndarray) -> int:
     """FLOPs of QK^T and PV over the kept pairs only (2 * 2 * D per pair per head)."""
     return 4 * problem.head_dim * problem.q_heads * kept_pairs(bounds)

@@ -6,6 +6,9 @@ rate, the upper bound the targets are stated against. A baseline that fails is r
 error and the run goes on. Where the user's call that also returns the LSE launches another config
 than the ``out``-only call the targets judge (its default budget bounds the LSE error too, so a tanh
 entry on the tanh instruction gives way to its exact fallback), a ``kerneltune_lse`` row times it.
+Without a cap, ``cudnn_varlen`` (cuDNN with sequence lengths) times the vendor's ragged path on the
+history work: its useful TFLOP/s count its own pairs (``inputs.varlen_pairs``), and its ``out`` is
+checked on the history rows, where it computes the ranker function.
 
 The dense fraction is also measured paired: after a shape's rows, ours and each dense baseline take
 turns for a dozen rounds, and the median of the rounds' time ratios gives ``paired_dense_fraction``.
@@ -38,11 +41,11 @@ from ..accuracy import budget_for
 from ..api import kernel_source_hash
 from ..cap import CapMethod
 from ..config import Problem
-from ..inputs import make_device_tensors, ranker_bounds, useful_flops
+from ..inputs import make_device_tensors, ranker_bounds, useful_flops, varlen_pairs
 from .spec import BenchShape, load_spec
 from .targets import DENSE_IMPLS
 
-BASELINES = ("flex", "cudnn_dense", "flash_dense", "composite", "jax_mgpu_dense")
+BASELINES = ("flex", "cudnn_dense", "flash_dense", "composite", "jax_mgpu_dense", "cudnn_varlen")
 
 
 # Paired dense rounds: turns of about this long, this many rounds (each a turn of ours and one of the baseline).
@@ -190,13 +193,14 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     rows: list[dict[str, Any]] = []
     paired: dict[str, baselines.Runnable] = {}  # ours and the dense baselines that ran, for the paired rounds
 
-    def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool, user_call: bool = False) -> None:
+    def record(impl: str, make: Any, reference: np.ndarray | None, dense_rate: bool, user_call: bool = False,
+               work: float = flops) -> None:
         row: dict[str, Any] = {"shape": shape.name, "cap_method": method.value, "cap": cap, "impl": impl}
         try:
             runnable, out, *lse = make()  # a third item: the LSE, checked too
             t = _timed(runnable, settings)
             row.update(median_ms=t.median_us / 1e3, spread=t.spread, samples=t.samples,
-                       useful_tflops=flops / (t.median_us * 1e-6) / 1e12,
+                       useful_tflops=work / (t.median_us * 1e-6) / 1e12,
                        rel_error=None if reference is None else _rel(out, reference))
             if dense_rate:
                 row["dense_tflops"] = dense_flops / (t.median_us * 1e-6) / 1e12
@@ -233,6 +237,11 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
         record("composite", lambda: baselines.composite(q, k, v, bounds, problem.scale), ref, False)
     if "jax_mgpu_dense" in which:
         record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v, problem.scale), dense_ref, True)
+    if "cudnn_varlen" in which and method is CapMethod.NONE:
+        history_rows = np.arange(problem.seq_len)[None, :] < bounds[:, 1:2]
+        record("cudnn_varlen", lambda: baselines.cudnn_varlen(q, k, v, bounds, problem.scale),
+               np.where(history_rows[:, :, None, None], ref, 0.0), False,
+               work=4 * problem.head_dim * problem.q_heads * varlen_pairs(bounds))
     dense = {d: paired[d] for d in DENSE_IMPLS if d in paired}
     if "kerneltune" in paired and dense:
         ours = next(r for r in rows if r["impl"] == "kerneltune")

@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from kerneltune.kernels.ranker_attention.bench.runner import BASELINES
 from kerneltune.kernels.ranker_attention.bench.spec import load_spec, result_verdicts
 from kerneltune.kernels.ranker_attention.bench.targets import Target, evaluate, parse_targets
 
@@ -124,7 +125,9 @@ def test_bench_file_parses():
         assert not s.ragged or s.history == (t // 4, t - s.candidates)
     assert spec.caps == {"tanh": 30.0, "none": 0.0, "tanh_approx": 30.0}
     assert {t.metric for t in spec.targets} == {"speedup", "dense_fraction", "kernel_over_call"}
-    assert len(spec.targets) == 11
+    assert len(spec.targets) == 12
+    # Every speedup is over a baseline the bench runs.
+    assert {t.over for t in spec.targets if t.metric == "speedup"} <= set(BASELINES)
 
 
 def test_the_user_call_is_judged_by_kernel_time_over_call_time():
