@@ -123,6 +123,10 @@ class KernelConfig:
     # (FlashAttention-4; run AI: 0.92-0.99x the time at D=128, 1.13x at D=64, the branch's own cost).
     # The same function up to rounding; under static_max the kernel is the same either way.
     lazy_rescale: bool = False
+    # The tanh instruction's cap under static_max: each register's tanh and its exp2 emitted together, so the
+    # special-function unit's tanh of one register overlaps the FMA pipe's exp2 of another (emitted as whole
+    # arrays, every tanh comes first and the FMA pipe waits for them). The same arithmetic, in another order.
+    fused_cap_exp2: bool = False
     cap_method: CapMethod = CapMethod.NONE
     cap_params: CapParams = field(default_factory=CapParams)
     sm_scale: float = 1.0
@@ -150,7 +154,7 @@ class KernelConfig:
 
     TILE_FIELDS = ("block_q", "block_kv", "num_stages", "p_in_registers", "schedule_barrier",
                    "mask_interior", "persistent", "fast_math", "static_max", "cap_impl",
-                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale")
+                   "exp2_fma_eighths", "scale_in_exp2", "lazy_rescale", "fused_cap_exp2")
 
     def tile(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.TILE_FIELDS}

@@ -116,6 +116,36 @@ def exp2_mixed(x: Any, eighths: int, *, interpret: bool, scale: float | None = N
     return mixed(x)
 
 
+def tanh_exp2_mixed(x: Any, inner: float, outer: float, eighths: int, *, interpret: bool) -> Any:
+    """``2**(outer * tanh(inner * x))`` of a float32 (rows, keys) array in the WGMMA layout, the tanh by the
+    ``tanh.approx.f32`` instruction and the exp2 split as ``exp2_mixed`` splits it, emitted register by
+    register: each register's multiply, tanh and exp2 before the next register's, so that ptxas, which
+    keeps that order, overlaps one register's tanh on the special-function unit with another's exp2 on the
+    FMA pipe. ``outer * tanh`` lies in ``[-outer, outer]``: the FMA pipe's exponent needs no clamp there."""
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental.mosaic import gpu as mgpu
+    from jax.experimental.pallas import mosaic_gpu as plgpu
+    from jaxlib.mlir.dialects import arith
+
+    if interpret:
+        return exp2_mixed(jnp.tanh(x * inner), eighths, interpret=True, scale=outer)
+
+    @plgpu.inline_mgpu(arg_types=(plgpu.Layout.WGMMA,),
+                       return_type=plgpu.ShapeDtypeStruct(x.shape, jnp.float32, layout=plgpu.Layout.WGMMA))
+    def fused(ctx: Any, arr: Any) -> Any:
+        del ctx
+        tanh = mgpu.FragmentedArray._lift_fast_instr("tanh.approx.f32")
+        ex2 = mgpu.FragmentedArray._lift_fast_instr("ex2.approx.ftz.f32")
+        regs = np.empty_like(arr.registers)
+        for n, (idx, reg) in enumerate(np.ndenumerate(arr.registers)):
+            t = tanh(arith.mulf(reg, _splat_like(reg, inner)))
+            regs[idx] = _poly_register(t, outer) if n % 8 < eighths else ex2(arith.mulf(t, _splat_like(t, outer)))
+        return mgpu.FragmentedArray(_registers=regs, _layout=arr.layout, _is_signed=None)
+
+    return fused(x)
+
+
 def _splat_like(reg: Any, value: float) -> Any:
     """A float32 vector constant of ``reg``'s shape."""
     from jaxlib.mlir import ir

@@ -36,7 +36,7 @@ from jaxlib.mlir.dialects import memref as memref_dialect
 from .bounds import SegmentBounds
 from .cap import CapImpl, CapMethod, cap_forward, tanh_factors
 from .config import KernelConfig, Problem, static_max_refusal
-from .exp2_fma import EXP2_FLOOR, exp2_mixed
+from .exp2_fma import EXP2_FLOOR, exp2_mixed, tanh_exp2_mixed
 from .lazy_rescale import lazy_max, rescale_rows
 
 LOG2E = math.log2(math.e)
@@ -70,7 +70,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     # folds it into its rounding and needs no clamp; a masked logit becomes 2**-126 there, as the clamp made it.
     fused_outer = (config.static_max and config.exp2_fma_eighths > 0 and config.cap_impl == CapImpl.TANH_INSTR
                    and config.cap_method.is_tanh)
-    if fused_outer:
+    # The same, each register's tanh and exp2 emitted together (``tanh_exp2_mixed``); a masked key's p is 0.
+    fused_cap_exp2 = (config.fused_cap_exp2 and config.static_max and config.cap_impl == CapImpl.TANH_INSTR
+                      and config.cap_method.is_tanh)
+    if fused_outer or fused_cap_exp2:
         tanh_inner, tanh_outer = tanh_factors(config.cap_params, pre=config.sm_scale, post=LOG2E)
     # No cap: the row max on the raw logits (a positive scale keeps their order), the scale in the exp2's FMA.
     scale_in_exp2 = config.scale_in_exp2 and config.cap_method is CapMethod.NONE and not config.static_max
@@ -216,7 +219,10 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                     qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
                     plgpu.barrier_arrive(k_consumed.at[slot])
 
-                    if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
+                    if fused_cap_exp2:  # s is p already
+                        s, scale, masked = tanh_exp2_mixed(qk, tanh_inner, tanh_outer, config.exp2_fma_eighths,
+                                                           interpret=interpret), None, 0.0
+                    elif fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
                         s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
                     elif scale_in_exp2:  # s is the raw logit: the scale comes in below
                         s, scale, masked = qk, None, -jnp.inf
@@ -226,7 +232,8 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                         s = jnp.where(mask_fn(step, width), s, masked)
                     if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
                         m_new = m_i
-                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
+                        p = s if fused_cap_exp2 else exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret,
+                                                                 scale=scale)
                         l_i = l_i + p.sum(axis=1)
                     else:
                         m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale if scale_in_exp2 else s.max(axis=1))
