@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .cap import CapMethod
+from .inputs import on_history_rows
 
 
 @dataclass(frozen=True)
@@ -163,9 +164,7 @@ def cudnn_varlen(q: Any, k: Any, v: Any, bounds: np.ndarray, scale: float,
     q_len, kv_len = (jnp.asarray(x) for x in varlen_lengths(bounds))
     fn = jax.jit(lambda a, b, c: jax.nn.dot_product_attention(
         a, b, c, scale=scale, query_seq_lengths=q_len, key_value_seq_lengths=kv_len, implementation=implementation))
-    out = np.asarray(fn(q, k, v).astype(jnp.float32))
-    history_rows = np.arange(out.shape[1])[None, :] < np.asarray(bounds)[:, 1:2]
-    return Runnable("jax", fn, (q, k, v)), np.where(history_rows[:, :, None, None], out, 0.0)
+    return Runnable("jax", fn, (q, k, v)), on_history_rows(np.asarray(fn(q, k, v).astype(jnp.float32)), bounds)
 
 
 def jax_attention_mgpu(q: Any, k: Any, v: Any, scale: float) -> Baseline:

@@ -110,6 +110,20 @@ def varlen_pairs(bounds: np.ndarray) -> int:
     return int((b[:, 3] * b[:, 1]).sum())
 
 
+def flops_of_pairs(problem: Problem, pairs: int) -> int:
+    """FLOPs of QK^T and PV over ``pairs`` (query, key) pairs a head (2 * 2 * D a pair a head)."""
+    return 4 * problem.head_dim * problem.q_heads * pairs
+
+
 def useful_flops(problem: Problem, bounds: np.ndarray) -> int:
-    """FLOPs of QK^T and PV over the kept pairs only (2 * 2 * D per pair per head)."""
-    return 4 * problem.head_dim * problem.q_heads * kept_pairs(bounds)
+    """FLOPs over the pairs the mask keeps: the work any kernel must do."""
+    return flops_of_pairs(problem, kept_pairs(bounds))
+
+
+def on_history_rows(x: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """``x`` [B, T, H, D] with every row outside its batch row's history zeroed: the rows on which a
+    vendor's ragged call (``baselines.cudnn_varlen``) and the ranker compute the same function."""
+    ids = np.arange(x.shape[1])[None, :]
+    b = np.asarray(bounds)
+    history = (ids >= b[:, 0:1]) & (ids < b[:, 1:2])
+    return np.where(history[:, :, None, None], x, 0.0)

@@ -41,7 +41,7 @@ from ..accuracy import budget_for
 from ..api import kernel_source_hash
 from ..cap import CapMethod
 from ..config import Problem
-from ..inputs import make_device_tensors, ranker_bounds, useful_flops, varlen_pairs
+from ..inputs import flops_of_pairs, make_device_tensors, on_history_rows, ranker_bounds, useful_flops, varlen_pairs
 from .spec import BenchShape, load_spec
 from .targets import DENSE_IMPLS
 
@@ -238,10 +238,8 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     if "jax_mgpu_dense" in which:
         record("jax_mgpu_dense", lambda: baselines.jax_attention_mgpu(q, k, v, problem.scale), dense_ref, True)
     if "cudnn_varlen" in which and method is CapMethod.NONE:
-        history_rows = np.arange(problem.seq_len)[None, :] < bounds[:, 1:2]
         record("cudnn_varlen", lambda: baselines.cudnn_varlen(q, k, v, bounds, problem.scale),
-               np.where(history_rows[:, :, None, None], ref, 0.0), False,
-               work=4 * problem.head_dim * problem.q_heads * varlen_pairs(bounds))
+               on_history_rows(ref, bounds), False, work=flops_of_pairs(problem, varlen_pairs(bounds)))
     dense = {d: paired[d] for d in DENSE_IMPLS if d in paired}
     if "kerneltune" in paired and dense:
         ours = next(r for r in rows if r["impl"] == "kerneltune")
