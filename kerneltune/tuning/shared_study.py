@@ -14,6 +14,7 @@ the trial it was measuring, and no candidate is measured twice.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 import warnings
@@ -28,6 +29,8 @@ from kerneltune.protocols import Runner
 
 from .journal import config_key, merged_journals
 from .space import Space
+
+log = logging.getLogger("kerneltune.shared_study")
 
 
 @contextlib.contextmanager
@@ -145,16 +148,34 @@ def fail_orphans(study: Any, storage: Any) -> int:
 
 
 class _Heartbeat:
-    """Records the heartbeats of the trials a worker holds every interval while it measures."""
+    """Records the heartbeats of every trial a worker holds, from the claim to the tell, every interval.
 
-    def __init__(self, storage: Any, trial_ids: list[int], interval: float):
+    It beats for the worker's whole run, not only while a trial is measured: a trial held ahead
+    (compile-ahead) waits through the tell, journaling and next claim of the one before it, and on a
+    loaded machine that gap outlasted the grace period, so another worker failed a live trial as stale
+    (CI, 2026-12-04: "Cannot tell a FAIL trial.")."""
+
+    def __init__(self, storage: Any, interval: float):
+        self._storage, self._interval = storage, interval
+        self._held: set[int] = set()
+        self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(storage, trial_ids, interval), daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self, storage: Any, trial_ids: list[int], interval: float) -> None:
-        while not self._stop.wait(interval):
-            for trial_id in trial_ids:
-                storage.record_heartbeat(trial_id)
+    def hold(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.add(trial_id)
+
+    def release(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.discard(trial_id)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            with self._lock:
+                held = sorted(self._held)
+            for trial_id in held:
+                self._storage.record_heartbeat(trial_id)
 
     def __enter__(self) -> _Heartbeat:
         self._thread.start()
@@ -170,8 +191,8 @@ class QueueWorker:
     empty and no other worker holds a trial.
 
     While one trial is measured the worker already holds the next and has its timing worker compile it
-    (compile-ahead): both trials' heartbeats are recorded, so a worker that dies loses both to the
-    retry, and at most one trial waits in a worker that is busy.
+    (compile-ahead): the heartbeat of every trial it holds is recorded from its claim to its tell, so a
+    worker that dies loses both to the retry, and at most one trial waits in a worker that is busy.
     """
 
     def __init__(self, study: Any, storage: Any, params: Mapping[str, list[Any]], runner: Runner,
@@ -193,10 +214,26 @@ class QueueWorker:
             with _heartbeats_outside_optimize():
                 trial = self.study.ask(self.dists)
             if "fixed_params" not in self.storage.get_trial(trial._trial_id).system_attrs:
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)  # lost the race for the last trial
+                # Lost the race for the last trial (another worker may already have failed it).
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
                 continue
             self.storage.record_heartbeat(trial._trial_id)
             return trial, {n: self.params[n][trial.params[n]] for n in self.params}
+
+    def _tell(self, trial: Any, value: float | None = None) -> bool:
+        """Tell a measured trial its median, or FAIL without one; False when another worker had already
+        failed it as stale (its heartbeat was late), in which case the retry queued in its place may
+        measure that config again."""
+        import optuna
+
+        done = optuna.trial.TrialState.COMPLETE if value is not None else optuna.trial.TrialState.FAIL
+        if not self.storage.get_trial(trial._trial_id).state.is_finished():
+            self.study.tell(trial, value, state=done, skip_if_finished=True)
+            if self.storage.get_trial(trial._trial_id).state is done:
+                return True
+        log.warning("trial %d was failed as stale by another worker while this one measured it; its measurement "
+                    "is journaled, and the retry queued in its place may measure it again", trial.number)
+        return False
 
     def run(self, make_request: Callable[[dict[str, Any]], dict[str, Any]],
             on_reply: Callable[[dict[str, Any], dict[str, Any], int], Any]) -> int:
@@ -206,29 +243,31 @@ class QueueWorker:
 
         measured = 0
         ahead: tuple[Any, dict[str, Any]] | None = None
-        while True:
-            current = ahead or self.claim()
-            if current is None:
-                if fail_orphans(self.study, self.storage):  # only an idle worker needs them back
+        with _Heartbeat(self.storage, self.heartbeat) as beats:
+            while True:
+                current = ahead or self.claim()
+                if current is None:
+                    if fail_orphans(self.study, self.storage):  # only an idle worker needs them back
+                        continue
+                    states = {t.state for t in self.study.get_trials(deepcopy=False)}
+                    if optuna.trial.TrialState.RUNNING not in states:
+                        return measured
+                    time.sleep(self.heartbeat / 2)  # another worker's trial may still go stale and come back
                     continue
-                states = {t.state for t in self.study.get_trials(deepcopy=False)}
-                if optuna.trial.TrialState.RUNNING not in states:
-                    return measured
-                time.sleep(self.heartbeat / 2)  # another worker's trial may still go stale and come back
-                continue
-            trial, tiles = current
-            ahead = self.claim()
-            held = [trial._trial_id] + ([ahead[0]._trial_id] if ahead else [])
-            if ahead:
-                self.runner.prefetch(make_request(ahead[1]), 0)
-            with _Heartbeat(self.storage, held, self.heartbeat):
+                trial, tiles = current
+                beats.hold(trial._trial_id)
+                ahead = self.claim()
+                if ahead:
+                    beats.hold(ahead[0]._trial_id)
+                    self.runner.prefetch(make_request(ahead[1]), 0)
                 reply = self.runner.measure(make_request(tiles)).result()
-            if reply.get("status") in ("ok", "pruned"):
-                self.study.tell(trial, reply["timing"]["median_us"])
-            else:
-                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            on_reply(tiles, reply, trial.number)
-            measured += 1
+                if reply.get("status") in ("ok", "pruned"):
+                    self._tell(trial, reply["timing"]["median_us"])
+                else:
+                    self._tell(trial)
+                beats.release(trial._trial_id)
+                on_reply(tiles, reply, trial.number)
+                measured += 1
 
 
 def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[dict[str, Any]]:

@@ -4,7 +4,9 @@ has asked its runner to compile it (SQLite storage, no server needed)."""
 import concurrent.futures as cf
 import os
 import threading
+import time
 import uuid
+import warnings
 
 import pytest
 
@@ -77,3 +79,54 @@ def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_queued_again(tm
     assert measured == [3], "the worker still waits for the dead worker's trial"
     assert sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3]
     assert storage.get_trial(orphan._trial_id).state.name == "FAIL"
+
+
+def _queue(tmp_path, works, heartbeat):
+    storage = make_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=heartbeat)
+    space = Space(path=tmp_path / "s.toml", kernel="fake", params={"mode": ["good"], "work": list(works)},
+                  constraints=(), buckets=())
+    study = prepare_queue(storage, study_name("t", "b"), space, [{"mode": "good", "work": w} for w in works])
+    return storage, space, study
+
+
+def test_the_trial_held_ahead_keeps_its_heartbeat_while_the_one_before_is_journaled(tmp_path):
+    # CI, 2026-12-04: on a loaded machine the trial held ahead got no heartbeat between one measurement's
+    # end and the next's start; another worker failed it as stale and its own worker died on
+    # "Cannot tell a FAIL trial.".
+    import optuna
+
+    storage, space, study = _queue(tmp_path, (1, 2, 3), heartbeat=0.5)  # grace period 2 s
+    journal = Journal(tmp_path / "j.jsonl")
+
+    def slow_journal(tiles, reply, trial):
+        if tiles["work"] == 1:
+            time.sleep(storage.grace_period + 1.5)  # SQLite keeps heartbeats to the second
+            optuna.storages.fail_stale_trials(study)  # what another worker's next claim does
+        journal.append({"tiles": tiles, **reply})
+
+    runner = RecordingRunner(storage)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        n = QueueWorker(study, storage, space.params, runner, heartbeat=0.5).run(
+            lambda tiles: {"tiles": tiles}, slow_journal)
+    assert n == 3 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3]
+    assert [t.state.name for t in study.get_trials()] == ["COMPLETE"] * 3
+
+
+def test_a_trial_failed_as_stale_under_its_worker_is_journaled_and_the_worker_goes_on(tmp_path, caplog):
+    storage, space, study = _queue(tmp_path, (1, 2), heartbeat=1.0)
+
+    class ReapedRunner(RecordingRunner):
+        def measure(self, req, route=0):
+            if req["tiles"]["work"] == 1:  # another worker took this trial for dead while it was measured
+                trial = next(t for t in study.get_trials() if t.state.name == "RUNNING" and t.params["work"] == 0)
+                storage.set_trial_state_values(trial._trial_id, state=trial.state.FAIL)
+            return super().measure(req, route)
+
+    journal = Journal(tmp_path / "j.jsonl")
+    with caplog.at_level("WARNING", logger="kerneltune.shared_study"):
+        n = QueueWorker(study, storage, space.params, ReapedRunner(storage), heartbeat=1.0).run(
+            lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append({"tiles": tiles, **reply}))
+    assert n == 2 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2]
+    assert "trial 0 was failed as stale by another worker" in caplog.text
+    assert [t.state.name for t in study.get_trials()] == ["FAIL", "COMPLETE"]
