@@ -26,7 +26,7 @@ JOURNAL = FIXTURES / "ranker_attention/run-f-journals"
 BUCKET = "d128-tanh-long"
 
 pytestmark = pytest.mark.skipif(
-    PG_URL is None, reason="needs a PostgreSQL server: KERNELTUNE_TEST_PG_URL (.ci/run starts one on loopback)")
+    not PG_URL, reason="needs a PostgreSQL server: KERNELTUNE_TEST_PG_URL (.ci/run starts one on loopback)")
 
 
 def worker(out, study, name):
