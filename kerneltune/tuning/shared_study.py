@@ -8,7 +8,8 @@ marks failed and ``RetryHeartbeatStaleTrialCallback`` enqueues again, once; a wo
 dies between taking a trial and its first heartbeat leaves one Optuna never calls stale, which
 ``fail_orphans`` treats the same way. A record is
 journaled only after its trial is told, so a killed worker leaves no record of
-the trial it was measuring, and no candidate is measured twice.
+the trial it was measuring, and no candidate is measured twice unless a live worker's heartbeats
+come later than the grace period (a warning names the trial; the merge keeps one record).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ class _Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             with self._lock:
-                held = sorted(self._held)
+                held = list(self._held)
             for trial_id in held:
                 self._storage.record_heartbeat(trial_id)
 
@@ -220,20 +221,17 @@ class QueueWorker:
             self.storage.record_heartbeat(trial._trial_id)
             return trial, {n: self.params[n][trial.params[n]] for n in self.params}
 
-    def _tell(self, trial: Any, value: float | None = None) -> bool:
-        """Tell a measured trial its median, or FAIL without one; False when another worker had already
-        failed it as stale (its heartbeat was late), in which case the retry queued in its place may
-        measure that config again."""
+    def _tell(self, trial: Any, value: float | None) -> None:
+        """Tell a measured trial its median, or FAIL without one. Another worker may already have failed it
+        as stale (its heartbeat was late): then the retry queued in its place may measure it again."""
         import optuna
 
         done = optuna.trial.TrialState.COMPLETE if value is not None else optuna.trial.TrialState.FAIL
-        if not self.storage.get_trial(trial._trial_id).state.is_finished():
-            self.study.tell(trial, value, state=done, skip_if_finished=True)
-            if self.storage.get_trial(trial._trial_id).state is done:
-                return True
-        log.warning("trial %d was failed as stale by another worker while this one measured it; its measurement "
-                    "is journaled, and the retry queued in its place may measure it again", trial.number)
-        return False
+        self.study.tell(trial, value, state=done, skip_if_finished=True)
+        if self.storage.get_trial(trial._trial_id).state is not done:
+            log.warning("trial %d was failed as stale by another worker while this one measured it; its "
+                        "measurement is journaled, and the retry queued in its place may measure it again",
+                        trial.number)
 
     def run(self, make_request: Callable[[dict[str, Any]], dict[str, Any]],
             on_reply: Callable[[dict[str, Any], dict[str, Any], int], Any]) -> int:
@@ -261,10 +259,7 @@ class QueueWorker:
                     beats.hold(ahead[0]._trial_id)
                     self.runner.prefetch(make_request(ahead[1]), 0)
                 reply = self.runner.measure(make_request(tiles)).result()
-                if reply.get("status") in ("ok", "pruned"):
-                    self._tell(trial, reply["timing"]["median_us"])
-                else:
-                    self._tell(trial)
+                self._tell(trial, reply["timing"]["median_us"] if reply.get("status") in ("ok", "pruned") else None)
                 beats.release(trial._trial_id)
                 on_reply(tiles, reply, trial.number)
                 measured += 1

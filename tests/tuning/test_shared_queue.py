@@ -35,11 +35,17 @@ class RecordingRunner:
         return done
 
 
-def test_the_next_trial_is_held_and_compiled_while_one_is_measured(tmp_path):
-    storage = make_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=1.0)
-    space = Space(path=tmp_path / "s.toml", kernel="fake", params={"mode": ["good"], "work": [1, 2, 3, 4]},
+def _queue(tmp_path, works, heartbeat):
+    storage = make_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=heartbeat)
+    space = Space(path=tmp_path / "s.toml", kernel="fake", params={"mode": ["good"], "work": list(works)},
                   constraints=(), buckets=())
-    study = prepare_queue(storage, study_name("t", "b"), space, [{"mode": "good", "work": w} for w in (1, 2, 3, 4)])
+    study = prepare_queue(storage, study_name("t", "b"), space, [{"mode": "good", "work": w} for w in works])
+    return storage, space, study
+
+
+
+def test_the_next_trial_is_held_and_compiled_while_one_is_measured(tmp_path):
+    storage, space, study = _queue(tmp_path, (1, 2, 3, 4), heartbeat=1.0)
     runner = RecordingRunner(storage)
     journal = Journal(tmp_path / "j.jsonl")
     n = QueueWorker(study, storage, space.params, runner, heartbeat=1.0).run(
@@ -79,14 +85,6 @@ def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_queued_again(tm
     assert measured == [3], "the worker still waits for the dead worker's trial"
     assert sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3]
     assert storage.get_trial(orphan._trial_id).state.name == "FAIL"
-
-
-def _queue(tmp_path, works, heartbeat):
-    storage = make_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=heartbeat)
-    space = Space(path=tmp_path / "s.toml", kernel="fake", params={"mode": ["good"], "work": list(works)},
-                  constraints=(), buckets=())
-    study = prepare_queue(storage, study_name("t", "b"), space, [{"mode": "good", "work": w} for w in works])
-    return storage, space, study
 
 
 def test_the_trial_held_ahead_keeps_its_heartbeat_while_the_one_before_is_journaled(tmp_path):
