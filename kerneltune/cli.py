@@ -128,6 +128,8 @@ def sweep(
     contenders: Annotated[Path | None, typer.Option(help="A tuned table: time only the configs it holds for each "
                                                           "bucket (winner, runner-ups, fallbacks), as after a "
                                                           "kernel change made it stale; exhaustive only.")] = None,
+    warm_start: Annotated[bool, typer.Option(help="First measure the winners and runner-ups of the nearest tuned "
+                                                  "buckets on this device kind, then search.")] = True,
     gpus: Annotated[str, typer.Option(help="Comma-separated GPU indices: one timing worker per GPU, or per "
                                            "launch group of a multi-GPU kernel (default: as many as one launch "
                                            "spans).")] = "",
@@ -177,7 +179,8 @@ def sweep(
     with _bad_input_is_one_line():
         opts = SweepOptions(
             kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
-            search=SearchOptions(strategy=strategy, budget=budget, seed=seed, contenders=contenders),
+            search=SearchOptions(strategy=strategy, budget=budget, seed=seed, contenders=contenders,
+                                 warm_start=warm_start),
             workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
                                   compile_threads=compile_threads, compile_timeout=compile_timeout,
                                   run_timeout=run_timeout),
@@ -216,6 +219,11 @@ def sweep(
                       f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
+    from kerneltune.tuning.phases import summarize
+
+    if summary := summarize([p for r in results for p in r.phases], opts.workers.compile_threads):
+        for line in summary.lines():
+            console.print(line, soft_wrap=True)
     if need:
         _print_modelled_ranking(opts.journal_path, [r.bucket for r in results], defaults)
     stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
@@ -281,6 +289,12 @@ def verify(
             break
     for report in reports:
         _print_verify_report(name, report, plugin.tile_defaults)
+    from kerneltune.tuning.phases import summarize
+    from kerneltune.tuning.verify import COMPILE_THREADS
+
+    if summary := summarize([p for r in reports for p in r.phases], COMPILE_THREADS):
+        for line in summary.lines():
+            console.print(f"verify: {line}", soft_wrap=True)
     if junit is not None:
         from kerneltune.report.junit import write_junit
 

@@ -24,6 +24,9 @@ class CheckResult:
     # Measured error figures a kernel's accuracy contract is judged on at launch (kept in the journal
     # and the table entry as ``accuracy``); empty for kernels with no such contract.
     accuracy: Mapping[str, float] = MappingProxyType({})
+    # Seconds of the check spent computing or loading its references (once per bucket and worker, then
+    # memoised): the worker books them as the "reference" phase, apart from the check itself.
+    reference_s: float = 0.0
 
 
 class Capability(StrEnum):
@@ -214,6 +217,9 @@ class StrategyContext:
     start: Mapping[str, Any] | None
     study_name: str
     storage: Callable[[], Any]  # an Optuna storage, made only by the strategies that need one
+    # Configs to measure first, best guess first (the nearest tuned buckets' winners and runner-ups,
+    # ``tuning/warm_start.py``); every one of them is feasible for the bucket.
+    warm: tuple[dict[str, Any], ...] = ()
 
 
 StrategyFactory = Callable[[StrategyContext], Strategy]

@@ -23,6 +23,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # The user's own installed tables must not steer a test: each run gets an empty user tables folder
 # (the shipped tables are still read), inherited by every subprocess a test starts.
 os.environ["KERNELTUNE_TABLES"] = tempfile.mkdtemp(prefix="kerneltune-test-user-tables-")
+# Likewise the user's cache (measured ceilings, verify's compiled programs): a test neither reads nor fills it.
+os.environ["KERNELTUNE_CACHE"] = tempfile.mkdtemp(prefix="kerneltune-test-user-cache-")
 
 
 @functools.cache

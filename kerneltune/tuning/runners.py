@@ -9,11 +9,51 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kerneltune.paths import user_cache_dir
+
 from .worker import WorkerDied, WorkerProcess, worker_env
+
+_KEPT_CEILINGS = 8  # systems whose ceilings the user's cache keeps, newest first
+
+
+def _ceilings_path() -> Path:
+    return user_cache_dir() / "ceilings.json"
+
+
+def _read_list(path: Path) -> list[dict[str, Any]]:
+    """Stamp sets from ``path`` (one object or a list of them); [] if it is missing or unusable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    items = data if isinstance(data, list) else [data]
+    return [d for d in items if isinstance(d, dict)]
+
+
+def known_ceilings() -> list[dict[str, Any]]:
+    """The ceilings measured on this machine before, each with the stamps of the system they were measured on."""
+    return _read_list(_ceilings_path())
+
+
+def remember_ceilings(stamps: dict[str, Any]) -> None:
+    """Keep ``stamps`` (with their ceilings) first in the user's cache; a cache that cannot be written only
+    costs the next run its ~20 s of measuring."""
+    matched = [k for k in stamps.get("matched", ()) if k != "kernel_hash"]
+    same = [d for d in known_ceilings() if all(d.get(k) == stamps.get(k) for k in matched)]
+    kept = [stamps, *[d for d in known_ceilings() if d not in same]][:_KEPT_CEILINGS]
+    path = _ceilings_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(kept))
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 class _TimingWorker:
@@ -51,15 +91,15 @@ def device_groups(gpus: Sequence[str], devices: int) -> list[str]:
 
 class LiveRunner:
     def __init__(self, kernel: str, routes: Sequence[str], compile_threads: int, log_dir: Path, cache_dir: Path,
-                 compile_timeout: float, run_timeout: float):
+                 compile_timeout: float, run_timeout: float, reference_dir: Path | None = None):
         log_dir.mkdir(parents=True, exist_ok=True)
         self.kernel = kernel
         self.log_dir = log_dir
         self.compile_timeout = compile_timeout
         self.run_timeout = run_timeout
         self.compiles_ahead = compile_threads > 0
-        self.workers = [_TimingWorker(worker_env(cache_dir, g, compile_threads), log_dir / f"timing-gpu{g}.log")
-                        for g in routes]
+        self.workers = [_TimingWorker(worker_env(cache_dir, g, compile_threads, reference_dir),
+                                      log_dir / f"timing-gpu{g}.log") for g in routes]
         self._stamps: dict[str, Any] | None = None
 
     @property
@@ -67,17 +107,18 @@ class LiveRunner:
         return len(self.workers)
 
     def stamps(self) -> dict[str, Any]:
-        """The timing worker's system stamps; the measured ceilings are kept beside the logs and
-        reused while the matched stamps are the same (measuring them takes ~20 s)."""
+        """The timing worker's system stamps and ceilings. Ceilings measured before on a system with the same
+        matched stamps are reused (measuring them takes ~20 s): those in the user's cache
+        (``known_ceilings``), and a table's, which ``verify`` leaves as ``ceilings.json`` beside the logs."""
         if self._stamps is None:
-            cache = self.log_dir / "ceilings.json"
-            known = json.loads(cache.read_text()) if cache.exists() else None
+            seeded = self.log_dir / "ceilings.json"
+            known = [*_read_list(seeded), *known_ceilings()]
             reply = self.request({"op": "stamps", "kernel": self.kernel, "ceilings": known})
             if reply.get("status") != "ok":
                 raise RuntimeError(f"a timing worker could not start: {reply.get('error')}")
             self._stamps = reply["stamps"]
             if any(k.endswith("_ceiling") for k in self._stamps):
-                cache.write_text(json.dumps(self._stamps))
+                remember_ceilings(self._stamps)
         return self._stamps
 
     def prefetch(self, req: Mapping[str, Any], route: int) -> None:

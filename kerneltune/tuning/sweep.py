@@ -29,6 +29,7 @@ from .journal import Journal, config_key, make_record
 from .space import Bucket, Space, SpaceError, load_space
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
+from .warm_start import warm_configs
 
 FAILURES = ("compile", "runtime", "timeout", "correctness", "unsupported")
 
@@ -46,6 +47,7 @@ class SearchOptions:
     seed: int = 0
     prune_factor: float | None = 1.5  # stop timing a candidate whose first batch is this much slower than the best
     contenders: Path | None = None  # a tuned table: time only the configs it holds per bucket (``contenders``)
+    warm_start: bool = True  # measure the nearest tuned buckets' winners and runner-ups first (``warm_start``)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -112,6 +114,7 @@ class BucketResult:
     best: dict[str, Any] | None = None
     entry: dict[str, Any] | None = None
     static_only: str | None = None  # ranked by the offline compile: why no timings here (the hardware needed)
+    phases: list[dict[str, Any]] = field(default_factory=list)  # this run's records' bucket and phases
 
 
 class HardwareMissing(RuntimeError):
@@ -157,11 +160,13 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
     try:
         if not opts.resume and journal.path.exists():
             _set_aside(journal.path)
+        started = time.perf_counter()
         runner = (runner_factory or default_runner)(opts, kernel)
         try:
+            _compile_first(opts, kernel, runner, buckets[0])
             stamps = runner.stamps()
             static = _static_mode(opts, kernel, stamps)
-            sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, static, held)
+            sweep = _Sweep(opts, kernel, space, journal, runner, stamps, observer, static, held, started)
             return [sweep.bucket(b) for b in buckets]
         finally:
             runner.close()
@@ -184,6 +189,22 @@ def _bucket_problem(kernel: Kernel, bucket: Bucket) -> Any:
         return kernel.problem(bucket.problem)
     except (TypeError, ValueError) as e:
         raise SpaceError(f"{bucket.where}: bucket {bucket.name!r}: problem: {e}") from None
+
+
+def _compile_first(opts: SweepOptions, kernel: Kernel, runner: Runner, bucket: Bucket) -> None:
+    """Start compiling the first bucket's heuristic config before the worker answers its stamps: the
+    worker's start and its ceilings' measurement then overlap the first compile, which every strategy
+    asks for first (the heuristic leads the warm start)."""
+    if opts.replay is not None or opts.compile_only or opts.search.contenders is not None or not runner.compiles_ahead:
+        return
+    try:
+        problem = kernel.problem(bucket.problem)
+        tiles = kernel.heuristic(problem)
+    except (TypeError, ValueError):
+        return  # a bad bucket is reported, naming it, where the bucket is swept
+    if kernel.infeasibility(problem, tiles) is None:
+        runner.prefetch({"kernel": opts.kernel, "problem": kernel.problem_dict(problem), "tiles": tiles,
+                         "bucket": bucket.name}, 0)
 
 
 def _static_mode(opts: SweepOptions, kernel: Kernel, stamps: dict[str, Any]) -> str | None:
@@ -210,7 +231,7 @@ def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
     w = opts.workers
     gpus = w.gpus or tuple(str(i) for i in range(kernel.devices))
     return LiveRunner(opts.kernel, device_groups(gpus, kernel.devices), w.compile_threads, opts.out / "logs",
-                      opts.out / "jax-cache", w.compile_timeout, w.run_timeout)
+                      opts.out / "jax-cache", w.compile_timeout, w.run_timeout, opts.out / "references")
 
 
 class _Sweep:
@@ -218,9 +239,12 @@ class _Sweep:
 
     def __init__(self, opts: SweepOptions, kernel: Kernel, space: Space, journal: Journal, runner: Runner,
                  stamps: dict[str, Any], observer: Observer | None, static: str | None,
-                 held: dict[str, list[dict[str, Any]]] | None = None):
+                 held: dict[str, list[dict[str, Any]]] | None = None, started: float | None = None):
         self.opts, self.kernel, self.space, self.journal, self.runner = opts, kernel, space, journal, runner
         self.stamps, self.observer, self.static, self.held = stamps, observer, static, held
+        self.started = time.perf_counter() if started is None else started
+        self._mark = self.started  # when the last record's write began: each record's wall runs from there
+        self._journal_s = 0.0  # the last record's write, booked in the next record
 
     def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
         """A worker request for one candidate. Every candidate of a bucket is checked and timed on the same
@@ -304,12 +328,16 @@ class _Sweep:
                 return "excluded by a constraint of the space"
             return self.kernel.infeasibility(problem, tiles)
 
+        warm: tuple[dict[str, Any], ...] = ()
+        if self.opts.search.warm_start and self.held is None:
+            warm = warm_configs(self.kernel, problem, str(self.stamps.get("device_kind", "")), self.opts.out,
+                                self.space.params, check)
         ctx = StrategyContext(
             bucket=bucket.name, params=self.space.params, feasible=feasible, check=check,
             known={k: record_value(r) for k, r in done.items()}, seed=self.opts.search.seed,
             start={n: heuristic.get(n, values[0]) for n, values in self.space.params.items()},
             study_name=f"{self.kernel.name}:{bucket.name}:{self.opts.search.strategy}:{self.opts.search.seed}",
-            storage=self._optuna_storage)
+            storage=self._optuna_storage, warm=warm)
         return make_strategy(self.opts.search.strategy)(ctx)
 
     def _optuna_storage(self) -> Any:
@@ -354,9 +382,10 @@ class _Sweep:
         remaining = max(budget - already, 0)
         routes = self.runner.parallel_measures
         in_flight = 2 * routes if self.runner.compiles_ahead else routes
-        waiting: list[tuple[dict[str, Any], int]] = []  # proposed and compiling ahead, not yet measured
-        busy: dict[int, tuple[cf.Future[dict[str, Any]], dict[str, Any]]] = {}
+        waiting: list[tuple[dict[str, Any], int, float]] = []  # proposed and compiling ahead, not yet measured
+        busy: dict[int, tuple[cf.Future[dict[str, Any]], dict[str, Any], float]] = {}
         exhausted = False
+        self._mark = max(self._mark, time.perf_counter())  # the bucket's enumeration is its first record's wall
 
         def request(tiles: dict[str, Any]) -> dict[str, Any]:
             req = self.request(bucket, base["problem"], tiles)
@@ -367,27 +396,29 @@ class _Sweep:
         while True:
             # One candidate measuring and, where the runner compiles ahead, one compiling per route.
             while not exhausted and remaining > 0 and len(waiting) + len(busy) < in_flight:
+                asked = time.perf_counter()
                 tiles = strategy.propose()
+                ask_s = time.perf_counter() - asked
                 if tiles is None:
                     exhausted = True
                     break
                 remaining -= 1
-                load = Counter(r for _, r in waiting) + Counter(busy)
+                load = Counter(r for _, r, _ in waiting) + Counter(busy)
                 route = min(range(routes), key=lambda r: load[r])
                 self.runner.prefetch(request(tiles), route)
-                waiting.append((tiles, route))
-            for tiles, route in list(waiting):
+                waiting.append((tiles, route, ask_s))
+            for item in list(waiting):
+                tiles, route, ask_s = item
                 if route not in busy:
-                    busy[route] = (self.runner.measure(request(tiles), route), tiles)
-                    waiting.remove((tiles, route))
+                    busy[route] = (self.runner.measure(request(tiles), route), tiles, ask_s)
+                    waiting.remove(item)
             if not busy:
                 return
-            finished, _ = cf.wait([f for f, _ in busy.values()], return_when=cf.FIRST_COMPLETED)
-            for route, (fut, tiles) in list(busy.items()):
+            finished, _ = cf.wait([f for f, _, _ in busy.values()], return_when=cf.FIRST_COMPLETED)
+            for route, (fut, tiles, ask_s) in list(busy.items()):
                 if fut in finished:
                     del busy[route]
-                    rec = self._finish(base, tiles, fut.result(), result)
-                    strategy.observe(tiles, record_value(rec))
+                    rec = self._finish(base, tiles, fut.result(), result, strategy=strategy, ask_s=ask_s)
                     v = record_value(rec) if rec["status"] == "ok" else None
                     if v is not None and (best is None or v < best):
                         best = v
@@ -410,9 +441,23 @@ class _Sweep:
             lambda tiles, reply, trial: self._finish(base, tiles, reply, result, trial=trial))
 
     def _finish(self, base: dict[str, Any], tiles: dict[str, Any], reply: dict[str, Any], result: BucketResult,
-                **extra: Any) -> dict[str, Any]:
-        rec = make_record(base, tiles, reply, **extra)
+                strategy: Any = None, ask_s: float | None = None, **extra: Any) -> dict[str, Any]:
+        """Journal one candidate with its phases (``phases.py``), after telling the strategy: a kill between
+        the two costs one re-measured candidate on resume, never a record the strategy was not told."""
+        now = time.perf_counter()
+        engine = {"journal_s": self._journal_s, "wall_s": now - self._mark, "since_start_s": now - self.started}
+        if ask_s is not None:
+            engine["ask_s"] = ask_s
+        phases = {**(reply.get("phases") or {}), **{k: round(v, 6) for k, v in engine.items()}}
+        rec = make_record(base, tiles, {**reply, "phases": phases}, **extra)
+        if strategy is not None:
+            told = time.perf_counter()
+            strategy.observe(tiles, record_value(rec))
+            rec["phases"]["tell_s"] = round(time.perf_counter() - told, 6)
+        self._mark = time.perf_counter()
         self.journal.append(rec)
+        self._journal_s = time.perf_counter() - self._mark
+        result.phases.append({"bucket": rec["bucket"], "phases": rec["phases"]})
         result.measured += 1
         if rec["status"] in FAILURES:
             result.failures[rec["status"]] += 1

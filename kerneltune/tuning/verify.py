@@ -15,12 +15,15 @@ verdicts reached are kept, the rest reported as not checked).
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kerneltune.measure import MeasureSettings
+from kerneltune.paths import user_cache_dir
 from kerneltune.protocols import Capability, Kernel, Runner
 from kerneltune.registry import load_kernel
 from kerneltune.tables.stamps import mismatches
@@ -33,9 +36,9 @@ EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (a CI job's timeout) before every it
 NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
 RUNNER_UPS_TIMED = 2
 HEURISTIC = "the heuristic"  # the rival's name in verdicts and ``rivals_us``
-# Threads compiling the next configs while one is timed, as a sweep's worker does: an item times up to four
-# configs, each compiled twice for the ranker (plain and poisoned).
-COMPILE_THREADS = 2
+# Threads compiling every item's configs ahead, in the order they are timed, while one is checked and timed:
+# an entry times up to four configs, each compiled twice for the ranker (plain and poisoned).
+COMPILE_THREADS = max(2, min(8, (os.cpu_count() or 2) - 1))
 VERIFY_SEED = 11
 # The spread of one config's median across healthy H200s and days: the same shipped entries measured
 # 0.93-1.02x of their recorded times in later runs (results/ranker_attention/notes.md, run I).
@@ -65,6 +68,7 @@ class VerifyReport:
     exit_code: int
     notes: list[str]
     timing_absent: str | None = None  # why timing could not be checked here (the hardware it needs)
+    phases: list[dict[str, Any]] = field(default_factory=list)  # each measurement's bucket and phases
 
     @property
     def interrupted(self) -> bool:
@@ -106,18 +110,16 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         items = list(_items(entries))
         timed = [_timed_configs(kernel, *item) for item in items]
 
-        def prefetch(n: int) -> None:
-            """Item ``n``'s configs start compiling on the worker's threads (timing runs on the GPU only)."""
-            if need is None and n < len(items):
-                for _, tiles in timed[n]:
-                    runner.prefetch(_measure_request(kernel_name, items[n][1], tiles, settings), 0)
+        measured = _Measurements(kernel_name, runner, settings)
+        if need is None:  # every config starts compiling now, in the order it is timed (timing runs on the GPU)
+            for (_, item), configs in zip(items, timed, strict=True):
+                for _, tiles in configs:
+                    runner.prefetch(_measure_request(kernel_name, item, tiles, settings), 0)
 
         reports = []
         try:
-            prefetch(0)
             for n, (against_heuristic, checked) in enumerate(items):
-                prefetch(n + 1)  # compiles while item n is timed
-                reports.append(_verify_entry(kernel_name, kernel, runner, checked, want, need is None, settings,
+                reports.append(_verify_entry(kernel, measured, checked, want, need is None, settings,
                                              against_heuristic, timed[n]))
                 if on_entry is not None:
                     on_entry(reports[-1])
@@ -127,18 +129,48 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                                     verdict=NOT_CHECKED_INTERRUPTED, checked=False) for _, checked in items[done:]]
             return VerifyReport(table_path, schema_failures + reports, EXIT_INTERRUPTED,
                                 [*notes, f"interrupted after {done} of {len(items)} items"],
-                                None if need is None else f"needs {need}")
+                                None if need is None else f"needs {need}", measured.phases)
     finally:
         runner.close()
     reports = schema_failures + reports
     code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_CANNOT_RUN if need is not None else EXIT_OK
-    return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}")
+    return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}", measured.phases)
+
+
+class _Measurements:
+    """The worker's measurements of one verify run, each config of a bucket measured once: an entry's rivals
+    are often another item's config (the heuristic, a runner-up that is also a fallback), and all run on the
+    bucket's one seed of inputs, so one check and one timing serve both. Each keeps its phases, with its wall
+    from the previous measurement's answer (``phases.py``)."""
+
+    def __init__(self, kernel_name: str, runner: Runner, settings: MeasureSettings):
+        self.kernel_name, self.runner, self.settings = kernel_name, runner, settings
+        self._replies: dict[str, dict[str, Any]] = {}
+        self.phases: list[dict[str, Any]] = []
+        self._start = self._mark = time.perf_counter()
+
+    def __call__(self, item: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
+        req = _measure_request(self.kernel_name, item, tiles, self.settings)
+        key = json.dumps([req["problem"], req["inputs"], req["tiles"]], sort_keys=True)
+        if key not in self._replies:
+            reply = self.runner.measure(req).result()
+            now = time.perf_counter()
+            phases = {**(reply.get("phases") or {}), "wall_s": now - self._mark, "since_start_s": now - self._start}
+            self._mark = now
+            self.phases.append({"bucket": req["bucket"], "phases": phases})
+            self._replies[key] = reply
+        return self._replies[key]
+
+    def request(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self.runner.request(req)
 
 
 def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
     gpus = tuple(str(i) for i in range(kernel.devices))
+    # Compiled programs are kept in the user's cache: a second verify on this machine loads them (the
+    # persistent compilation cache of JAX is keyed by everything a program depends on).
     return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), COMPILE_THREADS, work_dir / "logs",
-                      work_dir / "jax-cache", 600.0, 300.0)
+                      user_cache_dir() / "jax-cache", 600.0, 300.0, work_dir / "references")
 
 
 def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -190,12 +222,12 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:
             return
 
 
-def _verify_entry(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[str, Any], want: dict[str, Any],
+def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], want: dict[str, Any],
                   on_gpu: bool, settings: MeasureSettings, against_heuristic: bool,
                   timed: list[tuple[str, dict[str, Any]]]) -> EntryReport:
     """Checked and timed as any entry; one tuned for another kernel source fails as stale whatever its checks
     say, and its verdict says so first (it was once overwritten by a later "ok; warning")."""
-    rep = _check_and_time(kernel_name, kernel, runner, entry, on_gpu, settings, against_heuristic, timed)
+    rep = _check_and_time(kernel, runner, entry, on_gpu, settings, against_heuristic, timed)
     rep.stamps = mismatches(entry.get("stamps", {}), want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
         rep.failed = True
@@ -206,7 +238,7 @@ def _verify_entry(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[
     return rep
 
 
-def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dict[str, Any], on_gpu: bool,
+def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], on_gpu: bool,
                     settings: MeasureSettings, against_heuristic: bool,
                     timed: list[tuple[str, dict[str, Any]]]) -> EntryReport:
     """``timed``: the item's config, then the rivals it is timed beside (``_timed_configs``)."""
@@ -216,7 +248,7 @@ def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dic
         rep.failed, rep.verdict, rep.correctness = True, f"config refused by the kernel: {why}", "not run"
         return rep
     if not on_gpu:
-        reply = runner.request({**_measure_request(kernel_name, entry, entry["config"], settings),
+        reply = runner.request({**_measure_request(runner.kernel_name, entry, entry["config"], settings),
                                 "op": "check_small"})
         if reply.get("status") == "ok":
             rep.correctness = "ok (interpret mode, small shape)"
@@ -227,7 +259,7 @@ def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dic
     # One measurement: the worker checks the outputs on fresh inputs and several bound sets
     # (random and adversarial) before it times them.
     rivals_timed = timed[1:]
-    reply = runner.measure(_measure_request(kernel_name, entry, entry["config"], settings)).result()
+    reply = runner(entry, entry["config"])
     if reply.get("status") != "ok":
         rep.failed, rep.verdict = True, f"{reply['status']}: {reply.get('error', '')[:300]}"
         rep.correctness = reply["status"]
@@ -241,7 +273,7 @@ def _check_and_time(kernel_name: str, kernel: Kernel, runner: Runner, entry: dic
     if against_heuristic and HEURISTIC not in dict(rivals_timed):
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
     for name, tiles in rivals_timed:
-        r = runner.measure(_measure_request(kernel_name, entry, tiles, settings)).result()
+        r = runner(entry, tiles)
         if r.get("status") == "ok":
             rivals[name] = r["timing"]["median_us"]
             spreads.append(r["timing"]["spread"])

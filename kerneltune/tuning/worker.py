@@ -26,6 +26,9 @@ from typing import Any, cast
 
 from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, Kernel, SmallCheck, StaticRanking
+from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
+
+from .phases import Phases
 
 
 class WorkerDied(RuntimeError):
@@ -36,8 +39,11 @@ class WorkerDied(RuntimeError):
         self.kind = kind  # "timeout" or "runtime"
 
 
-def worker_env(cache_dir: Path | None, gpu: str | None, compile_threads: int = 0) -> dict[str, str]:
+def worker_env(cache_dir: Path | None, gpu: str | None, compile_threads: int = 0,
+               reference_dir: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    if reference_dir is not None:  # the checks' references, kept for the next worker (``reference_cache``)
+        env[REFERENCE_CACHE_ENV] = str(reference_dir)
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # several workers share one GPU
     env["PYTHONUNBUFFERED"] = "1"
     if cache_dir is not None:
@@ -154,14 +160,18 @@ def _is_sticky(error: BaseException) -> bool:
                                    "cuda_error", "xid"))
 
 
-def _stamps(kernel: Kernel, backend: Backend, known: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The backend's stamps and its ceilings: those measured before (``known``) while every matched
-    stamp but the kernel's is the same, else measured now."""
+def _stamps(kernel: Kernel, backend: Backend, known: Any) -> dict[str, Any]:
+    """The backend's stamps and its ceilings: those of the first earlier measurement (``known``: one stamp set
+    or a list of them) whose matched stamps but the kernel's are all the same, else measured now."""
     stamps = dict(backend.stamps())
-    known = known or {}
-    same = all(known.get(k) == stamps.get(k) for k in stamps.get("matched", ()) if k != "kernel_hash")
-    ceilings = {k: v for k, v in known.items() if k.endswith("_ceiling")}
-    if not (same and ceilings):
+    matched = [k for k in stamps.get("matched", ()) if k != "kernel_hash"]
+    ceilings: dict[str, Any] = {}
+    for earlier in known if isinstance(known, list) else [known or {}]:
+        if isinstance(earlier, Mapping) and all(earlier.get(k) == stamps.get(k) for k in matched):
+            ceilings = {k: v for k, v in earlier.items() if k.endswith("_ceiling") and isinstance(v, int | float)}
+            if ceilings:
+                break
+    if not ceilings:
         try:
             ceilings = backend.ceilings()
         except RuntimeError as e:  # no ceiling is no reason to stop a sweep: % of ceiling stays empty
@@ -205,26 +215,34 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
     except Exception as e:  # any failure to build is this candidate's compile error
         return {"status": "compile", "error": _error_text(e), "compile_s": time.perf_counter() - t0}
     # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
-    base = {"compile_s": compile_s, "compile_wait_s": time.perf_counter() - t0}
+    phases = Phases(compile_s=compile_s, compile_wait_s=time.perf_counter() - t0)
+    base = {"compile_s": compile_s, "compile_wait_s": phases.compile_wait_s}
 
     from kerneltune.measure import MeasureSettings, time_with
 
     settings = MeasureSettings(**req.get("settings", {}))
     try:
-        inputs = kernel.make_inputs(problem, req.get("inputs", {}), int(req["seed"]))
-        check = kernel.check(built, problem, inputs)
+        with phases.timed("inputs_s"):
+            inputs = kernel.make_inputs(problem, req.get("inputs", {}), int(req["seed"]))
+        with phases.timed("check_s"):
+            check = kernel.check(built, problem, inputs)
+        phases.split("check_s", "reference_s", check.reference_s)
         if check.error is not None:
-            return {**base, "status": "correctness", "error": check.error, "rel_error": check.rel_error}
-        fn, args = kernel.timed_call(built, inputs)
-        timing = time_with(backend, fn, args, settings, req.get("prune_above_us"))
+            return {**base, "status": "correctness", "error": check.error, "rel_error": check.rel_error,
+                    "phases": phases.to_dict()}
+        with phases.timed("timing_s"):
+            fn, args = kernel.timed_call(built, inputs)
+            timing = time_with(backend, fn, args, settings, req.get("prune_above_us"))
         flops = kernel.flops(problem, inputs)
     except Exception as e:  # a launch or device failure of this candidate
-        return {**base, "status": "runtime", "error": _error_text(e), "restart": _is_sticky(e)}
+        return {**base, "status": "runtime", "error": _error_text(e), "restart": _is_sticky(e),
+                "phases": phases.to_dict()}
     finally:
         kernel.release(built)  # a launch group's rank processes end with their candidate
     pruned = req.get("prune_above_us") is not None and timing.median_us > req["prune_above_us"]
     return {
         **base,
+        "phases": phases.to_dict(),
         "status": "pruned" if pruned else "ok",
         "timing": timing.to_dict(),
         "tflops": flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None,

@@ -168,7 +168,7 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
     about 50 s of a long bucket's item on the H200, run Q) instead of computing it for every item."""
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import load_kernel
-    from kerneltune.tuning.verify import _timed_configs, _verify_entry
+    from kerneltune.tuning.verify import _Measurements, _timed_configs, _verify_entry
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
     entry = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "slow", "work": 1},
@@ -176,11 +176,16 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
              "runner_ups": [{"config": {"mode": "good", "work": 2}}]}
     want = {"matched": ["kernel_hash"], "kernel_hash": "fakehash"}
     runner = _Scripted({w: {"status": "ok", "timing": {"median_us": 10.0, "spread": 0.01}} for w in (1, 2)})
+    measured = _Measurements("fake", runner, MeasureSettings())
     for i, checked in enumerate([entry, {**entry, "config": {"mode": "good", "work": 2}}]):
-        _verify_entry("fake", kernel, runner, checked, want, True, MeasureSettings(), i == 0,
+        _verify_entry(kernel, measured, checked, want, True, MeasureSettings(), i == 0,
                       _timed_configs(kernel, i == 0, checked))
     seeds = [r["seed"] for r in runner.requests]
-    assert len(seeds) == 4 and len(set(seeds)) == 1  # winner, heuristic, runner-up, fallback
+    assert len(seeds) == 3 and len(set(seeds)) == 1  # winner, heuristic, runner-up
+    # The fallback's config is the runner-up's: measured once on the bucket's one seed of inputs, its reply
+    # serves both, and every measurement's phases are kept with its wall.
+    assert [r["tiles"] for r in runner.requests].count({"mode": "good", "work": 2}) == 1
+    assert len(measured.phases) == 3 and all("wall_s" in p["phases"] for p in measured.phases)
 
 
 class _Scripted:
@@ -206,14 +211,15 @@ class _Scripted:
 def _judge(replies, recorded_us=100.0, on_gpu=True):
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import load_kernel
-    from kerneltune.tuning.verify import _check_and_time
+    from kerneltune.tuning.verify import _check_and_time, _Measurements
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
     entry = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "good", "work": 1},
              "median_us": recorded_us, "spread": 0.01}
     timed = [("the item", entry["config"])] + [(f"runner-up {w - 1}", {"mode": "good", "work": w})
                                                 for w in replies if w != 1]
-    return _check_and_time("fake", kernel, _Scripted(replies), entry, on_gpu, MeasureSettings(rel_noise=0.01),
+    settings = MeasureSettings(rel_noise=0.01)
+    return _check_and_time(kernel, _Measurements("fake", _Scripted(replies), settings), entry, on_gpu, settings,
                            False, timed)
 
 

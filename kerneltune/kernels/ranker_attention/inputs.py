@@ -92,6 +92,26 @@ def make_device_tensors(problem: Problem, seed: int) -> tuple[Any, Any, Any]:
     return tuple(jax.random.normal(key, shape, problem.dtype) for key, shape in zip(keys, shapes, strict=True))
 
 
+def check_inputs(problem: Problem, inputs_spec: dict[str, Any], seed: int
+                 ) -> tuple[Any, Any, Any, np.ndarray, tuple[np.ndarray, ...]]:
+    """q, k, v on the device, the timing bounds and the check's bounds cases (the timing bounds, random
+    rows, the adversarial rows). Timing bounds are the bucket's (same work for every candidate, so times
+    compare); tensors and the other check bounds come from the seed (a sweep's is per bucket and sweep
+    seed, verify's its own)."""
+    rng = np.random.default_rng(seed)
+    hist = inputs_spec.get("history", [problem.seq_len // 2, problem.seq_len // 2])
+    cands = int(inputs_spec.get("candidates", problem.seq_len // 8))
+    timing_rng = np.random.default_rng(inputs_spec.get("timing_seed", seed))
+    timing = ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, timing_rng)
+    checks = [timing, ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, rng)]
+    if problem.seq_len >= 128:
+        adv = adversarial_bounds(problem.seq_len, rng)
+        reps = -(-problem.batch // len(adv))
+        checks.append(np.tile(adv, (reps, 1))[: problem.batch])
+    q, k, v = make_device_tensors(problem, seed)
+    return q, k, v, timing, tuple(checks)
+
+
 def kept_pairs(bounds: np.ndarray) -> int:
     """(query, key) pairs the mask keeps, per head: the work a kernel must do."""
     total = 0

@@ -12,11 +12,12 @@ from typing import Any
 import numpy as np
 
 from kerneltune.protocols import Capability, CheckResult
+from kerneltune.reference_cache import ReferenceCache
 
 from .api import kernel_source_hash, tile_type_error
 from .config import KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
-from .inputs import adversarial_bounds, make_device_tensors, ranker_bounds, useful_flops
+from .inputs import adversarial_bounds, check_inputs, useful_flops
 
 _REFERENCE_BYTES = 2.5e9
 # q and k are checked as drawn and scaled by 4 (exact in bf16 and f16): logits of standard deviation 16,
@@ -31,9 +32,10 @@ class RankerInputs:
     v: Any
     bounds: np.ndarray
     check_bounds: tuple[np.ndarray, ...]
-    # What a check computed from these inputs alone (the float32 references, the no-cap twin's errors),
-    # kept for the next check on them: verify checks an entry and its fallbacks on one seed's inputs, and
-    # the reference of a long bucket costs more than its kernels.
+    spec_json: str = "{}"  # what the inputs were drawn from (with ``seed``): the references' cache key
+    seed: int = 0
+    # What a check computed from these inputs alone (the float32 references on the device, the no-cap twin's
+    # errors), kept for the next check on them: every candidate of a bucket is checked on one seed's inputs.
     memo: dict[Any, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
 
@@ -97,18 +99,20 @@ class RankerAttentionPlugin:
         """Every check bounds case at every gain against the float32 reference, outputs poisoned first.
         A capped problem's errors are measured beside the no-cap kernel's on the same inputs: the
         accuracy contract (``accuracy``) is judged on their ratio at launch."""
-        failure, out_rel, lse_abs = _errors(built["poisoned"], problem, inputs)
+        cache = ReferenceCache.from_env()
+        failure, out_rel, lse_abs = _errors(built["poisoned"], problem, inputs, cache)
         if failure is not None:
-            return CheckResult(failure, out_rel)
+            return CheckResult(failure, out_rel, reference_s=cache.seconds)
         measured = {"out_rel": out_rel, "lse_abs": lse_abs}
         if problem.cap_method.needs_cap:
             plain = dataclasses.replace(problem, cap_method="none", cap=None)
             if ("twin", plain) not in inputs.memo:
-                inputs.memo["twin", plain] = _errors(_no_cap_twin(plain), plain, inputs)
+                inputs.memo["twin", plain] = _errors(_no_cap_twin(plain), plain, inputs, cache)
             twin_failure, measured["nocap_out_rel"], measured["nocap_lse_abs"] = inputs.memo["twin", plain]
             if twin_failure is not None:  # no baseline to judge the accuracy contract on
-                return CheckResult(f"the no-cap kernel measured beside it failed: {twin_failure}", out_rel)
-        return CheckResult(None, out_rel, accuracy=measured)
+                return CheckResult(f"the no-cap kernel measured beside it failed: {twin_failure}", out_rel,
+                                   reference_s=cache.seconds)
+        return CheckResult(None, out_rel, accuracy=measured, reference_s=cache.seconds)
 
     def timed_call(self, built: Any, inputs: RankerInputs) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         import jax.numpy as jnp
@@ -172,63 +176,79 @@ class RankerAttentionPlugin:
         return tile_heatmap(rows, bucket)
 
 
-def _errors(fn: Callable[..., Any], problem: Problem, inputs: RankerInputs) -> tuple[str | None, float, float]:
+def _errors(fn: Callable[..., Any], problem: Problem, inputs: RankerInputs,
+            cache: ReferenceCache) -> tuple[str | None, float, float]:
     """The first failure of ``fn`` (the poisoned entry point) on the check's inputs, else None, and its
-    worst relative Frobenius error of ``out`` and largest LSE error over them."""
-    import jax
+    worst relative Frobenius error of ``out`` and largest LSE error over them. The outputs are judged on the
+    device (``verify.compare``); only the figures leave it."""
     import jax.numpy as jnp
 
-    from .reference import reference_f32
     from .verify import compare
 
-    # As many batch rows per reference call as keep the [rows, H, T, T] float32 logits near 2.5 GB.
-    step = max(1, int(_REFERENCE_BYTES // (problem.q_heads * problem.seq_len ** 2 * 4)))
     out_rel = lse_abs = 0.0
     for gain in CHECK_GAINS:
         q, k, v = inputs.q * jnp.asarray(gain, inputs.q.dtype), inputs.k * jnp.asarray(gain, inputs.k.dtype), inputs.v
-        qf, kf, vf = (x.astype(jnp.float32) for x in (q, k, v))
         for case, bounds in enumerate(inputs.check_bounds):
-            jb = jnp.asarray(bounds)
-            key = ("reference", problem, gain, case)
-            if key not in inputs.memo:
-                with jax.default_matmul_precision("highest"):
-                    rows = [reference_f32(qf[i:i + step], kf[i:i + step], vf[i:i + step], jb[i:i + step],
-                                          sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
-                            for i in range(0, problem.batch, step)]
-                inputs.memo[key] = (np.concatenate([np.asarray(r[0]) for r in rows]),
-                                    np.concatenate([np.asarray(r[1]) for r in rows]))
-            ro, rl = inputs.memo[key]
+            ro, rl = _reference(problem, inputs, gain, case, (q, k, v), cache)
             o0 = jnp.full(q.shape, jnp.nan, q.dtype)
             l0 = jnp.full((problem.batch, problem.q_heads, problem.seq_len), jnp.nan, jnp.float32)
-            out, lse = fn(q, k, v, jb, o0, l0)
-            c = compare(np.asarray(out.astype(jnp.float32)), np.asarray(lse), ro, rl,
-                        bounds, problem.dtype, problem.cap_method)
+            out, lse = fn(q, k, v, jnp.asarray(bounds), o0, l0)
+            c = compare(out, lse, ro, rl, bounds, problem.dtype, problem.cap_method)
             out_rel, lse_abs = max(out_rel, c.rel_fro), max(lse_abs, c.lse_max_abs)
             if not c.ok:
                 return f"gain {gain:g}: " + "; ".join(c.errors), out_rel, lse_abs
     return None, out_rel, lse_abs
 
 
+def _reference(problem: Problem, inputs: RankerInputs, gain: float, case: int, qkv: tuple[Any, Any, Any],
+               cache: ReferenceCache) -> tuple[Any, Any]:
+    """The float32 reference (out, lse) of one check case at one gain, on the device: from this worker's memo,
+    else from the disk cache (keyed by everything it is computed from), else computed."""
+    import jax
+    import jax.numpy as jnp
+
+    from .reference import reference_f32
+
+    memo_key = ("reference", problem, gain, case)
+    if memo_key in inputs.memo:
+        return inputs.memo[memo_key]
+    dev = jax.devices()[0]
+    key = {"kernel": "ranker_attention", "problem": PLUGIN.problem_dict(problem),
+           "inputs": json.loads(inputs.spec_json), "seed": inputs.seed, "gain": gain, "case": case,
+           "source": reference_source_hash(), "device": f"{dev.platform}:{dev.device_kind}", "jax": jax.__version__}
+
+    def compute() -> dict[str, Any]:
+        # As many batch rows per call as keep the [rows, H, T, T] float32 logits near 2.5 GB.
+        step = max(1, int(_REFERENCE_BYTES // (problem.q_heads * problem.seq_len ** 2 * 4)))
+        qf, kf, vf = (x.astype(jnp.float32) for x in qkv)
+        jb = jnp.asarray(inputs.check_bounds[case])
+        with jax.default_matmul_precision("highest"):
+            rows = [reference_f32(qf[i:i + step], kf[i:i + step], vf[i:i + step], jb[i:i + step],
+                                  sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
+                    for i in range(0, problem.batch, step)]
+        return {"out": np.concatenate([np.asarray(r[0]) for r in rows]),
+                "lse": np.concatenate([np.asarray(r[1]) for r in rows])}
+
+    arrays = cache.get(key, compute)
+    inputs.memo[memo_key] = (jnp.asarray(arrays["out"]), jnp.asarray(arrays["lse"]))
+    return inputs.memo[memo_key]
+
+
+@functools.cache
+def reference_source_hash() -> str:
+    """The files a reference depends on: the inputs drawn, the reference itself and the cap functions."""
+    from pathlib import Path
+
+    from kerneltune.tables.stamps import source_hash
+
+    here = Path(__file__).parent
+    return source_hash(here / name for name in ("inputs.py", "reference.py", "cap.py", "config.py"))
+
+
 @functools.lru_cache(maxsize=1)
 def _inputs(problem: Problem, spec_json: str, seed: int) -> RankerInputs:
-    return _fresh_inputs(problem, json.loads(spec_json), seed)
-
-
-def _fresh_inputs(problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> RankerInputs:
-    rng = np.random.default_rng(seed)
-    hist = inputs_spec.get("history", [problem.seq_len // 2, problem.seq_len // 2])
-    cands = int(inputs_spec.get("candidates", problem.seq_len // 8))
-    # Timing bounds are the bucket's (same work for every candidate, so times compare); tensors and the
-    # other check bounds come from the seed (a sweep's is per bucket and sweep seed, verify's its own).
-    timing_rng = np.random.default_rng(inputs_spec.get("timing_seed", seed))
-    timing = ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, timing_rng)
-    checks = [timing, ranker_bounds(problem.batch, problem.seq_len, tuple(hist), cands, rng)]
-    if problem.seq_len >= 128:
-        adv = adversarial_bounds(problem.seq_len, rng)
-        reps = -(-problem.batch // len(adv))
-        checks.append(np.tile(adv, (reps, 1))[: problem.batch])
-    q, k, v = make_device_tensors(problem, seed)
-    return RankerInputs(q, k, v, timing, tuple(checks))
+    q, k, v, timing, checks = check_inputs(problem, json.loads(spec_json), seed)
+    return RankerInputs(q, k, v, timing, checks, spec_json, seed)
 
 
 @functools.cache

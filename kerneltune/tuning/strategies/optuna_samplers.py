@@ -50,7 +50,8 @@ class OptunaStrategy:
 
     def __init__(self, study: optuna.Study, params: Mapping[str, list[Any]], feasible: list[dict[str, Any]] | None,
                  done: Mapping[str, float | None], seed: int, start: Mapping[str, Any] | None = None,
-                 check: Callable[[dict[str, Any]], str | None] | None = None):
+                 check: Callable[[dict[str, Any]], str | None] | None = None,
+                 warm: tuple[dict[str, Any], ...] = ()):
         import optuna
 
         self._fail = optuna.trial.TrialState.FAIL
@@ -66,8 +67,13 @@ class OptunaStrategy:
         self.dists = {n: optuna.distributions.CategoricalDistribution(list(range(len(v))))
                       for n, v in self.params.items()}
         # Start where an engineer would: the kernel's heuristic config, if it is in this space.
-        if start is not None and config_key(start) not in self.known and self._allowed(dict(start)):
-            self.study.enqueue_trial({n: self.params[n].index(start[n]) for n in self.params})
+        # Then the warm start's configs: the nearest tuned buckets' winners and runner-ups.
+        queued: set[str] = set()
+        for tiles in ([dict(start)] if start is not None else []) + [dict(w) for w in warm]:
+            key = config_key(tiles)
+            if key not in self.known and key not in queued and self._allowed(tiles):
+                queued.add(key)
+                self.study.enqueue_trial({n: self.params[n].index(tiles[n]) for n in self.params}, skip_if_exists=True)
 
     def _allowed(self, tiles: dict[str, Any]) -> bool:
         if self.feasible is not None:
@@ -143,7 +149,7 @@ def sampled(name: str, ctx: StrategyContext) -> OptunaStrategy:
 
     study = optuna.create_study(study_name=ctx.study_name, storage=ctx.storage(),
                                 sampler=make_sampler(name, ctx.seed), direction="minimize", load_if_exists=True)
-    return OptunaStrategy(study, ctx.params, ctx.feasible, ctx.known, ctx.seed, ctx.start, ctx.check)
+    return OptunaStrategy(study, ctx.params, ctx.feasible, ctx.known, ctx.seed, ctx.start, ctx.check, ctx.warm)
 
 
 STRATEGIES = {name: functools.partial(sampled, name) for name in ("random", "tpe", "gp", "cmaes")}

@@ -7,6 +7,7 @@ from kerneltune.kernels.ranker_attention import plugin
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
 from kerneltune.kernels.ranker_attention.kernel import build_forward
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+from kerneltune.kernels.ranker_attention.reference import reference_f32 as _REFERENCE_F32
 
 TILES = dict(block_q=64, block_kv=64, num_stages=2, p_in_registers=False)
 
@@ -53,7 +54,7 @@ def test_heuristic_skips_the_running_max_where_run_h_measured_a_gain(head_dim, m
 def test_a_no_cap_twin_that_fails_its_own_check_fails_the_candidate(monkeypatch):
     """The twin is the baseline the accuracy contract is judged on: were its failure dropped, a broken
     baseline would pass any cap implementation (or refuse all of them) without a word."""
-    def errors(fn, problem, inputs):
+    def errors(fn, problem, inputs, cache):
         return (None, 1e-3, 1e-5) if problem.cap_method.needs_cap else ("gain 4: 3 NaN in out", 0.5, 0.0)
 
     monkeypatch.setattr(plugin, "_errors", errors)
@@ -99,3 +100,60 @@ def test_a_second_check_on_the_same_inputs_reuses_their_references(monkeypatch):
     wrong = PLUGIN.check({"poisoned": kernel("clamp", 1.0)}, problem, inputs)
     assert wrong.error is not None and len(calls) == n
     assert PLUGIN.make_inputs(problem, spec, seed=3) is not inputs
+
+
+def _reference_kernel(scale=1.0):
+    """A stand-in for a compiled candidate on the CPU: the float32 reference itself (``scale`` 1: right;
+    otherwise every output off by that factor), written into the poisoned buffers' dtypes."""
+    import jax
+    import jax.numpy as jnp
+
+    def fn(q, k, v, bounds, o0, l0):
+        with jax.default_matmul_precision("highest"):
+            out, lse = _REFERENCE_F32(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32), bounds,
+                                     sm_scale=PROBLEM.scale, cap_method=PROBLEM.cap_method, cap=PROBLEM.cap)
+        return (out * scale).astype(o0.dtype), lse
+
+    return {"poisoned": fn}
+
+
+PROBLEM = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="none")
+SPEC = {"history": [50, 90], "candidates": 20, "timing_seed": 1}
+
+
+def test_a_wrong_candidate_after_a_right_one_fails_on_the_references_kept_on_disk(tmp_path, monkeypatch, caplog):
+    """References are computed once per bucket and kept (in memory, and on disk for the next worker); the check
+    of every candidate stays whole: a wrong one after a right one still fails, from memory and from disk."""
+    from kerneltune.kernels.ranker_attention import reference
+    from kerneltune.reference_cache import ENV
+
+    monkeypatch.setenv(ENV, str(tmp_path / "references"))
+    calls = []
+    real = reference.reference_f32
+    monkeypatch.setattr(reference, "reference_f32", lambda *a, **k: calls.append(1) or real(*a, **k))
+    plugin._inputs.cache_clear()
+    inputs = PLUGIN.make_inputs(PROBLEM, SPEC, seed=3)
+    first = PLUGIN.check(_reference_kernel(), PROBLEM, inputs)
+    assert first.error is None and first.rel_error < 1e-2 and first.reference_s > 0
+    computed = len(calls)
+    assert computed == len(plugin.CHECK_GAINS) * len(inputs.check_bounds)  # one per case and gain, not more
+    wrong = PLUGIN.check(_reference_kernel(1.05), PROBLEM, inputs)
+    assert wrong.error is not None and "Frobenius" in wrong.error and len(calls) == computed
+    files = sorted((tmp_path / "references").glob("*.npz"))
+    assert len(files) == computed
+    # A new worker (nothing in memory) loads them from disk, and judges just as strictly.
+    plugin._inputs.cache_clear()
+    again = PLUGIN.make_inputs(PROBLEM, SPEC, seed=3)
+    assert PLUGIN.check(_reference_kernel(1.05), PROBLEM, again).error is not None and len(calls) == computed
+    assert PLUGIN.check(_reference_kernel(), PROBLEM, again).error is None
+    # Another seed is another key: computed, never taken from the first seed's files.
+    plugin._inputs.cache_clear()
+    PLUGIN.check(_reference_kernel(), PROBLEM, PLUGIN.make_inputs(PROBLEM, SPEC, seed=4))
+    assert len(calls) == 2 * computed
+    # A corrupt file is one warning and a recompute.
+    files[0].write_bytes(files[0].read_bytes()[:100])
+    plugin._inputs.cache_clear()
+    with caplog.at_level("WARNING", logger="kerneltune.references"):
+        assert PLUGIN.check(_reference_kernel(), PROBLEM, PLUGIN.make_inputs(PROBLEM, SPEC, seed=3)).error is None
+    assert len(calls) == 2 * computed + 1 and "unreadable" in caplog.text
+    plugin._inputs.cache_clear()

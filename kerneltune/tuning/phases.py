@@ -1,0 +1,111 @@
+"""Where a candidate's wall time goes: the phases every journal record carries, and their summary.
+
+The timing worker books ``compile_s`` (the compile itself, on a compile-ahead thread or not),
+``compile_wait_s`` (what the measurement waited for it), ``inputs_s``, ``reference_s`` (computing or loading
+the check's references: once per bucket and worker), ``check_s`` (running and judging the candidate on every
+check case) and ``timing_s``. The sweep adds ``ask_s`` and ``tell_s`` (the strategy), ``journal_s`` (writing
+the previous record: a line cannot time its own write), ``wall_s`` (from the previous record, or the bucket's
+start, to this one) and ``since_start_s`` (from the command's start).
+
+In the steady state a candidate's wall is bounded by max(compile ÷ compile threads, check + timing): compiles
+run ahead on threads while the timing worker checks and times the candidate before. ``summarize`` says how
+near a sweep came to that bound and how busy it kept the timing worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+WORKER = ("compile_s", "compile_wait_s", "inputs_s", "reference_s", "check_s", "timing_s")
+ENGINE = ("ask_s", "tell_s", "journal_s", "wall_s")
+BUSY = ("inputs_s", "reference_s", "check_s", "timing_s")  # the timing worker's own work on the device
+
+
+class Phases:
+    """Seconds per phase of one candidate, as it is measured."""
+
+    def __init__(self, **seconds: float):
+        self.seconds = dict(seconds)
+
+    @contextlib.contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+    def split(self, source: str, target: str, seconds: float) -> None:
+        """Book ``seconds`` of ``source`` as ``target`` instead (the references inside a check)."""
+        moved = min(max(seconds, 0.0), self.seconds.get(source, 0.0))
+        self.seconds[source] = self.seconds.get(source, 0.0) - moved
+        self.seconds[target] = self.seconds.get(target, 0.0) + moved
+
+    @property
+    def compile_wait_s(self) -> float:
+        return self.seconds.get("compile_wait_s", 0.0)
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: round(v, 6) for k, v in self.seconds.items()}
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    """A sweep's (or a verify's) phases: medians over the steady state (each bucket's first candidate left
+    out: it starts the worker and computes the bucket's references), rates over every candidate."""
+
+    candidates: int
+    steady: int
+    per_minute: float  # candidates journaled per minute of wall, steady state
+    busy_share: float  # the timing worker's device work over the wall, steady state
+    medians: Mapping[str, float]
+    first_s: float | None  # from the command's start to the first candidate journaled
+    bound_s: float  # max(compile ÷ compile threads, check + timing), medians
+    compile_threads: int
+
+    @property
+    def wall_over_bound(self) -> float:
+        wall = self.medians.get("wall_s", 0.0)
+        return wall / self.bound_s if self.bound_s > 0 else float("inf")
+
+    def lines(self) -> list[str]:
+        m = self.medians
+        order = [*WORKER, *ENGINE]
+        shown = ", ".join(f"{k[:-2]} {m[k]:.2f}" for k in order if k in m)
+        first = f"; first candidate {self.first_s:.1f} s after the start" if self.first_s is not None else ""
+        return [
+            f"{self.candidates} candidates, {self.per_minute:.1f} a minute in the steady state{first}",
+            f"timing worker busy {100 * self.busy_share:.0f}% of the wall; wall per candidate "
+            f"{m.get('wall_s', 0.0):.2f} s = {self.wall_over_bound:.2f} x max(compile / {self.compile_threads} "
+            f"threads, check + timing) = {self.bound_s:.2f} s",
+            f"median seconds per candidate: {shown}",
+        ]
+
+
+def summarize(records: Iterable[Mapping[str, Any]], compile_threads: int) -> PhaseSummary | None:
+    """The phases of the measured records (constraint records and replays carry none); None if none has any."""
+    timed = [r for r in records if isinstance(r.get("phases"), Mapping) and "wall_s" in r["phases"]]
+    if not timed:
+        return None
+    seen: set[str] = set()
+    steady = []
+    for r in timed:
+        if r.get("bucket") in seen:
+            steady.append(r)
+        seen.add(str(r.get("bucket")))
+    steady = steady or timed
+    medians = {k: statistics.median(float(r["phases"].get(k, 0.0)) for r in steady)
+               for k in (*WORKER, *ENGINE) if any(k in r["phases"] for r in steady)}
+    wall = sum(float(r["phases"]["wall_s"]) for r in steady)
+    busy = sum(float(r["phases"].get(k, 0.0)) for r in steady for k in BUSY)
+    starts = [float(r["phases"]["since_start_s"]) for r in timed if "since_start_s" in r["phases"]]
+    threads = max(compile_threads, 1)
+    bound = max(medians.get("compile_s", 0.0) / threads,
+                medians.get("check_s", 0.0) + medians.get("timing_s", 0.0))
+    return PhaseSummary(len(timed), len(steady), 60.0 * len(steady) / wall if wall > 0 else 0.0,
+                        busy / wall if wall > 0 else 0.0, medians, min(starts) if starts else None, bound, threads)

@@ -1,0 +1,62 @@
+"""Warm start: a new bucket first measures what won its nearest tuned buckets on the same kind of device.
+
+Tuned tables already say which configs win shapes like this one; a search that starts from them finds
+a near-best config in a few candidates and the sampler then searches around it (Optuna's
+``enqueue_trial``). The nearest buckets are found as the runtime finds them (``bucket_distance``: the
+kernel's hard fields equal, then the fewest and smallest differences), in the sweep's own tables and the
+tables the runtime reads. A config that the space or the kernel refuses for this problem is left out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from kerneltune.protocols import Kernel
+from kerneltune.tables.locations import table_roots
+from kerneltune.tables.lookup import bucket_distance, bucket_key
+from kerneltune.tables.store import TableError, read_table, table_path
+
+from .journal import config_key
+
+NEAREST_BUCKETS = 2
+_DEVICE_KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def warm_configs(kernel: Kernel, problem: Any, device_kind: str, out: Path, params: Mapping[str, list[Any]],
+                 check: Callable[[dict[str, Any]], str | None]) -> tuple[dict[str, Any], ...]:
+    """The winners, runner-ups and fallbacks of the ``NEAREST_BUCKETS`` tuned buckets nearest ``problem``'s on
+    ``device_kind``, nearest first, each once, as configs of this space that ``check`` accepts."""
+    if not _DEVICE_KIND.fullmatch(device_kind):  # a device kind from a journal names no folder outside the roots
+        return ()
+    wanted = kernel.bucket(problem)
+    entries: dict[str, tuple[float, dict[str, Any]]] = {}
+    for root in (out / "tables", *table_roots()):  # the sweep's own first: it is the newest
+        try:
+            table = read_table(table_path(root, device_kind, kernel.name))
+        except (TableError, OSError, UnicodeDecodeError, RecursionError):
+            continue  # an unusable table only costs the warm start
+        for entry in (table or {}).get("entries", {}).values():
+            if not isinstance(entry.get("bucket"), dict):
+                continue
+            d = bucket_distance(wanted, entry["bucket"], kernel.hard_bucket_fields)
+            key = bucket_key(entry["bucket"])
+            if not math.isinf(d) and key not in entries:
+                entries[key] = (d, entry)
+    nearest = sorted(entries.values(), key=lambda de: de[0])[:NEAREST_BUCKETS]
+    configs: dict[str, dict[str, Any]] = {}
+    for _, entry in nearest:
+        for item in [entry, *entry.get("runner_ups", ()), *entry.get("fallbacks", ())]:
+            tiles = _in_space({**kernel.tile_defaults, **(item.get("config") or {})}, params)
+            if tiles is not None and config_key(tiles) not in configs and check(tiles) is None:
+                configs[config_key(tiles)] = tiles
+    return tuple(configs.values())
+
+
+def _in_space(config: Mapping[str, Any], params: Mapping[str, list[Any]]) -> dict[str, Any] | None:
+    """The config as this space's params, or None if it lacks one or holds a value the space does not offer."""
+    tiles = {n: config.get(n) for n in params}
+    return tiles if all(n in config and tiles[n] in values for n, values in params.items()) else None
