@@ -33,10 +33,10 @@ case $1 in
        --journal $W/journals/contenders.jsonl
   ;;
 2)
-  step sweep-clamp 300 python3 -m kerneltune sweep ranker-attention --space $S --bucket d128-gqa4-clamp-long \
+  step sweep-clamp 150 python3 -m kerneltune sweep ranker-attention --space $S --bucket d128-gqa4-clamp-long \
        --out $W --compile-threads 8
-  step verify-cold 280 python3 -m kerneltune verify ranker-attention --junit "$R/verify-cold.xml"
-  step verify-warm 200 python3 -m kerneltune verify ranker-attention --junit "$R/verify-warm.xml"
+  step verify-cold 250 python3 -m kerneltune verify ranker-attention --junit "$R/verify-cold.xml"
+  step verify-warm 170 python3 -m kerneltune verify ranker-attention --junit "$R/verify-warm.xml"
   ;;
 3)
   step pytest-gpu 330 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests
