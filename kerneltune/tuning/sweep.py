@@ -381,11 +381,11 @@ class _Sweep:
             self.observer.on_bucket_start(bucket.name, total, min(already, budget))
         remaining = max(budget - already, 0)
         routes = self.runner.parallel_measures
-        # One candidate measuring per route and, where the runner compiles ahead, one compiling on each of its
-        # compile threads (with one ahead only, the sweep-throughput record measured a candidate every 2.8 s
-        # while a check and its timing took 0.13 s: results/engine/2026-12-04-sweep-throughput/).
-        ahead = max(self.opts.workers.compile_threads, 1) if self.runner.compiles_ahead else 0
-        in_flight = routes * (1 + ahead)
+        # One candidate measuring and, where the runner compiles ahead, one compiling per route. More ahead
+        # does not pay while compiles share the timing worker's process: its lowering holds the interpreter, so
+        # eight ahead left the wall per candidate where one ahead had it (~3 s) and slowed the checks and timed
+        # calls beside them 10-100x (results/engine/2026-12-04-sweep-throughput/).
+        in_flight = 2 * routes if self.runner.compiles_ahead else routes
         waiting: list[tuple[dict[str, Any], int, float]] = []  # proposed and compiling ahead, not yet measured
         busy: dict[int, tuple[cf.Future[dict[str, Any]], dict[str, Any], float]] = {}
         exhausted = False

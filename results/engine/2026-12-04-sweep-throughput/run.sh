@@ -39,7 +39,7 @@ case $1 in
   step verify-warm 170 python3 -m kerneltune verify ranker-attention --junit "$R/verify-warm.xml"
   ;;
 3)
-  step pytest-gpu 330 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests
+  step pytest-gpu 360 python3 -m pytest -q -m gpu -p no:cacheprovider --durations=15 tests
   ;;
 esac
 cp -r $W/journals $W/logs "$R/" 2>/dev/null

@@ -1,0 +1,62 @@
+"""Where a candidate's time goes: every journal record carries its phases, and the summary's figures are
+the steady state's (each bucket's first candidate left out) over the wall."""
+
+import json
+
+import pytest
+
+from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.phases import Phases, summarize
+from kerneltune.tuning.sweep import run_sweep
+
+from .test_sweep import options
+
+
+def _rec(bucket, wall, check=0.1, timing=0.2, compile_s=4.0, since=None, **more):
+    phases = {"wall_s": wall, "check_s": check, "timing_s": timing, "compile_s": compile_s, **more}
+    if since is not None:
+        phases["since_start_s"] = since
+    return {"bucket": bucket, "phases": phases}
+
+
+def test_the_summary_is_the_steady_state_of_each_bucket():
+    """The first candidate of a bucket (worker start, references) is out of the medians and the rates."""
+    records = [_rec("a", 30.0, since=31.0), _rec("a", 1.0), _rec("a", 1.0), _rec("b", 20.0), _rec("b", 1.0),
+               {"bucket": "a", "status": "constraint"}]
+    s = summarize(records, compile_threads=8)
+    assert (s.candidates, s.steady) == (5, 3)
+    assert s.per_minute == pytest.approx(60.0)  # 3 steady candidates in 3 s of wall
+    assert s.busy_share == pytest.approx(0.3)  # check 0.1 + timing 0.2 of each 1 s
+    assert s.first_s == 31.0
+    assert s.bound_s == pytest.approx(0.5)  # max(4.0 / 8, 0.1 + 0.2)
+    assert s.wall_over_bound == pytest.approx(2.0)
+    lines = s.lines()
+    assert "60.0 a minute" in lines[0] and "31.0 s" in lines[0] and "busy 30%" in lines[1] and "2.00 x" in lines[1]
+
+
+def test_no_phases_no_summary():
+    assert summarize([{"bucket": "a", "status": "ok"}], 4) is None
+
+
+def test_a_check_s_references_are_booked_apart():
+    p = Phases(check_s=2.0)
+    p.split("check_s", "reference_s", 1.5)
+    p.split("check_s", "reference_s", 9.0)  # never more than the check took
+    assert p.to_dict() == {"check_s": 0.0, "reference_s": 2.0}
+
+
+@pytest.mark.parametrize("compile_threads", [0, 2])
+def test_every_record_of_a_live_sweep_carries_its_phases(tmp_path, compile_threads):
+    opts = options(tmp_path, ["good", "slow"], compile_threads=compile_threads)
+    [result] = run_sweep(opts)
+    records = [r for r in Journal(opts.journal_path).records() if r["status"] != "constraint"]
+    assert len(records) == result.measured == 4
+    for r in records:
+        assert {"compile_s", "compile_wait_s", "inputs_s", "check_s", "timing_s", "ask_s", "tell_s", "journal_s",
+                "wall_s", "since_start_s"} <= set(r["phases"]), json.dumps(r["phases"])
+        assert all(v >= 0 for v in r["phases"].values())
+    # Walls add up to the sweep's time from its first proposal: nothing is booked twice or lost.
+    since = [r["phases"]["since_start_s"] for r in records]
+    assert since == sorted(since)
+    assert sum(r["phases"]["wall_s"] for r in records) <= since[-1] + 1e-6
+    assert summarize(result.phases, compile_threads).candidates == 4
