@@ -221,7 +221,8 @@ def sweep(
     console.print(table)
     from kerneltune.tuning.phases import summarize
 
-    if summary := summarize([p for r in results for p in r.phases], opts.workers.compile_threads):
+    if replay is None and (summary := summarize([p for r in results for p in r.phases],
+                                                 opts.workers.compile_threads)):
         for line in summary.lines():
             console.print(line, soft_wrap=True)
     if need:

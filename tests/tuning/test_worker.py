@@ -80,3 +80,18 @@ def test_a_worker_that_asks_for_a_restart_is_replaced_before_the_next_candidate(
         assert worker.proc.pid != first
     finally:
         worker.close()
+
+
+def test_measured_ceilings_are_kept_per_system_in_the_users_cache(tmp_path, monkeypatch):
+    """A second run on the same system reuses them (measuring takes ~20 s); another driver's are kept beside."""
+    from kerneltune.tuning.runners import known_ceilings, remember_ceilings
+
+    monkeypatch.setenv("KERNELTUNE_CACHE", str(tmp_path))
+    a = {"matched": ["gpu", "driver", "kernel_hash"], "gpu": "H200", "driver": "1", "kernel_hash": "x",
+         "bf16_tflops_ceiling": 700.0}
+    remember_ceilings(a)
+    remember_ceilings({**a, "driver": "2", "bf16_tflops_ceiling": 710.0})
+    remember_ceilings({**a, "kernel_hash": "y", "bf16_tflops_ceiling": 720.0})  # same system: replaces a
+    assert [(d["driver"], d["bf16_tflops_ceiling"]) for d in known_ceilings()] == [("1", 720.0), ("2", 710.0)]
+    (tmp_path / "ceilings.json").write_text("not json")
+    assert known_ceilings() == []
