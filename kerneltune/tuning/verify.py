@@ -15,7 +15,6 @@ verdicts reached are kept, the rest reported as not checked).
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -37,8 +36,10 @@ NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
 RUNNER_UPS_TIMED = 2
 HEURISTIC = "the heuristic"  # the rival's name in verdicts and ``rivals_us``
 # Threads compiling every item's configs ahead, in the order they are timed, while one is checked and timed:
-# an entry times up to four configs, each compiled twice for the ranker (plain and poisoned).
-COMPILE_THREADS = max(2, min(8, (os.cpu_count() or 2) - 1))
+# an entry times up to four configs, each compiled twice for the ranker (plain and poisoned). Two, not more: the
+# ranker's lowering holds the worker's interpreter, so more threads add no throughput and only delay the first
+# items (eight took 235 s to the first measurement on the H200: results/engine/2026-12-04-sweep-throughput/).
+COMPILE_THREADS = 2
 VERIFY_SEED = 11
 # The spread of one config's median across healthy H200s and days: the same shipped entries measured
 # 0.93-1.02x of their recorded times in later runs (results/ranker_attention/notes.md, run I).
