@@ -142,6 +142,8 @@ def _read_cached(path: Path) -> dict[str, Any] | None:
         stamp = path.stat().st_mtime_ns
     except FileNotFoundError:
         return None
+    except OSError as e:  # a loop of links, a folder it may not enter: named and skipped, never raised at launch
+        raise TableError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
     return _read_at(path, stamp)
 
 

@@ -30,13 +30,19 @@ def read_table(path: Path) -> dict[str, Any] | None:
     """The table at ``path``, None if absent; ``TableError`` if the file itself is unusable. An entry
     that breaks the schema is left out alone, named (file, entry, field) in ``table["skipped"]``."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError:
+        raise TableError(f"{path}: not a text file (it is not UTF-8)") from None
+    except OSError as e:  # a folder, a file the user may not read, an I/O error: the file is named, never raised raw
+        raise TableError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
     try:
         table = json.loads(text)
     except json.JSONDecodeError as e:
         raise TableError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise TableError(f"{path}: nested too deeply to be a table") from None
     if not isinstance(table, dict) or table.get("schema") != SCHEMA:
         raise TableError(f"{path}: schema is {table.get('schema') if isinstance(table, dict) else None!r}, "
                          f"this kerneltune reads {SCHEMA}")

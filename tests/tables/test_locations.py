@@ -3,6 +3,7 @@ built wheel, installed into a fresh venv outside the checkout, finds a shipped e
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -110,3 +111,32 @@ def test_a_wheel_installed_outside_the_checkout_finds_a_shipped_entry(tmp_path):
     got = json.loads(out.stdout)
     assert got["package"].startswith(str(site)) and got["shipped"].startswith(str(site))
     assert got["config"] == e["config"]
+
+
+@pytest.mark.parametrize("damage", ["binary", "deep", "folder", "unreadable"])
+def test_any_unusable_user_table_is_named_once_and_skipped(tmp_path, caplog, damage):
+    """The launch path's lookup never raises on a table it cannot use: binary, nested past the recursion limit,
+    a folder in the file's place, a file it may not read; each is logged naming the file and skipped."""
+    lookup._logged.clear()
+    lookup._read_at.cache_clear()
+    user, shipped = tmp_path / "user", tmp_path / "shipped"
+    write(table_path(shipped, "nvidia-h200", "k"), entry(config={"block_q": 1}))
+    bad = table_path(user, "nvidia-h200", "k")
+    bad.parent.mkdir(parents=True)
+    if damage == "binary":
+        bad.write_bytes(b"\xff\xfe\x00binary")
+    elif damage == "deep":
+        bad.write_text("[" * 100_000 + "]" * 100_000)
+    elif damage == "folder":
+        bad.mkdir()
+    else:
+        bad.write_text(json.dumps(entry(config={"block_q": 9})))
+        bad.chmod(0)
+        if os.access(bad, os.R_OK):  # root reads anything: make it unreadable another way
+            bad.unlink()
+            bad.symlink_to(bad)  # a link to itself: reading it fails with "too many levels of symbolic links"
+    with caplog.at_level(logging.WARNING, logger="kerneltune.tables"):
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (user, shipped)) == {"block_q": 1}
+        assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (user, shipped)) == {"block_q": 1}
+    named = [r for r in caplog.records if str(bad) in r.getMessage()]
+    assert len(named) == 1, caplog.text
