@@ -219,12 +219,8 @@ def sweep(
                       f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
-    from kerneltune.tuning.phases import summarize
-
-    if replay is None and (summary := summarize([p for r in results for p in r.phases],
-                                                 opts.workers.compile_threads)):
-        for line in summary.lines():
-            console.print(line, soft_wrap=True)
+    if replay is None:
+        _print_phases([p for r in results for p in r.phases], opts.workers.compile_threads, "")
     if need:
         _print_modelled_ranking(opts.journal_path, [r.bucket for r in results], defaults)
     stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
@@ -290,12 +286,9 @@ def verify(
             break
     for report in reports:
         _print_verify_report(name, report, plugin.tile_defaults)
-    from kerneltune.tuning.phases import summarize
     from kerneltune.tuning.verify import COMPILE_THREADS
 
-    if summary := summarize([p for r in reports for p in r.phases], COMPILE_THREADS):
-        for line in summary.lines():
-            console.print(f"verify: {line}", soft_wrap=True)
+    _print_phases([p for r in reports for p in r.phases], COMPILE_THREADS, "verify: ")
     if junit is not None:
         from kerneltune.report.junit import write_junit
 
@@ -309,6 +302,15 @@ def verify(
               + (f"; the JUnit at {junit} holds every verdict reached" if junit is not None else ""),
               EXIT_INTERRUPTED)
     raise typer.Exit(worst_exit_code([r.exit_code for r in reports]))
+
+
+def _print_phases(phases: list[dict[str, Any]], compile_threads: int, prefix: str) -> None:
+    """Where the candidates' time went (``tuning/phases.py``), when any record carries its phases."""
+    from kerneltune.tuning.phases import summarize
+
+    if summary := summarize(phases, compile_threads):
+        for line in summary.lines():
+            console.print(f"{prefix}{line}", soft_wrap=True)
 
 
 def _writable_file(path: Path, option: str) -> None:

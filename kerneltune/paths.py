@@ -11,7 +11,7 @@ RESULTS = REPO / "results"
 
 def user_cache_dir() -> Path:
     """``$KERNELTUNE_CACHE``, else the per-user cache folder (``~/.cache/kerneltune`` on Linux): what is worth
-    keeping between runs on one machine (measured ceilings, compiled programs of ``verify``)."""
+    keeping between runs on one machine (the measured ceilings)."""
     env = os.environ.get("KERNELTUNE_CACHE")
     if env:
         return Path(env)

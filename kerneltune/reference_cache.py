@@ -58,15 +58,17 @@ class ReferenceCache:
         text = json.dumps(dict(key), sort_keys=True)
         return self.folder / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.npz"
 
-    def get(self, key: Mapping[str, Any], compute: Callable[[], Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    def get(self, key: Mapping[str, Any], compute: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+        """``compute()``'s arrays come back as they are (on the device, say); only a stored copy is brought to
+        the host, and a loaded entry comes back as NumPy arrays."""
         start = time.perf_counter()
         try:
             path = self.path(key)
             if path is not None and (found := self._load(path, key)) is not None:
                 return found
-            arrays = {name: np.asarray(a) for name, a in compute().items()}
+            arrays = dict(compute())
             if path is not None:
-                self._store(path, key, arrays)
+                self._store(path, key, {name: np.asarray(a) for name, a in arrays.items()})
             return arrays
         finally:
             self.seconds += time.perf_counter() - start

@@ -46,10 +46,6 @@ class Phases:
         self.seconds[source] = self.seconds.get(source, 0.0) - moved
         self.seconds[target] = self.seconds.get(target, 0.0) + moved
 
-    @property
-    def compile_wait_s(self) -> float:
-        return self.seconds.get("compile_wait_s", 0.0)
-
     def to_dict(self) -> dict[str, float]:
         return {k: round(v, 6) for k, v in self.seconds.items()}
 

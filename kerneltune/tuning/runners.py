@@ -44,8 +44,8 @@ def remember_ceilings(stamps: dict[str, Any]) -> None:
     """Keep ``stamps`` (with their ceilings) first in the user's cache; a cache that cannot be written only
     costs the next run its ~20 s of measuring."""
     matched = [k for k in stamps.get("matched", ()) if k != "kernel_hash"]
-    same = [d for d in known_ceilings() if all(d.get(k) == stamps.get(k) for k in matched)]
-    kept = [stamps, *[d for d in known_ceilings() if d not in same]][:_KEPT_CEILINGS]
+    others = [d for d in known_ceilings() if any(d.get(k) != stamps.get(k) for k in matched)]
+    kept = [stamps, *others][:_KEPT_CEILINGS]
     path = _ceilings_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.measure import MeasureSettings
-from kerneltune.paths import user_cache_dir
 from kerneltune.protocols import Capability, Kernel, Runner
 from kerneltune.registry import load_kernel
 from kerneltune.tables.stamps import mismatches
@@ -168,10 +167,8 @@ class _Measurements:
 
 def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
     gpus = tuple(str(i) for i in range(kernel.devices))
-    # Compiled programs are kept in the user's cache: a second verify on this machine loads them (the
-    # persistent compilation cache of JAX is keyed by everything a program depends on).
     return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), COMPILE_THREADS, work_dir / "logs",
-                      user_cache_dir() / "jax-cache", 600.0, 300.0, work_dir / "references")
+                      work_dir / "jax-cache", 600.0, 300.0, work_dir / "references")
 
 
 def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

@@ -215,8 +215,8 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
     except Exception as e:  # any failure to build is this candidate's compile error
         return {"status": "compile", "error": _error_text(e), "compile_s": time.perf_counter() - t0}
     # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
-    phases = Phases(compile_s=compile_s, compile_wait_s=time.perf_counter() - t0)
-    base = {"compile_s": compile_s, "compile_wait_s": phases.compile_wait_s}
+    base = {"compile_s": compile_s, "compile_wait_s": time.perf_counter() - t0}
+    phases = Phases(**base)
 
     from kerneltune.measure import MeasureSettings, time_with
 

@@ -11,7 +11,7 @@ from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.sweep import run_sweep
 from kerneltune.tuning.warm_start import warm_configs
 
-from .test_sweep import FAKE, options, space
+from .test_sweep import FAKE, options
 
 PARAMS = {"mode": ["good", "slow", "bad"], "work": [1, 2, 3]}
 
@@ -76,7 +76,3 @@ def test_the_warm_configs_are_measured_first_and_the_winner_is_the_same(tmp_path
     if strategy == "exhaustive":
         assert tables[True]["config"] == tables[False]["config"]
         assert tables[True]["runner_ups"] == tables[False]["runner_ups"]
-
-
-def test_the_space_fixture_is_the_sweeps(tmp_path):
-    assert space(tmp_path, ["good"]).read_text().startswith('kernel = "fake"')

@@ -226,8 +226,7 @@ def _reference(problem: Problem, inputs: RankerInputs, gain: float, case: int, q
             rows = [reference_f32(qf[i:i + step], kf[i:i + step], vf[i:i + step], jb[i:i + step],
                                   sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
                     for i in range(0, problem.batch, step)]
-        return {"out": np.concatenate([np.asarray(r[0]) for r in rows]),
-                "lse": np.concatenate([np.asarray(r[1]) for r in rows])}
+        return {"out": jnp.concatenate([r[0] for r in rows]), "lse": jnp.concatenate([r[1] for r in rows])}
 
     arrays = cache.get(key, compute)
     inputs.memo[memo_key] = (jnp.asarray(arrays["out"]), jnp.asarray(arrays["lse"]))
