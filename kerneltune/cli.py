@@ -152,8 +152,10 @@ def sweep(
     resume: Annotated[bool, typer.Option(help="Skip candidates the journal already holds.")] = True,
     journal: Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/KERNEL-MODE.jsonl).")]
     = None,
-    compile_threads: Annotated[int, typer.Option(help="Threads compiling ahead beside each timing worker; "
-                                                 "0 compiles each candidate when it is timed.")] = 4,
+    compile_workers: Annotated[int | None, typer.Option(
+        help="Compile workers beside each timing worker (processes where the kernel's build can leave its "
+             "process, as the ranker's can; else threads); 0 compiles each candidate when it is timed. "
+             "Default: up to 8, the cores less two.")] = None,
     rel_noise: Annotated[float, typer.Option(help="Stop timing when the median's noise is under this.")] = 0.01,
     max_seconds: Annotated[float, typer.Option(help="Time cap of sampling per candidate.")] = 2.0,
     cold_l2: Annotated[bool, typer.Option(help="Flush L2 before every timed call.")] = False,
@@ -165,6 +167,7 @@ def sweep(
     The tables land in the working folder (--out); `kerneltune install` puts them where the runtime reads."""
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import canonical_name
+    from kerneltune.tuning.compile_ahead import default_compile_workers
     from kerneltune.tuning.progress import RichObserver
     from kerneltune.tuning.sweep import (
         HardwareMissing,
@@ -182,7 +185,8 @@ def sweep(
             search=SearchOptions(strategy=strategy, budget=budget, seed=seed, contenders=contenders,
                                  warm_start=warm_start),
             workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
-                                  compile_threads=compile_threads, compile_timeout=compile_timeout,
+                                  compile_workers=default_compile_workers() if compile_workers is None
+                                  else compile_workers, compile_timeout=compile_timeout,
                                   run_timeout=run_timeout),
             settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
             replay=ReplayOptions(replay, replay_seconds) if replay is not None else None,
@@ -220,7 +224,7 @@ def sweep(
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
     if replay is None:
-        _print_phases([p for r in results for p in r.phases], opts.workers.compile_threads, "")
+        _print_phases([p for r in results for p in r.phases], opts.workers.compile_workers, "")
     if need:
         _print_modelled_ranking(opts.journal_path, [r.bucket for r in results], defaults)
     stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
@@ -286,9 +290,9 @@ def verify(
             break
     for report in reports:
         _print_verify_report(name, report, plugin.tile_defaults)
-    from kerneltune.tuning.verify import COMPILE_THREADS
+    from kerneltune.tuning.compile_ahead import default_compile_workers
 
-    _print_phases([p for r in reports for p in r.phases], COMPILE_THREADS, "verify: ")
+    _print_phases([p for r in reports for p in r.phases], default_compile_workers(), "verify: ")
     if junit is not None:
         from kerneltune.report.junit import write_junit
 
@@ -304,11 +308,11 @@ def verify(
     raise typer.Exit(worst_exit_code([r.exit_code for r in reports]))
 
 
-def _print_phases(phases: list[dict[str, Any]], compile_threads: int, prefix: str) -> None:
+def _print_phases(phases: list[dict[str, Any]], compile_workers: int, prefix: str) -> None:
     """Where the candidates' time went (``tuning/phases.py``), when any record carries its phases."""
     from kerneltune.tuning.phases import summarize
 
-    if summary := summarize(phases, compile_threads):
+    if summary := summarize(phases, compile_workers):
         for line in summary.lines():
             console.print(f"{prefix}{line}", soft_wrap=True)
 

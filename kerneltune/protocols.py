@@ -38,6 +38,7 @@ class Capability(StrEnum):
     BENCH = "bench"  # Benchmarks: standard shapes and the baselines a user could pick instead
     REPORT_VIEW = "report_view"  # ReportView: a kernel's own section of a bucket in the HTML report
     PROGRAM_DIGEST = "program_digest"  # ProgramDigest: what a config compiles to, blind to the source text
+    PORTABLE_BUILD = "portable_build"  # PortableBuild: a build that leaves the process that compiled it
 
 
 class Kernel(Protocol):
@@ -139,6 +140,16 @@ class ProgramDigest(Protocol):
         ...
 
 
+class PortableBuild(Protocol):
+    """A build as bytes that another process on the same machine loads and runs: compiles then run in
+    processes of their own, in parallel, while the timing worker checks and times (a compile that holds
+    its interpreter would otherwise stall the timing beside it). The bytes only ever travel from a compile
+    worker to the timing worker that started it, never through a file a user could hand in."""
+
+    def export_build(self, built: Any) -> bytes: ...
+    def import_build(self, data: bytes) -> Any: ...
+
+
 class ReportView(Protocol):
     def report_view(self, rows: Any, bucket: str) -> Any:
         """A Plotly figure of one bucket of the report (``rows``: a frame of its candidates), or None. A
@@ -182,7 +193,7 @@ class Runner(Protocol):
     """Answers the sweep's requests: worker processes on devices, a recorded journal, ..."""
 
     parallel_measures: int
-    compiles_ahead: bool  # whether a candidate proposed ahead is compiled while another is measured
+    compiles_ahead: int  # candidates per route compiled ahead while another is measured (0: none)
 
     def stamps(self) -> dict[str, Any]: ...
     def prefetch(self, req: Mapping[str, Any], route: int) -> None:

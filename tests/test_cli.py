@@ -90,7 +90,7 @@ def test_sigterm_stops_a_sweep_with_one_line_naming_its_journal(tmp_path):
 
     proc = subprocess.Popen([sys.executable, "-m", "kerneltune", "sweep", "tests.tuning.fake_kernel:PLUGIN",
                              "--space", str(space(tmp_path, ["hang"])), "--out", str(tmp_path / "out"),
-                             "--compile-threads", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             "--compile-workers", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     try:
         deadline = time.time() + 60

@@ -1,14 +1,14 @@
 """Where a candidate's wall time goes: the phases every journal record carries, and their summary.
 
-The timing worker books ``compile_s`` (the compile itself, on a compile-ahead thread or not),
+The timing worker books ``compile_s`` (the compile itself, in a compile worker or not),
 ``compile_wait_s`` (what the measurement waited for it), ``inputs_s``, ``reference_s`` (computing or loading
 the check's references: once per bucket and worker), ``check_s`` (running and judging the candidate on every
 check case) and ``timing_s``. The sweep adds ``ask_s`` and ``tell_s`` (the strategy), ``journal_s`` (writing
 the previous record: a line cannot time its own write), ``wall_s`` (from the previous record, or the bucket's
 start, to this one) and ``since_start_s`` (from the command's start).
 
-In the steady state a candidate's wall is bounded by max(compile ÷ compile threads, check + timing): compiles
-run ahead on threads while the timing worker checks and times the candidate before. ``summarize`` says how
+In the steady state a candidate's wall is bounded by max(compile ÷ compile workers, check + timing): compiles
+run ahead in compile workers while the timing worker checks and times the candidate before. ``summarize`` says how
 near a sweep came to that bound and how busy it kept the timing worker.
 """
 
@@ -61,8 +61,8 @@ class PhaseSummary:
     busy_share: float  # the timing worker's device work over the wall, steady state
     medians: Mapping[str, float]
     first_s: float | None  # from the command's start to the first candidate journaled
-    bound_s: float  # max(compile ÷ compile threads, check + timing), medians
-    compile_threads: int
+    bound_s: float  # max(compile ÷ compile workers, check + timing), medians
+    compile_workers: int
 
     @property
     def wall_over_bound(self) -> float:
@@ -77,13 +77,13 @@ class PhaseSummary:
         return [
             f"{self.candidates} candidates, {self.per_minute:.1f} a minute in the steady state{first}",
             f"timing worker busy {100 * self.busy_share:.0f}% of the wall; wall per candidate "
-            f"{m.get('wall_s', 0.0):.2f} s = {self.wall_over_bound:.2f} x max(compile / {self.compile_threads} "
-            f"threads, check + timing) = {self.bound_s:.2f} s",
+            f"{m.get('wall_s', 0.0):.2f} s = {self.wall_over_bound:.2f} x max(compile / {self.compile_workers} "
+            f"workers, check + timing) = {self.bound_s:.2f} s",
             f"median seconds per candidate: {shown}",
         ]
 
 
-def summarize(records: Iterable[Mapping[str, Any]], compile_threads: int) -> PhaseSummary | None:
+def summarize(records: Iterable[Mapping[str, Any]], compile_workers: int) -> PhaseSummary | None:
     """The phases of the measured records (constraint records and replays carry none); None if none has any."""
     timed = [r for r in records if isinstance(r.get("phases"), Mapping) and "wall_s" in r["phases"]]
     if not timed:
@@ -100,8 +100,8 @@ def summarize(records: Iterable[Mapping[str, Any]], compile_threads: int) -> Pha
     wall = sum(float(r["phases"]["wall_s"]) for r in steady)
     busy = sum(float(r["phases"].get(k, 0.0)) for r in steady for k in BUSY)
     starts = [float(r["phases"]["since_start_s"]) for r in timed if "since_start_s" in r["phases"]]
-    threads = max(compile_threads, 1)
-    bound = max(medians.get("compile_s", 0.0) / threads,
+    workers = max(compile_workers, 1)
+    bound = max(medians.get("compile_s", 0.0) / workers,
                 medians.get("check_s", 0.0) + medians.get("timing_s", 0.0))
     return PhaseSummary(len(timed), len(steady), 60.0 * len(steady) / wall if wall > 0 else 0.0,
-                        busy / wall if wall > 0 else 0.0, medians, min(starts) if starts else None, bound, threads)
+                        busy / wall if wall > 0 else 0.0, medians, min(starts) if starts else None, bound, workers)

@@ -1,8 +1,8 @@
 """The live runner: one timing worker process per GPU (or per launch group of GPUs).
 
-Each worker compiles candidates ahead on its own threads (a JAX executable cannot leave the process
-that compiled it) while it verifies and times earlier ones; the sweep routes a candidate's compile
-and its measurement to the same worker.
+Each worker compiles candidates ahead (in compile workers of its own, ``compile_ahead.py``) while it
+verifies and times earlier ones; the sweep routes a candidate's compile and its measurement to the same
+worker.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.paths import user_cache_dir
+from kerneltune.protocols import Capability
+from kerneltune.registry import load_kernel
 
 from .worker import WorkerDied, WorkerProcess, worker_env
 
@@ -90,15 +92,18 @@ def device_groups(gpus: Sequence[str], devices: int) -> list[str]:
 
 
 class LiveRunner:
-    def __init__(self, kernel: str, routes: Sequence[str], compile_threads: int, log_dir: Path, cache_dir: Path,
+    def __init__(self, kernel: str, routes: Sequence[str], compile_workers: int, log_dir: Path, cache_dir: Path,
                  compile_timeout: float, run_timeout: float, reference_dir: Path | None = None):
         log_dir.mkdir(parents=True, exist_ok=True)
         self.kernel = kernel
         self.log_dir = log_dir
         self.compile_timeout = compile_timeout
         self.run_timeout = run_timeout
-        self.compiles_ahead = compile_threads > 0
-        self.workers = [_TimingWorker(worker_env(cache_dir, g, compile_threads, reference_dir),
+        # A portable build compiles in as many processes as there are compile workers; any other on threads of
+        # the timing worker, whose interpreter they share with the checks and timed calls: one ahead.
+        portable = Capability.PORTABLE_BUILD in load_kernel(kernel).capabilities
+        self.compiles_ahead = compile_workers if portable else min(compile_workers, 1)
+        self.workers = [_TimingWorker(worker_env(cache_dir, g, compile_workers, reference_dir, compile_timeout),
                                       log_dir / f"timing-gpu{g}.log") for g in routes]
         self._stamps: dict[str, Any] | None = None
 

@@ -24,6 +24,7 @@ from kerneltune.registry import load_kernel
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
 
+from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
 from .space import Bucket, Space, SpaceError, load_space
@@ -60,7 +61,7 @@ class SearchOptions:
 @dataclass(frozen=True)
 class WorkerOptions:
     gpus: tuple[str, ...] = ()  # default: the first GPUs, as many as one launch spans
-    compile_threads: int = 4
+    compile_workers: int = field(default_factory=default_compile_workers)  # per timing worker
     compile_timeout: float = 600.0
     run_timeout: float = 300.0
 
@@ -230,7 +231,7 @@ def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
 
     w = opts.workers
     gpus = w.gpus or tuple(str(i) for i in range(kernel.devices))
-    return LiveRunner(opts.kernel, device_groups(gpus, kernel.devices), w.compile_threads, opts.out / "logs",
+    return LiveRunner(opts.kernel, device_groups(gpus, kernel.devices), w.compile_workers, opts.out / "logs",
                       opts.out / "jax-cache", w.compile_timeout, w.run_timeout, opts.out / "references")
 
 
@@ -381,11 +382,8 @@ class _Sweep:
             self.observer.on_bucket_start(bucket.name, total, min(already, budget))
         remaining = max(budget - already, 0)
         routes = self.runner.parallel_measures
-        # One candidate measuring and, where the runner compiles ahead, one compiling per route. More ahead
-        # does not pay while compiles share the timing worker's process: its lowering holds the interpreter, so
-        # eight ahead left the wall per candidate where one ahead had it (~3 s) and slowed the checks and timed
-        # calls beside them 10-100x (results/engine/2026-12-04-sweep-throughput/).
-        in_flight = 2 * routes if self.runner.compiles_ahead else routes
+        # One candidate measuring per route and as many compiling ahead as the runner's compile workers take.
+        in_flight = routes * (1 + self.runner.compiles_ahead)
         waiting: list[tuple[dict[str, Any], int, float]] = []  # proposed and compiling ahead, not yet measured
         busy: dict[int, tuple[cf.Future[dict[str, Any]], dict[str, Any], float]] = {}
         exhausted = False

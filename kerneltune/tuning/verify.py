@@ -27,6 +27,7 @@ from kerneltune.registry import load_kernel
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
 
+from .compile_ahead import default_compile_workers
 from .runners import LiveRunner, device_groups
 
 EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
@@ -34,11 +35,6 @@ EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (a CI job's timeout) before every it
 NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
 RUNNER_UPS_TIMED = 2
 HEURISTIC = "the heuristic"  # the rival's name in verdicts and ``rivals_us``
-# Threads compiling every item's configs ahead, in the order they are timed, while one is checked and timed:
-# an entry times up to four configs, each compiled twice for the ranker (plain and poisoned). Two, not more: the
-# ranker's lowering holds the worker's interpreter, so more threads add no throughput and only delay the first
-# items (eight took 235 s to the first measurement on the H200: results/engine/2026-12-04-sweep-throughput/).
-COMPILE_THREADS = 2
 VERIFY_SEED = 11
 # The spread of one config's median across healthy H200s and days: the same shipped entries measured
 # 0.93-1.02x of their recorded times in later runs (results/ranker_attention/notes.md, run I).
@@ -167,7 +163,7 @@ class _Measurements:
 
 def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
     gpus = tuple(str(i) for i in range(kernel.devices))
-    return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), COMPILE_THREADS, work_dir / "logs",
+    return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), default_compile_workers(), work_dir / "logs",
                       work_dir / "jax-cache", 600.0, 300.0, work_dir / "references")
 
 

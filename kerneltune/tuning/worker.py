@@ -4,11 +4,13 @@
 stdin and answers one JSON line on its real stdout (library prints go to
 stderr). The parent (:class:`WorkerProcess`) starts it in its own process
 group, so a hang or a crash is ended with one ``killpg`` and a fresh worker
-takes its place; a sticky device error ends the worker on purpose.
+takes its place; a sticky device error ends the worker on purpose. A timing worker's
+compile workers (``compile_ahead.py``) are workers too, answering ``export`` requests.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -20,15 +22,17 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
-from kerneltune.protocols import Backend, Capability, Kernel, SmallCheck, StaticRanking
+from kerneltune.protocols import Backend, Capability, Kernel, PortableBuild, SmallCheck, StaticRanking
 from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
 
 from .phases import Phases
+
+if TYPE_CHECKING:
+    from .compile_ahead import CompileAhead
 
 
 class WorkerDied(RuntimeError):
@@ -39,8 +43,8 @@ class WorkerDied(RuntimeError):
         self.kind = kind  # "timeout" or "runtime"
 
 
-def worker_env(cache_dir: Path | None, gpu: str | None, compile_threads: int = 0,
-               reference_dir: Path | None = None) -> dict[str, str]:
+def worker_env(cache_dir: Path | None, gpu: str | None, compile_workers: int = 0,
+               reference_dir: Path | None = None, compile_timeout: float = 600.0) -> dict[str, str]:
     env = dict(os.environ)
     if reference_dir is not None:  # the checks' references, kept for the next worker (``reference_cache``)
         env[REFERENCE_CACHE_ENV] = str(reference_dir)
@@ -50,7 +54,8 @@ def worker_env(cache_dir: Path | None, gpu: str | None, compile_threads: int = 0
         env["KERNELTUNE_JAX_CACHE"] = str(cache_dir)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    env["KERNELTUNE_COMPILE_THREADS"] = str(compile_threads)
+    env["KERNELTUNE_COMPILE_WORKERS"] = str(compile_workers)
+    env["KERNELTUNE_COMPILE_TIMEOUT"] = str(compile_timeout)
     return env
 
 
@@ -66,7 +71,7 @@ class WorkerProcess:
         self._closed = False
 
     def start(self) -> None:
-        stderr = self.log_path.open("ab") if self.log_path else subprocess.DEVNULL
+        stderr = self.log_path.open("ab") if self.log_path else None  # None: this process's own stderr
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kerneltune.tuning.worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
@@ -180,8 +185,10 @@ def _stamps(kernel: Kernel, backend: Backend, known: Any) -> dict[str, Any]:
     return {**stamps, **ceilings}
 
 
-def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dict[str, Any]:
+def handle(req: Mapping[str, Any], prefetcher: CompileAhead | None = None) -> dict[str, Any]:
     from kerneltune.registry import load_backend, load_kernel
+
+    from .compile_ahead import BuildFailed
 
     op = req["op"]
     kernel = load_kernel(req["kernel"])
@@ -205,6 +212,14 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
             return {"status": "runtime", "error": _error_text(e)}
         return {"status": "ok"} if result.error is None else {"status": "correctness", "error": result.error}
     t0 = time.perf_counter()
+    if op == "export":  # a compile worker's job: the build as bytes, for the timing worker that asked
+        try:
+            built = kernel.build(problem, req["tiles"])
+            data = cast(PortableBuild, kernel).export_build(built)
+            kernel.release(built)
+        except Exception as e:  # any failure to build is this candidate's compile error
+            return {"status": "compile", "error": _error_text(e)}
+        return {"status": "ok", "build": base64.b64encode(data).decode(), "compile_s": time.perf_counter() - t0}
     ahead = prefetcher.take(req) if prefetcher is not None else None
     try:
         if ahead is not None:
@@ -212,6 +227,8 @@ def handle(req: Mapping[str, Any], prefetcher: _Prefetcher | None = None) -> dic
         else:
             built = kernel.build(problem, req["tiles"])
             compile_s = time.perf_counter() - t0
+    except BuildFailed as e:  # a compile worker's verdict, in its own words
+        return {"status": e.status, "error": str(e), "compile_s": time.perf_counter() - t0}
     except Exception as e:  # any failure to build is this candidate's compile error
         return {"status": "compile", "error": _error_text(e), "compile_s": time.perf_counter() - t0}
     # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
@@ -257,44 +274,15 @@ def _error_text(e: BaseException) -> str:
     return text[-4000:]
 
 
-class _Prefetcher:
-    """Compiles candidates on threads of this process while the main thread verifies and times.
-
-    A compiled JAX executable lives in the process that compiled it, so
-    compile-ahead happens here, beside the timing, rather than in other processes.
-    """
-
-    def __init__(self, threads: int):
-        self._pool = ThreadPoolExecutor(max(threads, 1), thread_name_prefix="compile")
-        self._futures: dict[str, Future[Any]] = {}
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def key(req: Mapping[str, Any]) -> str:
-        return json.dumps([req["kernel"], req["problem"], req["tiles"]], sort_keys=True)
-
-    def submit(self, req: Mapping[str, Any]) -> None:
-        from kerneltune.registry import load_kernel
-
-        def build() -> tuple[Any, float]:
-            kernel = load_kernel(req["kernel"])
-            t0 = time.perf_counter()
-            return kernel.build(kernel.problem(req["problem"]), req["tiles"]), time.perf_counter() - t0
-
-        with self._lock:
-            self._futures.setdefault(self.key(req), self._pool.submit(build))
-
-    def take(self, req: Mapping[str, Any]) -> Future[Any] | None:
-        with self._lock:
-            return self._futures.pop(self.key(req), None)
-
-
 def main() -> None:
     die_with_parent(parent_pid_from_env())
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log
     _setup_jax_cache()
-    prefetcher = _Prefetcher(int(os.environ.get("KERNELTUNE_COMPILE_THREADS", "0") or 0))
+    from .compile_ahead import CompileAhead
+
+    prefetcher = CompileAhead(int(os.environ.get("KERNELTUNE_COMPILE_WORKERS", "0") or 0),
+                              float(os.environ.get("KERNELTUNE_COMPILE_TIMEOUT", "600") or 600))
     work: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     def read() -> None:

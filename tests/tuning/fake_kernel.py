@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping
@@ -13,7 +14,7 @@ import numpy as np
 
 from kerneltune.protocols import Capability, CheckResult
 
-MODES = ("good", "slow", "compile_error", "crash", "hang", "garbage", "unwritten")
+MODES = ("good", "slow", "compile_error", "compile_crash", "compile_hang", "crash", "hang", "garbage", "unwritten")
 
 
 @dataclass(frozen=True)
@@ -22,10 +23,13 @@ class FakeProblem:
 
 
 class FakeKernel:
+    """Its builds leave their process (``PortableBuild``), as the ranker's do, so they compile in compile
+    workers; ``ThreadedFakeKernel``'s compile on threads of the timing worker."""
+
     name = "fake"
     backend = "host"
     devices = 1
-    capabilities: frozenset = frozenset()
+    capabilities: frozenset = frozenset({Capability.PORTABLE_BUILD})
     tunables = frozenset({"mode", "work"})
     tile_defaults = MappingProxyType({"work": 1})  # as if ``work`` were once fixed at 1
     gated_tiles = ("mode",)
@@ -56,7 +60,17 @@ class FakeKernel:
     def build(self, problem: FakeProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
         if tiles["mode"] == "compile_error":
             raise ValueError("fake compile error: unsupported tile")
-        return dict(tiles)
+        if tiles["mode"] == "compile_crash":
+            os.abort()
+        if tiles["mode"] == "compile_hang":
+            time.sleep(3600)
+        return {**tiles, "built_by": os.getpid()}
+
+    def export_build(self, built: Mapping[str, Any]) -> bytes:
+        return json.dumps(built).encode()
+
+    def import_build(self, data: bytes) -> dict[str, Any]:
+        return json.loads(data)
 
     def make_inputs(self, problem: FakeProblem, inputs_spec: Mapping[str, Any], seed: int) -> np.ndarray:
         return np.random.default_rng(seed).standard_normal(problem.n)
@@ -92,6 +106,13 @@ class FakeKernel:
 
 
 PLUGIN = FakeKernel()
+
+
+class ThreadedFakeKernel(FakeKernel):
+    capabilities: frozenset = frozenset()
+
+
+THREADED = ThreadedFakeKernel()
 
 
 class FakeKernelNeedingGpu(FakeKernel):

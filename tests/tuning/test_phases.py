@@ -23,7 +23,7 @@ def test_the_summary_is_the_steady_state_of_each_bucket():
     """The first candidate of a bucket (worker start, references) is out of the medians and the rates."""
     records = [_rec("a", 30.0, since=31.0), _rec("a", 1.0), _rec("a", 1.0), _rec("b", 20.0), _rec("b", 1.0),
                {"bucket": "a", "status": "constraint"}]
-    s = summarize(records, compile_threads=8)
+    s = summarize(records, compile_workers=8)
     assert (s.candidates, s.steady) == (5, 3)
     assert s.per_minute == pytest.approx(60.0)  # 3 steady candidates in 3 s of wall
     assert s.busy_share == pytest.approx(0.3)  # check 0.1 + timing 0.2 of each 1 s
@@ -45,9 +45,9 @@ def test_a_check_s_references_are_booked_apart():
     assert p.to_dict() == {"check_s": 0.0, "reference_s": 2.0}
 
 
-@pytest.mark.parametrize("compile_threads", [0, 2])
-def test_every_record_of_a_live_sweep_carries_its_phases(tmp_path, compile_threads):
-    opts = options(tmp_path, ["good", "slow"], compile_threads=compile_threads)
+@pytest.mark.parametrize("compile_workers", [0, 2])
+def test_every_record_of_a_live_sweep_carries_its_phases(tmp_path, compile_workers):
+    opts = options(tmp_path, ["good", "slow"], compile_workers=compile_workers)
     [result] = run_sweep(opts)
     records = [r for r in Journal(opts.journal_path).records() if r["status"] != "constraint"]
     assert len(records) == result.measured == 4
@@ -59,4 +59,4 @@ def test_every_record_of_a_live_sweep_carries_its_phases(tmp_path, compile_threa
     since = [r["phases"]["since_start_s"] for r in records]
     assert since == sorted(since)
     assert sum(r["phases"]["wall_s"] for r in records) <= since[-1] + 1e-6
-    assert summarize(result.phases, compile_threads).candidates == 4
+    assert summarize(result.phases, compile_workers).candidates == 4

@@ -34,10 +34,10 @@ def space(tmp_path, modes):
     return p
 
 
-def options(tmp_path, modes, compile_threads=0, replay=None, strategy="exhaustive", budget=None, seed=0,
+def options(tmp_path, modes, compile_workers=0, replay=None, strategy="exhaustive", budget=None, seed=0,
             compile_timeout=20, **over):
     base = dict(kernel=FAKE, space_path=space(tmp_path, modes), out=tmp_path / "out",
-                workers=WorkerOptions(compile_threads=compile_threads, compile_timeout=compile_timeout, run_timeout=4),
+                workers=WorkerOptions(compile_workers=compile_workers, compile_timeout=compile_timeout, run_timeout=4),
                 search=SearchOptions(strategy, budget, seed),
                 replay=ReplayOptions(replay) if replay is not None else None,
                 settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3))
@@ -83,13 +83,25 @@ def test_what_a_check_measures_reaches_the_journal_the_table_and_a_replay(tmp_pa
     assert replayed.entry["fallbacks"][0]["accuracy"] == fallback["accuracy"]
 
 
+def test_candidates_compiled_in_compile_workers_are_checked_and_timed_like_any_other(tmp_path):
+    """Two compile workers building ahead: a compile that crashes its process is that candidate's compile
+    failure, a wrong build still fails its check, and the winner is the one compiled inline would be."""
+    opts = options(tmp_path, ["good", "compile_crash", "garbage"], compile_workers=2)
+    [result] = run_sweep(opts)
+    recs = list(Journal(opts.journal_path).records())
+    status = {(r["tiles"]["mode"], r["tiles"]["work"]): r for r in recs}
+    assert status[("compile_crash", 1)]["status"] == "compile" and "died" in status[("compile_crash", 1)]["error"]
+    assert status[("garbage", 2)]["status"] == "correctness" and status[("good", 2)]["status"] in ("ok", "pruned")
+    assert result.entry["config"] == {"mode": "good", "work": 1} and len(recs) == 9
+
+
 @pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 15 s per case
-@pytest.mark.parametrize("compile_threads", [0, 2])
-def test_every_failure_becomes_its_invalidity(tmp_path, compile_threads):
+@pytest.mark.parametrize("compile_workers", [0, 2])
+def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
     # The fake kernel compiles at once: 3 s of compile timeout is room for a worker's start on a loaded
     # machine, against the 20 s default of these tests (two hangs waited 48 s).
     opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"],
-                   compile_threads=compile_threads, compile_timeout=3)
+                   compile_workers=compile_workers, compile_timeout=3)
     [result] = run_sweep(opts)
     recs = list(Journal(opts.journal_path).records())
     status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in recs}
@@ -316,7 +328,7 @@ def _sweep_busy_with_a_hang(tmp_path, run_timeout):
     """A sweep in its own process, once its worker has had time to start the hanging candidate's check."""
     code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
             f"WorkerOptions; import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang'], "
-            f"workers=WorkerOptions(compile_threads=0, compile_timeout=20, run_timeout={run_timeout})))")
+            f"workers=WorkerOptions(compile_workers=0, compile_timeout=20, run_timeout={run_timeout})))")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     workers = []

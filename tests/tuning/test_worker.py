@@ -95,3 +95,15 @@ def test_measured_ceilings_are_kept_per_system_in_the_users_cache(tmp_path, monk
     assert [(d["driver"], d["bf16_tflops_ceiling"]) for d in known_ceilings()] == [("1", 720.0), ("2", 710.0)]
     (tmp_path / "ceilings.json").write_text("not json")
     assert known_ceilings() == []
+
+
+def test_an_export_answers_the_build_as_bytes_the_timing_worker_loads():
+    import base64
+
+    from .fake_kernel import PLUGIN
+
+    reply = handle(_req("good", op="export", kernel="tests.tuning.fake_kernel:PLUGIN"))
+    assert reply["status"] == "ok" and reply["compile_s"] >= 0
+    assert PLUGIN.import_build(base64.b64decode(reply["build"]))["mode"] == "good"
+    failed = handle(_req("compile_error", op="export", kernel="tests.tuning.fake_kernel:PLUGIN"))
+    assert failed["status"] == "compile" and "fake compile error" in failed["error"]

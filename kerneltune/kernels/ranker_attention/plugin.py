@@ -44,7 +44,7 @@ class RankerAttentionPlugin:
     backend = "cuda-jax"
     devices = 1
     capabilities = frozenset({Capability.CHECK_SMALL, Capability.BENCH, Capability.REPORT_VIEW,
-                              Capability.PROGRAM_DIGEST})
+                              Capability.PROGRAM_DIGEST, Capability.PORTABLE_BUILD})
     tunables = frozenset(KernelConfig.TILE_FIELDS)
     tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
                                       if f.name in KernelConfig.TILE_FIELDS})
@@ -89,6 +89,24 @@ class RankerAttentionPlugin:
         config = KernelConfig.for_problem(problem, **tiles)
         return {"plain": _compiled(problem, config, poisoned=False),
                 "poisoned": _compiled(problem, config, poisoned=True)}
+
+    def export_build(self, built: Mapping[str, Any]) -> bytes:
+        """Both compiled entry points as JAX's serialized executables (the Mosaic GPU kernel inside): loaded in
+        the timing worker, they run bit-identically to the process that compiled them
+        (results/engine/2026-12-04-compile-workers/). JAX pickles them; the bytes only pass from a compile
+        worker to its timing worker (``PortableBuild``)."""
+        import pickle
+
+        from jax.experimental.serialize_executable import serialize
+
+        return pickle.dumps({name: serialize(fn) for name, fn in built.items()})
+
+    def import_build(self, data: bytes) -> dict[str, Callable[..., Any]]:
+        import pickle
+
+        from jax.experimental.serialize_executable import deserialize_and_load
+
+        return {name: deserialize_and_load(*parts) for name, parts in pickle.loads(data).items()}
 
     def make_inputs(self, problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> RankerInputs:
         """The same object again for the same problem, spec and seed as the last call: verify runs an

@@ -33,7 +33,7 @@ def test_sweep_then_verify_on_an_emulated_group(tmp_path, monkeypatch):
     space.write_text(SPACE)
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", "drafter-wide", "--space", str(space),
-                        "--out", str(out), "--max-seconds", "0.1", "--compile-threads", "0"],
+                        "--out", str(out), "--max-seconds", "0.1", "--compile-workers", "0"],
                        capture_output=True, text=True, cwd=REPO, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     [rec] = list(Journal(out / "journals/drafter_wide-live.jsonl").records())

@@ -86,3 +86,27 @@ def test_accuracy_contract_tells_the_tanh_instruction_from_the_exact_tanh(head_d
         assert result.error is None, result.error
         assert budget_refusal(item, ErrorBudget(lse=None)) is None, ratios(result.accuracy)
         assert (budget_refusal(item, ErrorBudget()) is None) == lse_ok, ratios(result.accuracy)
+
+
+@pytest.mark.gpu
+def test_a_build_compiled_in_another_process_runs_bit_identically_and_passes_the_check(tmp_path):
+    """What a compile worker hands the timing worker (``export_build``) runs as the build made here does."""
+    import subprocess
+    import sys
+
+    from kerneltune.kernels.ranker_attention.config import Problem
+    from kerneltune.kernels.ranker_attention.plugin import PLUGIN
+
+    problem = Problem(batch=6, seq_len=512, q_heads=4, kv_heads=2, head_dim=128, cap_method="tanh", cap=30.0)
+    tiles = {"block_q": 64, "block_kv": 128, "num_stages": 2, "persistent": True}
+    path = tmp_path / "build.bin"
+    code = ("import sys, pathlib; from kerneltune.kernels.ranker_attention.plugin import PLUGIN as P; "
+            f"p = P.problem({PLUGIN.problem_dict(problem)!r}); "
+            f"pathlib.Path(sys.argv[1]).write_bytes(P.export_build(P.build(p, {tiles!r})))")
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=300)
+    here, there = PLUGIN.build(problem, tiles), PLUGIN.import_build(path.read_bytes())
+    inputs = PLUGIN.make_inputs(problem, {}, 3)
+    args = (inputs.q, inputs.k, inputs.v, jnp.asarray(inputs.bounds))
+    for a, b in zip(here["plain"](*args), there["plain"](*args), strict=True):
+        assert np.array_equal(np.asarray(a.astype(jnp.float32)), np.asarray(b.astype(jnp.float32)), equal_nan=True)
+    assert PLUGIN.check(there, problem, inputs).error is None

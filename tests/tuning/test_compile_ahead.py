@@ -1,0 +1,68 @@
+"""Compile ahead: a portable build compiles in compile worker processes, others on threads; a compile that
+fails, crashes or hangs is that candidate's verdict and the next one still compiles."""
+
+import os
+
+import pytest
+
+from kerneltune.tuning.compile_ahead import BuildFailed, CompileAhead, default_compile_workers
+
+from ..paths import REPO
+
+PORTABLE = "tests.tuning.fake_kernel:PLUGIN"
+THREADED = "tests.tuning.fake_kernel:THREADED"
+
+
+@pytest.fixture(autouse=True)
+def importable_tests(monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def req(mode, work=1, kernel=PORTABLE):
+    return {"kernel": kernel, "problem": {"n": 2}, "tiles": {"mode": mode, "work": work}}
+
+
+def built(ahead, r, timeout=60):
+    future = ahead.take(r)
+    assert future is not None
+    return future.result(timeout=timeout)
+
+
+def test_portable_builds_compile_in_other_processes_and_failures_are_their_verdicts():
+    ahead = CompileAhead(2, timeout=60)
+    for r in (req("good", 1), req("good", 2), req("compile_error"), req("compile_crash"), req("good", 3)):
+        ahead.submit(r)
+    ahead.submit(req("good", 1))  # the same candidate again: still one build
+    (b1, s1), (b2, _) = built(ahead, req("good", 1)), built(ahead, req("good", 2))
+    assert b1["mode"] == "good" and b1["work"] == 1 and b2["work"] == 2 and s1 >= 0
+    assert os.getpid() not in (b1["built_by"], b2["built_by"])
+    with pytest.raises(BuildFailed, match="fake compile error") as error:
+        built(ahead, req("compile_error"))
+    assert error.value.status == "compile"
+    with pytest.raises(BuildFailed, match="died") as crash:
+        built(ahead, req("compile_crash"))
+    assert crash.value.status == "compile"
+    assert built(ahead, req("good", 3))[0]["work"] == 3  # a crash costs only its own candidate
+    assert ahead.take(req("good", 1)) is None  # taken once
+
+
+def test_a_compile_that_hangs_is_a_timeout_and_frees_its_worker():
+    ahead = CompileAhead(1, timeout=3)
+    ahead.submit(req("compile_hang"))
+    ahead.submit(req("good"))
+    with pytest.raises(BuildFailed, match="no answer within 3 s") as hang:
+        built(ahead, req("compile_hang"))
+    assert hang.value.status == "timeout"
+    assert built(ahead, req("good"))[0]["mode"] == "good"
+
+
+def test_a_build_that_cannot_leave_its_process_compiles_on_a_thread_here():
+    ahead = CompileAhead(2, timeout=60)
+    ahead.submit(req("good", kernel=THREADED))
+    assert built(ahead, req("good", kernel=THREADED))[0]["built_by"] == os.getpid()
+
+
+def test_default_compile_workers_leave_two_cores(monkeypatch):
+    for cores, workers in ((1, 1), (2, 1), (4, 2), (16, 8), (64, 8)):
+        monkeypatch.setattr(os, "cpu_count", lambda c=cores: c)
+        assert default_compile_workers() == workers
