@@ -29,9 +29,18 @@ def test_the_summary_is_the_steady_state_of_each_bucket():
     assert s.busy_share == pytest.approx(0.3)  # check 0.1 + timing 0.2 of each 1 s
     assert s.first_s == 31.0
     assert s.bound_s == pytest.approx(0.5)  # max(4.0 / 8, 0.1 + 0.2)
-    assert s.wall_over_bound == pytest.approx(2.0)
+    assert s.wall_over_bound == pytest.approx(2.0)  # 1 s a candidate
     lines = s.lines()
     assert "60.0 a minute" in lines[0] and "31.0 s" in lines[0] and "busy 30%" in lines[1] and "2.00 x" in lines[1]
+
+
+def test_the_wall_per_candidate_is_the_rate_not_the_median():
+    """Compile workers finish candidates in bursts: a fast one, then a wait for the next compile. The median
+    wall (0.1 s) would claim 5x the rate measured; the summary's wall per candidate is the mean."""
+    records = [_rec("a", 9.0), *[_rec("a", w) for w in (0.1, 0.1, 0.1, 1.7)]]
+    s = summarize(records, compile_workers=8)
+    assert s.mean_wall_s == pytest.approx(0.5) and s.medians["wall_s"] == pytest.approx(0.1)
+    assert s.wall_over_bound == pytest.approx(1.0)  # max(4.0 / 8, 0.3) = 0.5
 
 
 def test_no_phases_no_summary():
