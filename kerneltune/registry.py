@@ -52,6 +52,16 @@ def load_kernel(name: str) -> Kernel:
     return _load("kernel", KERNELS, canonical_name(name), [*KERNELS, *ALIASES])
 
 
+def registered_kernel(name: str) -> Kernel:
+    """The kernel registered under ``name``, for a name read from data (a journal, a table): import paths are
+    refused, so a file can never make kerneltune import a module (only the command line may)."""
+    key = canonical_name(name) if isinstance(name, str) else None
+    if key not in KERNELS:
+        raise UnknownName(f"kernel: {name!r} is not a registered kernel (known: {', '.join(sorted(ALIASES))}); "
+                          f"a kernel named by data is never imported by path")
+    return load_kernel(key)
+
+
 def load_backend(name: str) -> Backend:
     return _load("backend", BACKENDS, name, list(BACKENDS))
 

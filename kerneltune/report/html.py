@@ -15,7 +15,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from kerneltune.protocols import Capability, ReportView
-from kerneltune.registry import UnknownName, load_kernel
+from kerneltune.registry import UnknownName, registered_kernel
 
 from . import charts
 from .frame import row_config
@@ -105,8 +105,9 @@ compiled: not failures, counted apart.</p>
 
 
 def _kernel(name: str) -> Any:
+    """The journal's kernel, by its registered name only: a journal naming ``module:attr`` imports nothing."""
     try:
-        return load_kernel(name)
+        return registered_kernel(name)
     except UnknownName:
         return None
 
@@ -181,8 +182,10 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
         kernel = _kernel(str(kname))
         runs = []
         for rname, rdf in kdf.groupby("run", sort=True):
-            buckets = [_bucket(kernel, str(b), bdf, config_cols, f"{kname}-{len(kernels)}-{len(runs)}-{b}")
-                       for b, bdf in rdf.groupby("bucket", sort=True)]
+            # Element ids from counters only: a bucket or kernel name from a journal never enters markup or
+            # the charts' scripts unescaped.
+            buckets = [_bucket(kernel, str(b), bdf, config_cols, f"k{len(kernels)}-r{len(runs)}-b{i}")
+                       for i, (b, bdf) in enumerate(rdf.groupby("bucket", sort=True))]
             runs.append({"name": rname, "buckets": buckets})
         kernels.append({"name": kname, "runs": runs})
     def listed(df: pd.DataFrame) -> list[dict[str, Any]]:

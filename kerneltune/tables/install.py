@@ -34,7 +34,10 @@ def install_table(source: Path, root: Path) -> tuple[Path, int]:
     def take(dest: dict[str, Any]) -> None:
         dest["entries"].update(table["entries"])
 
-    dest = table_path(root, kind, kernel)
+    try:
+        dest = table_path(root, kind, kernel)
+    except TableError as e:
+        raise TableError(f"{source}: {e}") from None
     if dest.resolve() == source.resolve():
         raise TableError(f"{source}: already the installed table")
     update_table(dest, kernel, kind, take)

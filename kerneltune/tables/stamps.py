@@ -14,8 +14,9 @@ from typing import Any
 
 
 def device_kind(gpu_name: str) -> str:
-    """A file-system friendly name for a GPU model: 'NVIDIA H200' -> 'nvidia-h200'."""
-    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-") or "unknown"
+    """A file-system friendly name for a GPU model: 'NVIDIA H200' -> 'nvidia-h200' (a plain name of at most 64
+    characters, as ``store.safe_name`` requires of a table's folder)."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu_name.lower())[:64].strip("-") or "unknown"
 
 
 def source_hash(files: Iterable[Path]) -> str:

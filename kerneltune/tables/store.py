@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +20,22 @@ class TableError(ValueError):
     """A table file that cannot be used, with the file named."""
 
 
+# A device kind or kernel name becomes a folder and a file name under a table root, and both may come from a
+# file (a journal's stamps, a table's fields): only these names, so that none climbs out of the root.
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def safe_name(value: object, what: str) -> str:
+    """``value`` if it is a plain name (``NAME``), else a TableError naming it."""
+    if isinstance(value, str) and NAME.fullmatch(value) and ".." not in value:
+        return value
+    raise TableError(f"{what} {value!r} is not a plain name (lower-case letters, digits, '.', '_', '-'): "
+                     f"it would name a path outside the tables' folder")
+
+
 def table_path(root: Path, device_kind: str, kernel: str) -> Path:
-    return root / device_kind / f"{kernel}.json"
+    """The table of ``kernel`` on ``device_kind`` under ``root``; a TableError if either is not a plain name."""
+    return root / safe_name(device_kind, "device kind") / f"{safe_name(kernel, 'kernel')}.json"
 
 
 def empty_table(kernel: str, device_kind: str) -> dict[str, Any]:
@@ -77,6 +93,11 @@ def _number(x: Any) -> bool:
     return type(x) in (int, float)
 
 
+def positive_time(x: Any) -> bool:
+    """A measured time: a number, finite and above zero (NaN, infinities, zero and negatives are not)."""
+    return _number(x) and math.isfinite(x) and x > 0
+
+
 def _scalars(name: str, d: Any) -> str | None:
     if not isinstance(d, dict) or not d:
         return f"field {name!r} is missing, empty or not an object"
@@ -94,8 +115,8 @@ def _measured(name: str, items: Any) -> str | None:
             return f"{name}[{i}] is not an object"
         if (why := _scalars(f"{name}[{i}].config", item.get("config"))) is not None:
             return why
-        if not _number(item.get("median_us")):
-            return f"{name}[{i}].median_us: {item.get('median_us')!r} is not a number"
+        if not positive_time(item.get("median_us")):
+            return f"{name}[{i}].median_us: {item.get('median_us')!r} is not a positive finite time"
     return None
 
 
@@ -107,10 +128,10 @@ def entry_problem(entry: Any) -> str | None:
     for name in ("bucket", "config"):
         if (why := _scalars(name, entry.get(name))) is not None:
             return why
-    if "median_us" in entry and not _number(entry["median_us"]):
-        return f"median_us: {entry['median_us']!r} is not a number"
-    if "spread" in entry and not _number(entry["spread"]):
-        return f"spread: {entry['spread']!r} is not a number"
+    if "median_us" in entry and not positive_time(entry["median_us"]):
+        return f"median_us: {entry['median_us']!r} is not a positive finite time"
+    if "spread" in entry and not (_number(entry["spread"]) and math.isfinite(entry["spread"]) and entry["spread"] >= 0):
+        return f"spread: {entry['spread']!r} is not a finite number at or above 0"
     if not isinstance(entry.get("stamps", {}), dict):
         return "field 'stamps' is not an object"
     for name in ("fallbacks", "runner_ups"):

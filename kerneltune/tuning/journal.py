@@ -17,6 +17,7 @@ from typing import Any
 from filelock import FileLock
 
 from kerneltune.tables.stamps import now_stamp
+from kerneltune.tables.store import NAME, positive_time
 
 log = logging.getLogger("kerneltune.journal")
 
@@ -35,6 +36,10 @@ def make_record(base: Mapping[str, Any], tiles: Mapping[str, Any], reply: Mappin
     rec = {**base, "key": config_key(tiles), "tiles": dict(tiles), **reply, **extra}
     rec["time"] = reply.get("time") or now_stamp()
     rec.pop("restart", None)
+    median = (rec.get("timing") or {}).get("median_us") if isinstance(rec.get("timing"), dict) else None
+    if median is not None and not positive_time(median):  # a broken timer's answer is no measurement
+        rec.update(status="runtime", error=f"the timing's median {median!r} us is not a positive finite time")
+        del rec["timing"]
     if (pct := pct_of_ceiling(rec)) is not None:
         rec["pct_ceiling"] = pct
     return rec
@@ -54,6 +59,34 @@ def merged_journals(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return {k: r for k, (_, r) in best.items()}
 
 
+def record_defect(rec: Any) -> str | None:
+    """What makes a journal line unusable as a record, or None: the fields the sweep, a replay, the table
+    writer and the report read, with their types; a time must be positive and finite; a device kind or kernel
+    name is a plain name (it names a table's folder and file)."""
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__}, not an object"
+    for name in ("bucket", "key"):
+        if not isinstance(rec.get(name), str):
+            return f"field {name!r} is missing or not a string"
+    for name in ("status", "kernel", "strategy", "error", "time"):
+        if name in rec and rec[name] is not None and not isinstance(rec[name], str):
+            return f"field {name!r}: {rec[name]!r} is not a string"
+    for name in ("tiles", "problem", "stamps", "timing", "phases", "accuracy", "inputs"):
+        if name in rec and not isinstance(rec[name], dict):
+            return f"field {name!r} is not an object"
+    if any(isinstance(v, dict | list) for v in rec.get("tiles", {}).values()):
+        return "field 'tiles' holds a value that is not a string, number or bool"
+    timing = rec.get("timing", {})
+    if "median_us" in timing and not positive_time(timing["median_us"]):
+        return f"timing.median_us: {timing['median_us']!r} is not a positive finite time"
+    if rec.get("status") in ("ok", "pruned") and "score" not in rec and "median_us" not in timing:
+        return f"status {rec['status']!r} without a timing's median_us"
+    kind = rec.get("stamps", {}).get("device_kind")
+    if kind is not None and not (isinstance(kind, str) and NAME.fullmatch(kind) and ".." not in kind):
+        return f"stamps.device_kind {kind!r} is not a plain name"
+    return None
+
+
 def config_key(tiles: Mapping[str, Any]) -> str:
     """Canonical text of a config: sorted JSON, the identity of a candidate in a bucket."""
     return json.dumps(dict(tiles), sort_keys=True, separators=(",", ":"))
@@ -63,6 +96,17 @@ class JournalError(ValueError):
     pass
 
 
+NAMED_BAD_LINES = 3
+_warned: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    """A bad line is named once per process, however often its journal is read."""
+    if message not in _warned:
+        _warned.add(message)
+        log.warning("%s", message)
+
+
 class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -70,25 +114,39 @@ class Journal:
         self._lock = FileLock(str(self.path) + ".lock")
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every complete record; a torn final line is skipped, any other bad line is an error."""
+        """Every usable record. A torn final line (a kill mid-write) is skipped in silence; any other line that
+        is not a record (``record_defect``) is skipped with a warning naming the file and line (the first
+        ``NAMED_BAD_LINES`` of a file, then how many more)."""
         if not self.path.exists():
             return
         lines = self.path.read_bytes().split(b"\n")
+        bad = 0
         for n, raw in enumerate(lines, 1):
             if not raw.strip():
                 continue
             try:
-                yield json.loads(raw)
-            except json.JSONDecodeError:
+                rec = json.loads(raw)
+            except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, nested too deeply
                 if n == len(lines):  # the last line, not newline-terminated: torn by a kill
-                    return
-                raise JournalError(f"{self.path}:{n}: corrupt journal line") from None
+                    break
+                why = "nested too deeply" if isinstance(e, RecursionError) else "not a JSON line"
+            else:
+                if (why := record_defect(rec)) is None:
+                    yield rec
+                    continue
+            bad += 1
+            if bad <= NAMED_BAD_LINES:
+                _warn_once(f"{self.path}:{n}: {why}; record skipped")
+        if bad > NAMED_BAD_LINES:
+            _warn_once(f"{self.path}: {bad - NAMED_BAD_LINES} more lines that are not records skipped")
 
     def done(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(bucket, config key) -> record, the last one winning."""
         return {(r["bucket"], r["key"]): r for r in self.records()}
 
     def append(self, record: Mapping[str, Any]) -> None:
+        if (why := record_defect(record)) is not None:
+            raise JournalError(f"{self.path}: refusing to journal a record that could not be read back: {why}")
         line = json.dumps(record, sort_keys=True) + "\n"
         with self._lock:
             self._repair_torn_tail()

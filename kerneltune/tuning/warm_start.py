@@ -10,7 +10,6 @@ tables the runtime reads. A config that the space or the kernel refuses for this
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,22 +22,19 @@ from kerneltune.tables.store import TableError, read_table, table_path
 from .journal import config_key
 
 NEAREST_BUCKETS = 2
-_DEVICE_KIND = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def warm_configs(kernel: Kernel, problem: Any, device_kind: str, out: Path, params: Mapping[str, list[Any]],
                  check: Callable[[dict[str, Any]], str | None]) -> tuple[dict[str, Any], ...]:
     """The winners, runner-ups and fallbacks of the ``NEAREST_BUCKETS`` tuned buckets nearest ``problem``'s on
     ``device_kind``, nearest first, each once, as configs of this space that ``check`` accepts."""
-    if not _DEVICE_KIND.fullmatch(device_kind):  # a device kind from a journal names no folder outside the roots
-        return ()
     wanted = kernel.bucket(problem)
     entries: dict[str, tuple[float, dict[str, Any]]] = {}
     for root in (out / "tables", *table_roots()):  # the sweep's own first: it is the newest
         try:
             table = read_table(table_path(root, device_kind, kernel.name))
-        except TableError:
-            continue  # an unusable table (read_table names every kind) only costs the warm start
+        except TableError:  # an unusable table, or a device kind from a journal that is no plain name (``safe_name``)
+            continue  # only costs the warm start
         for entry in (table or {}).get("entries", {}).values():
             if not isinstance(entry.get("bucket"), dict):
                 continue

@@ -57,7 +57,7 @@ def skipped_for(tmp_path, bad):
 
 @pytest.mark.parametrize(("change", "why"), [
     (lambda e: "x", "not an object"),
-    (lambda e: {**e, "spread": "x"}, "spread: 'x' is not a number"),
+    (lambda e: {**e, "spread": "x"}, "spread: 'x' is not a finite number at or above 0"),
     (lambda e: {**e, "stamps": []}, "field 'stamps' is not an object"),
     (lambda e: {**e, "fallbacks": {}}, "field 'fallbacks' is not a list"),
     (lambda e: {**e, "runner_ups": [3]}, "runner_ups[0] is not an object"),
@@ -66,7 +66,7 @@ def skipped_for(tmp_path, bad):
     (lambda e: {**e, "fallbacks": [{"config": {"a": [1]}, "median_us": 1.0}]},
      "fallbacks[0].config.a: [1] is not a string, number or bool"),
     (lambda e: {**e, "runner_ups": [{"config": {"a": 1}, "median_us": True}]},
-     "runner_ups[0].median_us: True is not a number"),
+     "runner_ups[0].median_us: True is not a positive finite time"),
 ])
 def test_every_schema_message_names_the_field(tmp_path, change, why):
     assert skipped_for(tmp_path, change(entry())) == why

@@ -76,8 +76,12 @@ def test_corrupt_table_names_the_file(tmp_path):
     ({**entry(), "fallbacks": [{"config": {"block_q": 128}}]}, r"entry k1: fallbacks\[0\].median_us: None"),
     ({**entry(), "config": {"block_q": 64, "persistent": None}}, r"entry k1: config.persistent: None is not"),
     ({**entry(), "config": {"block_q": [64]}}, r"entry k1: config.block_q: \[64\] is not"),
-    ({**entry(), "median_us": True}, "entry k1: median_us: True is not a number"),
-    ({**entry(), "median_us": "1.0"}, "entry k1: median_us: '1.0' is not a number"),
+    ({**entry(), "median_us": True}, "entry k1: median_us: True is not a positive finite time"),
+    ({**entry(), "median_us": "1.0"}, "entry k1: median_us: '1.0' is not a positive finite time"),
+    ({**entry(), "median_us": float("nan")}, "entry k1: median_us: nan is not a positive finite time"),
+    ({**entry(), "median_us": -5.0}, "entry k1: median_us: -5.0 is not a positive finite time"),
+    ({**entry(), "fallbacks": [{"config": {"block_q": 128}, "median_us": float("inf")}]},
+     r"entry k1: fallbacks\[0\].median_us: inf is not a positive finite time"),
     ({**entry(), "runner_ups": [{"config": {"block_q": 64}, "median_us": None}]}, r"runner_ups\[0\].median_us"),
 ])
 def test_a_malformed_entry_is_skipped_alone_and_named(tmp_path, on_h200, caplog, broken, match):

@@ -7,21 +7,52 @@ from kerneltune.tuning.journal import Journal, JournalError, config_key
 
 def test_torn_last_line_is_ignored_and_repaired_and_the_repair_said(tmp_path, caplog):
     j = Journal(tmp_path / "j.jsonl")
-    j.append({"bucket": "b", "key": "1", "status": "ok"})
+    j.append({"bucket": "b", "key": "1", "status": "ok", "timing": {"median_us": 1.0}})
     with j.path.open("ab") as f:
         f.write(b'{"bucket": "b", "key": "2", "sta')  # kill -9 mid-write
     assert [r["key"] for r in j.records()] == ["1"]
     with caplog.at_level("WARNING", logger="kerneltune.journal"):
-        j.append({"bucket": "b", "key": "3", "status": "ok"})
+        j.append({"bucket": "b", "key": "3", "status": "ok", "timing": {"median_us": 1.0}})
     assert [r["key"] for r in j.records()] == ["1", "3"]
     assert "dropped a torn last line of 32 bytes" in caplog.text
 
 
-def test_corrupt_middle_line_is_an_error(tmp_path):
+BAD_LINES = {
+    "not json": "not a JSON line", "[1, 2]": "a JSON list, not an object", "[" * 100000: "nested too deeply",
+    '{"key": "x"}': "field 'bucket' is missing", '{"bucket": "b", "key": "x", "timing": "fast"}': "field 'timing'",
+    '{"bucket": "b", "key": "x", "tiles": "big"}': "field 'tiles' is not an object",
+    '{"bucket": "b", "key": "x", "status": "ok", "timing": {"median_us": NaN}}': "median_us: nan",
+    '{"bucket": "b", "key": "x", "status": "ok", "timing": {"median_us": -1.0}}': "median_us: -1.0",
+    '{"bucket": "b", "key": "x", "status": "ok", "timing": {"median_us": Infinity}}': "median_us: inf",
+    '{"bucket": "b", "key": "x", "status": "ok"}': "without a timing's median_us",
+    '{"bucket": "b", "key": "x", "stamps": {"device_kind": "../up"}}': "device_kind '../up' is not a plain name",
+    '{"bucket": "b", "key": "x", "status": 3}': "field 'status': 3 is not a string",
+}
+
+
+@pytest.mark.parametrize(("line", "why"), list(BAD_LINES.items()), ids=range(len(BAD_LINES)))
+def test_a_bad_middle_line_is_one_warning_naming_it_and_the_rest_are_used(tmp_path, caplog, line, why):
     p = tmp_path / "j.jsonl"
-    p.write_text('{"bucket": "b", "key": "1"}\nnot json\n{"bucket": "b", "key": "2"}\n')
-    with pytest.raises(JournalError, match=r"j\.jsonl:2"):
-        list(Journal(p).records())
+    p.write_text('{"bucket": "b", "key": "1"}\n' + line + '\n{"bucket": "b", "key": "2"}\n')
+    with caplog.at_level("WARNING", logger="kerneltune.journal"):
+        assert [r["key"] for r in Journal(p).records()] == ["1", "2"]
+        assert [r["key"] for r in Journal(p).records()] == ["1", "2"]
+    assert caplog.text.count(f"{p}:2: ") == 1 and why in caplog.text and "record skipped" in caplog.text
+
+
+def test_a_record_that_could_not_be_read_back_is_never_written(tmp_path):
+    j = Journal(tmp_path / "j.jsonl")
+    with pytest.raises(JournalError, match="median_us: nan"):
+        j.append({"bucket": "b", "key": "1", "status": "ok", "timing": {"median_us": float("nan")}})
+    assert not j.path.exists() or j.path.read_bytes() == b""
+
+
+def test_a_timing_that_is_no_time_becomes_a_runtime_failure():
+    from kerneltune.tuning.journal import make_record
+
+    for median in (float("nan"), float("inf"), 0.0, -3.0):
+        rec = make_record({"bucket": "x"}, {"a": 1}, {"status": "ok", "timing": {"median_us": median}})
+        assert rec["status"] == "runtime" and "not a positive finite time" in rec["error"] and "timing" not in rec
 
 
 def test_config_key_is_canonical():
@@ -31,7 +62,7 @@ def test_config_key_is_canonical():
 def test_a_folder_of_worker_journals_merges_earliest_first(tmp_path):
     from kerneltune.tuning.journal import merged_journals
 
-    rec = {"bucket": "b", "key": "k", "status": "ok"}
+    rec = {"bucket": "b", "key": "k", "status": "ok", "timing": {"median_us": 1.0}}
     Journal(tmp_path / "a.jsonl").append({**rec, "time": "2026-11-30T02:00:00Z", "v": "late"})
     Journal(tmp_path / "b.jsonl").append({**rec, "time": "2026-11-30T01:00:00Z", "v": "early"})
     Journal(tmp_path / "b.jsonl").append({**rec, "key": "k2", "time": "2026-11-30T03:00:00Z", "v": "only"})
@@ -59,8 +90,8 @@ def test_a_record_holds_the_bucket_the_config_the_reply_and_its_time():
 def test_the_last_record_of_a_config_is_the_one_done(tmp_path):
     j = Journal(tmp_path / "j.jsonl")
     j.append({"bucket": "b", "key": "1", "status": "wrong"})
-    j.append({"bucket": "c", "key": "1", "status": "ok"})
-    j.append({"bucket": "b", "key": "1", "status": "ok"})
+    j.append({"bucket": "c", "key": "1", "status": "ok", "timing": {"median_us": 1.0}})
+    j.append({"bucket": "b", "key": "1", "status": "ok", "timing": {"median_us": 1.0}})
     assert {k: r["status"] for k, r in j.done().items()} == {("b", "1"): "ok", ("c", "1"): "ok"}
 
 

@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.journal import Journal, config_key
 from kerneltune.tuning.shared_study import QueueWorker, make_storage, prepare_queue, study_name
 from kerneltune.tuning.space import Space
 
@@ -35,6 +35,10 @@ class RecordingRunner:
         return done
 
 
+def _record(tiles, reply):
+    return {"bucket": "b", "key": config_key(tiles), "tiles": tiles, **reply}
+
+
 def _queue(tmp_path, works, heartbeat):
     storage = make_storage(f"sqlite:///{tmp_path / 'study.db'}", heartbeat=heartbeat)
     space = Space(path=tmp_path / "s.toml", kernel="fake", params={"mode": ["good"], "work": list(works)},
@@ -49,7 +53,7 @@ def test_the_next_trial_is_held_and_compiled_while_one_is_measured(tmp_path):
     runner = RecordingRunner(storage)
     journal = Journal(tmp_path / "j.jsonl")
     n = QueueWorker(study, storage, space.params, runner, heartbeat=1.0).run(
-        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append({"tiles": tiles, **reply}))
+        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
     assert n == 4 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3, 4]
     # Each trial after the first is compiled while the one before it is measured; two trials are
     # held (RUNNING) during every measurement but the last.
@@ -79,7 +83,7 @@ def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_queued_again(tm
     measured = []
     queue = QueueWorker(study, storage, space.params, RecordingRunner(storage), heartbeat=1.0)
     worker = threading.Thread(daemon=True, target=lambda: measured.append(queue.run(
-        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append({"tiles": tiles, **reply}))))
+        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))))
     worker.start()
     worker.join(timeout=30)
     assert measured == [3], "the worker still waits for the dead worker's trial"
@@ -100,7 +104,7 @@ def test_the_trial_held_ahead_keeps_its_heartbeat_while_the_one_before_is_journa
         if tiles["work"] == 1:
             time.sleep(storage.grace_period + 1.5)  # SQLite keeps heartbeats to the second
             optuna.storages.fail_stale_trials(study)  # what another worker's next claim does
-        journal.append({"tiles": tiles, **reply})
+        journal.append(_record(tiles, reply))
 
     runner = RecordingRunner(storage)
     with warnings.catch_warnings():
@@ -124,7 +128,7 @@ def test_a_trial_failed_as_stale_under_its_worker_is_journaled_and_the_worker_go
     journal = Journal(tmp_path / "j.jsonl")
     with caplog.at_level("WARNING", logger="kerneltune.shared_study"):
         n = QueueWorker(study, storage, space.params, ReapedRunner(storage), heartbeat=1.0).run(
-            lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append({"tiles": tiles, **reply}))
+            lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
     assert n == 2 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2]
     assert "trial 0 was failed as stale by another worker" in caplog.text
     assert [t.state.name for t in study.get_trials()] == ["FAIL", "COMPLETE"]
