@@ -19,6 +19,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
+
+try:  # Typer >= 0.2x carries its own copy of click, whose exceptions it raises
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+except ImportError:
+    from click.exceptions import NoArgsIsHelpError, UsageError
 
 from kerneltune import __version__
 from kerneltune.paths import SPACES
@@ -28,7 +34,38 @@ if TYPE_CHECKING:
     from kerneltune.protocols import Kernel
     from kerneltune.tuning.verify import VerifyReport
 
-app = typer.Typer(help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape."
+EXIT_FAILED, EXIT_NO_HARDWARE, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+class _UsageIsBadInput(TyperGroup):
+    """A usage error (an unknown option, a missing argument, a bad value) is one line naming the command, and
+    exits 3, bad input, not click's 2: 2 says the target hardware is absent, which the README's CI recipe
+    tolerates (``|| test $? -eq 2``), so a typo in an option would pass CI."""
+
+    @staticmethod
+    def _bad_input(e: UsageError) -> None:
+        if isinstance(e, NoArgsIsHelpError):  # no command at all: the help is the answer
+            return
+        where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
+        _fail(f"{where}{e.format_message()} (--help lists the options)")
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().make_context(*args, **kwargs)
+        except UsageError as e:
+            self._bad_input(e)
+            raise
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UsageError as e:
+            self._bad_input(e)
+            raise
+
+
+app = typer.Typer(cls=_UsageIsBadInput,
+                  help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape."
                        "\n\nExit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target "
                        "hardware is absent (what could be checked here was); 3 bad input (a file, a name, an "
                        "option); 130 interrupted (SIGINT or SIGTERM; the line says what was kept).",
@@ -39,7 +76,6 @@ app = typer.Typer(help="Tune, verify and ship GPU kernels with their best config
 # Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
 console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 120)
 errors = Console(stderr=True, width=None if "COLUMNS" in os.environ or os.isatty(2) else 400)
-EXIT_FAILED, EXIT_NO_HARDWARE, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 3, 130
 _debug = False
 
 

@@ -148,3 +148,27 @@ def test_tables_that_cannot_be_written_lose_no_measurement(tmp_path):
     again = [x for x in journal.read_text().splitlines() if json.loads(x)["status"] != "constraint"]
     assert len(again) == len(measured)  # nothing measured twice
     assert (tmp_path / "elsewhere/tables/nvidia-h200/ranker_attention.json").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("verify", "ranker-attention", "--junitt", "x.xml"), "kerneltune verify: No such option: --junitt"),
+    (("sweep",), "kerneltune sweep: Missing argument 'kernel'"),
+    (("sweep", "ranker-attention", "--budget", "many"), "Invalid value for '--budget'"),
+    (("--bogus", "report"), "kerneltune: No such option: --bogus"),
+    (("nosuchcommand",), "No such command 'nosuchcommand'"),
+])
+def test_a_usage_error_is_bad_input_not_absent_hardware(args, says):
+    """Click exits 2 on a usage error, the code for "target hardware absent", which CI recipes tolerate."""
+    assert says in one_line(kerneltune(*args))
+
+
+def test_the_readme_ci_recipe_fails_on_a_typo_in_an_option(tmp_path):
+    """The README's recipe (``verify ... || test $? -eq 2``) passes where the GPU is absent; a typo must fail it."""
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    recipe = re.search(r"- run: (kerneltune verify .*\|\| test \$\? -eq 2)", readme)[1]
+    typo = recipe.replace("--junit", "--junitt").replace("kerneltune", f"{sys.executable} -m kerneltune", 1)
+    r = subprocess.run(["sh", "-c", typo], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode != 0 and "No such option: --junitt" in r.stderr
