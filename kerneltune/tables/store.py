@@ -165,7 +165,7 @@ def update_table(path: Path, kernel: str, device_kind: str,
     """Read-modify-write under an exclusive lock, so concurrent writers lose nothing. A table holding
     entries that break the schema is not rewritten: the rewrite would drop them unseen."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with FileLock(f"{path.resolve()}.lock"):  # a table named through a link is the same table
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write (we hold the lock)
             stale.unlink(missing_ok=True)
         table = read_table(path) or empty_table(kernel, device_kind)

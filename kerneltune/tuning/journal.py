@@ -111,7 +111,13 @@ class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(self.path) + ".lock")
+        # Locks key on the file itself: a journal named through a link and by its own name is one journal.
+        self._real = self.path.resolve()
+        self._lock = FileLock(f"{self._real}.lock")
+
+    def writer_lock(self) -> FileLock:
+        """The lock a sweep holds while it writes this journal (taken at once or not at all)."""
+        return FileLock(f"{self._real}.writer.lock", timeout=0)
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every usable record. A torn final line (a kill mid-write) is skipped in silence; any other line that

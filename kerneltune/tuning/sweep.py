@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
 from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
@@ -152,7 +152,7 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
         raise ValueError(f"--out {opts.out}: a sweep never writes into the tables the runtime reads "
                          f"({runtime[0]}); give a working folder and install its table with `kerneltune install`")
     journal = Journal(opts.journal_path)
-    writer = FileLock(f"{journal.path}.writer.lock", timeout=0)
+    writer = journal.writer_lock()
     try:
         writer.acquire()
     except Timeout:

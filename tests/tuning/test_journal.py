@@ -168,3 +168,13 @@ def test_each_append_reaches_the_disk_before_it_returns(tmp_path, monkeypatch):
     j.append({"bucket": "b", "key": "1"})
     j.append({"bucket": "b", "key": "2"})
     assert len(synced) == 2
+
+
+def test_a_journal_named_through_a_link_is_locked_as_the_file_itself(tmp_path):
+    """Two sweeps, one given the journal and one a link to it, would both write it (10-12 duplicate records)."""
+    from filelock import Timeout
+
+    real = Journal(tmp_path / "real.jsonl")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
+    with real.writer_lock(), pytest.raises(Timeout):
+        Journal(tmp_path / "link.jsonl").writer_lock().acquire()
