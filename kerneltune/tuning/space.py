@@ -26,8 +26,28 @@ _ALLOWED_NODES = (
 )
 
 
+# Values one parameter may take: a range is counted before it is built, so a typo'd bound is a refusal, not
+# a MemoryError.
+MAX_VALUES = 10_000
+
+
 class SpaceError(ValueError):
     """A search-space file that cannot be used; the message names file, line and field."""
+
+
+def _times(a: Any, b: Any) -> Any:
+    """``a * b`` of numbers only: a constraint may not repeat a sequence (``[0] * 10**8`` would fill memory)."""
+    if not all(isinstance(x, int | float) for x in (a, b)):
+        raise TypeError(f"'*' multiplies numbers only, not {type(a).__name__} and {type(b).__name__}")
+    return a * b
+
+
+class _NumbersOnlyTimes(ast.NodeTransformer):
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Mult):
+            return ast.copy_location(ast.Call(ast.Name("_times", ast.Load()), [node.left, node.right], []), node)
+        return node
 
 
 @dataclass(frozen=True)
@@ -39,11 +59,11 @@ class Constraint:
 
     def holds(self, env: Mapping[str, Any]) -> bool:
         try:
-            return bool(eval(self.code, {"__builtins__": {}}, dict(env)))
+            return bool(eval(self.code, {"__builtins__": {}, "_times": _times}, dict(env)))
         except NameError:
             raise
         except Exception as e:  # a division by zero, a type mismatch: the file's fault, named
-            values = ", ".join(f"{k}={v!r}" for k, v in env.items() if k in self.code.co_names)
+            values = ", ".join(f"{k}={v!r}" for k, v in env.items() if k in self.code.co_names and k != "_times")
             raise SpaceError(f"{self.where}: constraint {self.expr!r} raised {type(e).__name__} ({e}) "
                              f"at {values}") from None
 
@@ -103,6 +123,8 @@ def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
     if isinstance(spec, list):
         if not spec:
             raise SpaceError(f"{where}: params.{name}: the list of values is empty")
+        if len(spec) > MAX_VALUES:
+            raise SpaceError(f"{where}: params.{name}: {len(spec)} values; a parameter takes at most {MAX_VALUES}")
         if len(set(map(repr, spec))) != len(spec):
             raise SpaceError(f"{where}: params.{name}: values repeat: {spec}")
         return spec
@@ -113,7 +135,11 @@ def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
         lo, hi, step = (*r, 1) if len(r) == 2 else r
         if step <= 0 or lo > hi:
             raise SpaceError(f"{where}: params.{name}: impossible range {r} (need lo <= hi, step > 0)")
-        return list(range(lo, hi + 1, step))
+        values = range(lo, hi + 1, step)
+        if len(values) > MAX_VALUES:
+            raise SpaceError(f"{where}: params.{name}: range {r} holds {len(values)} values; a parameter takes at "
+                             f"most {MAX_VALUES}")
+        return list(values)
     raise SpaceError(f"{where}: params.{name}: expected a list of values or {{ range = [lo, hi] }}")
 
 
@@ -134,6 +160,12 @@ def _constraint(path: Path, text: str, index: int, raw: Any, names: set[str]) ->
             raise SpaceError(f"{where}: constraints[{index}].expr: {type(node).__name__} is not allowed in {expr!r}")
         if isinstance(node, ast.Name) and node.id not in names:
             raise SpaceError(f"{where}: constraints[{index}].expr: unknown name {node.id!r} in {expr!r}")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
+                isinstance(x, ast.List | ast.Tuple) or (isinstance(x, ast.Constant) and isinstance(x.value, str))
+                for x in (node.left, node.right)):
+            raise SpaceError(f"{where}: constraints[{index}].expr: '*' repeats a sequence in {expr!r}; it "
+                             f"multiplies numbers only")
+    tree = ast.fix_missing_locations(_NumbersOnlyTimes().visit(tree))
     return Constraint(expr, str(raw.get("why", "")), compile(tree, str(path), "eval"), where)
 
 

@@ -211,3 +211,25 @@ def test_a_second_constraint_that_raises_is_named_by_its_own_line(tmp_path):
                                                           "raised ZeroDivisionError (integer division or modulo by "
                                                           "zero) at head_dim=64, num_stages=2")):
         load(tmp_path, text)
+
+
+def test_a_range_is_counted_before_it_is_built(tmp_path):
+    """A typo'd bound refuses in one line instead of filling memory (it ended in MemoryError)."""
+    with pytest.raises(SpaceError, match=r"s\.toml:4: params\.num_stages: range \[0, 1000000000\] holds "
+                                         r"1000000001 values; a parameter takes at most 10000"):
+        load(tmp_path, GOOD.replace("range = [2, 4]", "range = [0, 1000000000]"))
+
+
+@pytest.mark.parametrize("expr", ["[0] * 100000000 != []", "100000000 * (0,) != ()", "'x' * 100000000 != ''"])
+def test_a_constraint_may_not_repeat_a_sequence(tmp_path, expr):
+    with pytest.raises(SpaceError, match=r"s\.toml:6: constraints\[0\]\.expr: '\*' repeats a sequence"):
+        load(tmp_path, GOOD.replace("block_q == 64 or head_dim <= 64", expr))
+
+
+def test_a_constraint_that_repeats_a_string_parameter_fails_at_once_naming_it(tmp_path):
+    """A name's value is only known when the constraint runs: '*' then refuses anything but numbers."""
+    with pytest.raises(SpaceError, match=r"s\.toml:6: constraint .* raised TypeError \('\*' multiplies numbers "
+                                         r"only, not str and int\) at cap_method='tanh'"):
+        load(tmp_path, GOOD.replace("block_q == 64 or head_dim <= 64", "cap_method * 100000000 != ''")
+             .replace("head_dim = 128 }", "head_dim = 128, cap_method = 'tanh' }"))
+    assert list(load(tmp_path, GOOD.replace("block_q == 64", "block_q * 2 == 128")).configs({"head_dim": 128}))
