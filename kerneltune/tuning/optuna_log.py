@@ -1,10 +1,45 @@
-"""Optuna's own log lines follow kerneltune's logger: informational only where kerneltune's are
-(``kerneltune --verbose``), warnings otherwise. Called where a study's storage is made, after Optuna's
-import has set its logger to INFO."""
+"""Optuna's side of a sweep: its log lines follow kerneltune's logger, and its study log is checked before
+Optuna reads it.
+
+Optuna's own log lines are informational only where kerneltune's are (``kerneltune --verbose``), warnings
+otherwise. Optuna's file storage appends after whatever the file ends with: a line torn by a full disk or a
+kill would glue itself to the next write and break every later run, so a torn tail is cut first, and a log with
+a broken line inside is set aside (the sweep rebuilds the study from its journal, which holds every result).
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+from pathlib import Path
+
+from kerneltune.tables.stamps import now_stamp
+
+log = logging.getLogger("kerneltune.optuna_log")
+
+
+def usable_study_log(path: Path) -> None:
+    """Leave ``path`` a study log Optuna can read and append to, or absent; says what it mended."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        with path.open("rb+") as f:
+            f.truncate(keep)
+        log.warning("%s: cut a torn last line of %d bytes (a write cut by a full disk or a kill)", path,
+                    len(data) - keep)
+    for n, line in enumerate(data[:keep].splitlines(), 1):
+        try:
+            json.loads(line)
+        except (ValueError, RecursionError):
+            aside = path.with_name(f"{path.name}.broken-{now_stamp().replace(':', '')}")
+            os.replace(path, aside)
+            log.warning("%s:%d: not a study log line; the log is set aside as %s and the study rebuilt from the "
+                        "sweep's journal", path, n, aside.name)
+            return
 
 
 def follow_kerneltune_logging() -> None:

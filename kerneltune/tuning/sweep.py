@@ -344,7 +344,7 @@ class _Sweep:
     def _optuna_storage(self) -> Any:
         import optuna
 
-        from .optuna_log import follow_kerneltune_logging
+        from .optuna_log import follow_kerneltune_logging, usable_study_log
 
         if self.opts.shared is not None:
             from .shared_study import make_storage
@@ -360,6 +360,7 @@ class _Sweep:
         # left by a sweep killed while it wrote: without this, the resumed sweep would wait out Optuna's
         # 30 s grace period before taking the lock over.
         Path(f"{path}.lock").unlink(missing_ok=True)
+        usable_study_log(path)
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
     def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]] | None,

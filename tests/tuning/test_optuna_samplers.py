@@ -130,11 +130,21 @@ def test_a_measured_duplicate_is_told_its_recorded_value_and_a_failed_one_fails(
     s = OptunaStrategy(pinned_study(x=1, y="a"), PARAMS, ALL, known, seed=0)
     tiles = s.propose()
     assert tiles not in ({"x": 1, "y": "a"}, {"x": 2, "y": "a"})
-    assert [(t.state, t.value) for t in s.study.trials[:-1]] == [(COMPLETE, 5.0)] * _MAX_REJECTS
+    told = len(known)  # the journal's records, told to the study first
+    assert [(t.state, t.value) for t in s.study.trials[told:-1]] == [(COMPLETE, 5.0)] * _MAX_REJECTS
     s = OptunaStrategy(pinned_study(x=2, y="a"), PARAMS, ALL, known, seed=0)
     tiles = s.propose()
     assert tiles not in ({"x": 1, "y": "a"}, {"x": 2, "y": "a"})
-    assert {t.state for t in s.study.trials[:-1]} == {FAIL}
+    assert {t.state for t in s.study.trials[told:-1]} == {FAIL}
+
+
+def test_a_study_that_lost_its_log_is_told_what_the_journal_holds_once():
+    known = {config_key({"x": 1, "y": "a"}): 5.0, config_key({"x": 2, "y": "a"}): None,
+             config_key({"x": 9, "y": "a"}): 1.0}  # no longer in the space: not told
+    s = OptunaStrategy(pinned_study(x=3, y="b"), PARAMS, ALL, known, seed=0)
+    assert [(t.state, t.value) for t in s.study.trials] == [(COMPLETE, 5.0), (FAIL, None)]
+    again = OptunaStrategy(s.study, PARAMS, ALL, known, seed=0)  # a resume whose study holds them
+    assert len(again.study.trials) == 2
 
 
 def test_after_too_many_rejects_the_nearest_untried_config_is_enqueued():

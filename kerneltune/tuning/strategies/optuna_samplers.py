@@ -8,6 +8,7 @@ measured twice; a sampler that keeps re-proposing is given the untried config ne
 from __future__ import annotations
 
 import functools
+import json
 import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,7 @@ class OptunaStrategy:
         self.dists = {n: optuna.distributions.CategoricalDistribution(list(range(len(v))))
                       for n, v in self.params.items()}
         # Start where an engineer would: the kernel's heuristic config, if it is in this space.
+        self._told_known()
         # Then the warm start's configs: the nearest tuned buckets' winners and runner-ups.
         queued: set[str] = set()
         for tiles in ([dict(start)] if start is not None else []) + [dict(w) for w in warm]:
@@ -74,6 +76,23 @@ class OptunaStrategy:
             if key not in self.known and key not in queued and self._allowed(tiles):
                 queued.add(key)
                 self.study.enqueue_trial({n: self.params[n].index(tiles[n]) for n in self.params}, skip_if_exists=True)
+
+    def _told_known(self) -> None:
+        """Tell the study what the journal holds and the study does not (its log was lost or set aside): the
+        sampler learns from every measured config, and the journal is the record."""
+        import optuna
+
+        told = {config_key(self._tiles(t)) for t in self.study.get_trials(deepcopy=False)
+                if t.state.is_finished() and set(t.params) == set(self.params)}
+        for key, value in self.known.items():
+            tiles = json.loads(key)
+            if key in told or set(tiles) != set(self.params) or any(
+                    tiles[n] not in v for n, v in self.params.items()):
+                continue
+            params = {n: self.params[n].index(tiles[n]) for n in self.params}
+            state = optuna.trial.TrialState.FAIL if value is None else optuna.trial.TrialState.COMPLETE
+            self.study.add_trial(optuna.trial.create_trial(params=params, distributions=self.dists, value=value,
+                                                           state=state))
 
     def _allowed(self, tiles: dict[str, Any]) -> bool:
         if self.feasible is not None:
