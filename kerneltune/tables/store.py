@@ -146,7 +146,10 @@ def _write_atomic(path: Path, table: dict[str, Any]) -> None:
     for key, entry in table["entries"].items():
         if (why := entry_problem(entry)) is not None:
             raise TableError(f"{path}: refusing to write entry {key}: {why}")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:  # the error names the table, not a temporary file beside it
+        raise OSError(e.errno, e.strerror, str(path)) from None
     try:
         os.fchmod(fd, 0o644)  # a table is read by every user of the machine
         with os.fdopen(fd, "w") as f:
@@ -155,6 +158,9 @@ def _write_atomic(path: Path, table: dict[str, Any]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk: the table named (the one there is unchanged), not the temporary file
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

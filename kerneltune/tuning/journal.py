@@ -156,10 +156,14 @@ class Journal:
         line = json.dumps(record, sort_keys=True) + "\n"
         with self._lock:
             self._repair_torn_tail()
-            with self.path.open("ab") as f:
-                f.write(line.encode())
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with self.path.open("ab") as f:
+                    f.write(line.encode())
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as e:  # a full disk, a quota, a file made read-only: named, with what is kept
+                raise JournalError(f"{self.path}: cannot append a record ({e.strerror or e}); every record before "
+                                   f"it is kept, and the same command resumes from them once it can write") from None
 
     def _repair_torn_tail(self) -> None:
         if not self.path.exists():

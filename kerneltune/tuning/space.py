@@ -173,9 +173,11 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], f
     """Parse and check a space file against the kernel's name, tunables and problem fields."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise SpaceError(f"{path}: not a TOML text file (byte {e.start} is not UTF-8)") from None
     except OSError as e:
-        raise SpaceError(f"{path}: cannot read ({e.strerror})") from None
+        raise SpaceError(f"{path}: cannot read ({e.strerror or type(e).__name__})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -208,6 +210,8 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], f
     constraints = tuple(_constraint(path, text, i, c, names) for i, c in enumerate(raw_constraints))
 
     buckets = []
+    if not isinstance(data.get("buckets", []), list):
+        raise SpaceError(f"{_where(path, text, 'buckets')}: buckets: expected [[buckets]] tables")
     for i, raw in enumerate(data.get("buckets", [])):
         where = _where(path, text, "buckets", i)
         named = isinstance(raw, dict) and isinstance(raw.get("name"), str)
@@ -216,6 +220,8 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], f
         extra = set(raw["problem"]) - problem_fields
         if extra:
             raise SpaceError(f"{where}: buckets[{i}].problem: unknown field(s) {sorted(extra)}")
+        if not isinstance(raw.get("bounds", {}), dict):
+            raise SpaceError(f"{where}: buckets[{i}].bounds: {raw['bounds']!r} is not a table (bounds = {{ ... }})")
         buckets.append(Bucket(raw["name"], dict(raw["problem"]), dict(raw.get("bounds", {})), where))
     if len({b.name for b in buckets}) != len(buckets):
         raise SpaceError(f"{path}: buckets: two buckets share a name")

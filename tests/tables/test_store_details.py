@@ -150,3 +150,20 @@ def test_the_kernel_hash_is_matched_once_and_a_mismatch_shows_both_values():
     assert matched_keys({"matched": ["gpu"]}) == ("gpu", "kernel_hash")
     assert mismatches({"gpu": "A", "kernel_hash": "h"}, {"matched": ["gpu"], "gpu": "B", "kernel_hash": "h"}) == [
         "gpu: table 'A', running 'B'"]
+
+
+def test_a_full_disk_names_the_table_not_its_temporary_file(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    from kerneltune.tables.store import update_table
+
+    path = tmp_path / "nvidia-h200/ranker_attention.json"
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="No space left on device") as e:
+        update_table(path, "ranker_attention", "nvidia-h200", lambda t: None)
+    assert e.value.filename == str(path) and not list(path.parent.glob(".*.tmp"))

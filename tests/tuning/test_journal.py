@@ -178,3 +178,21 @@ def test_a_journal_named_through_a_link_is_locked_as_the_file_itself(tmp_path):
     (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
     with real.writer_lock(), pytest.raises(Timeout):
         Journal(tmp_path / "link.jsonl").writer_lock().acquire()
+
+
+def test_a_full_disk_names_the_journal_and_keeps_what_it_holds(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    j = Journal(tmp_path / "j.jsonl")
+    j.append({"bucket": "b", "key": "1"})
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(JournalError, match=r"j\.jsonl: cannot append a record \(No space left on device\); every "
+                                           r"record before it is kept"):
+        j.append({"bucket": "b", "key": "2"})
+    monkeypatch.undo()
+    assert next(r["key"] for r in j.records()) == "1"

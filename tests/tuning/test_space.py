@@ -233,3 +233,12 @@ def test_a_constraint_that_repeats_a_string_parameter_fails_at_once_naming_it(tm
         load(tmp_path, GOOD.replace("block_q == 64 or head_dim <= 64", "cap_method * 100000000 != ''")
              .replace("head_dim = 128 }", "head_dim = 128, cap_method = 'tanh' }"))
     assert list(load(tmp_path, GOOD.replace("block_q == 64", "block_q * 2 == 128")).configs({"head_dim": 128}))
+
+
+def test_a_space_that_is_not_utf8_or_whose_bounds_are_no_table_is_named(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_bytes(GOOD.encode() + b"# \xff\n")
+    with pytest.raises(SpaceError, match=r"s\.toml: not a TOML text file \(byte \d+ is not UTF-8\)"):
+        load_space(p, TUN, FIELDS)
+    with pytest.raises(SpaceError, match=r"s\.toml:7: buckets\[0\]\.bounds: 'x' is not a table"):
+        load(tmp_path, GOOD + 'bounds = "x"\n')
