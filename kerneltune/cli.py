@@ -212,13 +212,14 @@ def sweep(
         SharedOptions,
         SweepOptions,
         WorkerOptions,
+        check_options,
         run_sweep,
     )
 
     with _bad_input_is_one_line():
         opts = SweepOptions(
             kernel=canonical_name(kernel), space_path=_space_for(kernel, space), out=out, buckets=tuple(bucket or ()),
-            search=SearchOptions(strategy=strategy, budget=budget, seed=seed, contenders=contenders,
+            search=SearchOptions(strategy=strategy.lower(), budget=budget, seed=seed, contenders=contenders,
                                  warm_start=warm_start),
             workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
                                   compile_workers=default_compile_workers() if compile_workers is None
@@ -229,6 +230,7 @@ def sweep(
             shared=SharedOptions(storage, study, heartbeat) if storage else None,
             compile_only=compile_only, resume=resume, journal=journal, worker=worker,
         )
+        check_options(opts)  # the banner below comes after every input is found good
     if replay is not None:
         console.print(f"[yellow]Replaying recorded measurements from {escape(str(replay))}: no kernel runs on this "
                       f"machine.", soft_wrap=True)

@@ -12,9 +12,9 @@ from .paths import FIXTURES, REPO
 RUN_C = FIXTURES / "ranker_attention/run-c-journals"
 
 
-def kerneltune(*args, cwd=REPO, env=None):
+def kerneltune(*args, cwd=REPO, env=None, umask=None):
     return subprocess.run([sys.executable, "-m", "kerneltune", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300, env=None if env is None else {**os.environ, **env})
+                          cwd=cwd, timeout=300, env=None if env is None else {**os.environ, **env}, umask=umask or -1)
 
 
 def one_line(r, code=3):
@@ -172,3 +172,29 @@ def test_the_readme_ci_recipe_fails_on_a_typo_in_an_option(tmp_path):
     r = subprocess.run(["sh", "-c", typo], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode != 0 and "No such option: --junitt" in r.stderr
+
+
+def test_what_a_sweep_writes_is_readable_by_the_team_whatever_the_umask(tmp_path):
+    import stat
+
+    out = tmp_path / "deep/out"
+    r = kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--bucket", "d128-tanh-long", "--space",
+                   FIXTURES / "ranker_attention/run-c-space.toml", "--out", out, "--strategy", "TPE", "--budget", "2",
+                   umask=0o077)
+    assert r.returncode == 0, r.stderr
+    modes = {p.relative_to(tmp_path).as_posix(): stat.S_IMODE(p.stat().st_mode) for p in tmp_path.rglob("*")
+             if not p.name.endswith(".lock")}
+    assert modes["deep"] == modes["deep/out"] == modes["deep/out/journals"] == modes["deep/out/tables"] == 0o755
+    assert modes["deep/out/journals/ranker_attention-replay.jsonl"] == 0o644
+    assert modes["deep/out/tables/nvidia-h200/ranker_attention.json"] == 0o644
+
+
+def test_the_replay_banner_comes_after_the_inputs_are_found_good(tmp_path):
+    r = kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--bucket", "nope", "--out", tmp_path)
+    assert "no bucket named 'nope'" in one_line(r) and "Replaying" not in r.stdout
+    r = kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--gpus", "0,1", "--out", tmp_path)
+    assert "--gpus: a replay answers from its journal" in one_line(r)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert f"--out {blocker}: {blocker} is a file, not a folder" in one_line(
+        kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--out", blocker))

@@ -13,6 +13,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from kerneltune.paths import make_folder
+
 SCHEMA = 1
 
 
@@ -170,7 +172,7 @@ def update_table(path: Path, kernel: str, device_kind: str,
                  change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Read-modify-write under an exclusive lock, so concurrent writers lose nothing. A table holding
     entries that break the schema is not rewritten: the rewrite would drop them unseen."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     with FileLock(f"{path.resolve()}.lock"):  # a table named through a link is the same table
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write (we hold the lock)
             stale.unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from kerneltune.paths import SHARED_FILE, make_folder
 from kerneltune.tables.stamps import now_stamp
 from kerneltune.tables.store import NAME, positive_time
 
@@ -110,7 +111,7 @@ def _warn_once(message: str) -> None:
 class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_folder(self.path.parent)
         # Locks key on the file itself: a journal named through a link and by its own name is one journal.
         self._real = self.path.resolve()
         self._lock = FileLock(f"{self._real}.lock")
@@ -157,7 +158,10 @@ class Journal:
         with self._lock:
             self._repair_torn_tail()
             try:
-                with self.path.open("ab") as f:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SHARED_FILE)
+                if os.fstat(fd).st_size == 0:  # new: readable by the team whatever the umask
+                    os.fchmod(fd, SHARED_FILE)
+                with os.fdopen(fd, "ab") as f:
                     f.write(line.encode())
                     f.flush()
                     os.fsync(f.fileno())

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kerneltune.paths import user_cache_dir
+from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
 from kerneltune.registry import load_kernel
 
@@ -94,7 +94,7 @@ def device_groups(gpus: Sequence[str], devices: int) -> list[str]:
 class LiveRunner:
     def __init__(self, kernel: str, routes: Sequence[str], compile_workers: int, log_dir: Path, cache_dir: Path,
                  compile_timeout: float, run_timeout: float, reference_dir: Path | None = None):
-        log_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(log_dir)
         self.kernel = kernel
         self.log_dir = log_dir
         self.compile_timeout = compile_timeout

@@ -134,23 +134,50 @@ def record_value(rec: dict[str, Any]) -> float | None:
     return rec["timing"]["median_us"] if "timing" in rec else rec.get("score")
 
 
-def run_sweep(opts: SweepOptions, observer: Observer | None = None,
-              runner_factory: Callable[[SweepOptions, Kernel], Runner] | None = None) -> list[BucketResult]:
+@dataclass(frozen=True)
+class _Checked:
+    """What a sweep's options name, loaded and checked before anything starts."""
+
+    kernel: Kernel
+    space: Space
+    buckets: list[Bucket]
+    held: dict[str, list[dict[str, Any]]] | None  # bucket name -> the configs --contenders holds for it
+
+
+def check_options(opts: SweepOptions) -> _Checked:
+    """Every input a sweep reads (kernel, space, buckets, strategy, contenders, replayed journal, --out), checked
+    before any worker starts: a bad one is a ValueError (or OSError) naming it."""
     kernel = load_kernel(opts.kernel)
     space = load_space(opts.space_path, set(kernel.tunables), set(kernel.problem_fields), kernel.name)
     buckets = [space.bucket(b) for b in opts.buckets] if opts.buckets else list(space.buckets)
     if not buckets:
         raise ValueError(f"{opts.space_path}: no buckets to sweep")
-    make_strategy(opts.search.strategy)  # an unknown name fails before any worker starts
-    held: dict[str, list[dict[str, Any]]] | None = None  # bucket name -> the configs --contenders holds for it
-    if opts.search.contenders is not None:  # a bad table or a bucket it lacks fails before any worker starts
+    make_strategy(opts.search.strategy)
+    held = None
+    if opts.search.contenders is not None:
         table = load_contenders(opts.search.contenders, kernel)
         held = {b.name: held_for(table, opts.search.contenders, kernel, b.name, _bucket_problem(kernel, b))
                 for b in buckets}
+    if opts.replay is not None and not opts.replay.journal.exists():
+        raise ValueError(f"replay: no journal at {opts.replay.journal}")
+    if opts.replay is not None and opts.workers.gpus:
+        raise ValueError("--gpus: a replay answers from its journal and runs on no GPU; drop --gpus")
+    for folder in (opts.out, *opts.out.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(f"--out {opts.out}: {folder} is a file, not a folder")
+            break
     runtime = [root for root in table_roots() if (opts.out / "tables").resolve() == root.resolve()]
     if runtime:
         raise ValueError(f"--out {opts.out}: a sweep never writes into the tables the runtime reads "
                          f"({runtime[0]}); give a working folder and install its table with `kerneltune install`")
+    return _Checked(kernel, space, buckets, held)
+
+
+def run_sweep(opts: SweepOptions, observer: Observer | None = None,
+              runner_factory: Callable[[SweepOptions, Kernel], Runner] | None = None) -> list[BucketResult]:
+    checked = check_options(opts)
+    kernel, space, buckets, held = checked.kernel, checked.space, checked.buckets, checked.held
     journal = Journal(opts.journal_path)
     writer = journal.writer_lock()
     try:

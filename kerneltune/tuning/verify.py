@@ -91,7 +91,8 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                        for why in table["skipped"]]
     if missing := sorted(set(buckets) - {e.get("bucket_name") for e in entries}):
         return VerifyReport(table_path, [], EXIT_BAD_INPUT,
-                            [f"{table_path}: no entry for bucket {', '.join(missing)}"])
+                            [f"{table_path}: no entry for bucket {', '.join(missing)} (have "
+                             f"{sorted(str(e.get('bucket_name')) for e in table['entries'].values())})"])
     _seed_ceilings(table, work_dir / "logs")
     runner = (runner_factory or _live_runner)(kernel_name, kernel, work_dir)
     try:

@@ -29,6 +29,6 @@ def names() -> list[str]:
 
 def make_strategy(name: str) -> StrategyFactory:
     try:
-        return registry()[name]
+        return registry()[name.lower()]
     except KeyError:
         raise ValueError(f"strategy: {name!r} is not one of {', '.join(names())}") from None
