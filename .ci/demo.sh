@@ -16,4 +16,4 @@ fi
   --bucket d128-none-long --bucket d64-tanh-many-rows --out "$OUT"
 .venv/bin/kerneltune sweep ranker-attention --replay "$JOURNALS" --space "$SPACE" --strategy tpe --budget 4 \
   --seed 0 --bucket d128-tanh-long --out "$OUT" --journal "$OUT/tpe.jsonl"
-echo "Everything this demo wrote is in $OUT/ (journals, tables, logs)."
+echo "Everything this demo wrote is in $OUT/: the replays' journals (journals/, tpe.jsonl) and their table (tables/)."

@@ -261,6 +261,9 @@ def sweep(
                       f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
                       f"{e['tflops']:.0f}" if e and e.get("tflops") else "-")
     console.print(table)
+    if replay is not None and (missing := sum(r.failures.get("unsupported", 0) for r in results)):
+        console.print(f"[yellow]{missing} candidates of {escape(_shown(opts.space_path))} are not in the replayed "
+                      f"journal: it was recorded on another space.\n{_space_hint(replay)}", soft_wrap=True)
     if replay is None:
         _print_phases([p for r in results for p in r.phases], opts.workers.compile_workers, "")
     if need:
@@ -273,6 +276,23 @@ def sweep(
         console.print(f"[yellow]Entries written from a replay ({', '.join(stale)}) keep the recorded kernel hash "
                       f"and stamps, and are never installed.", soft_wrap=True)
     console.print(f"journal: {opts.journal_path}")
+
+
+def _shown(path: Path) -> str:
+    """``path`` as short as a terminal line wants it: relative to the working folder where it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _space_hint(journal: Path) -> str:
+    """Where a recorded sweep's space probably is: a ``space.toml`` in the journal's folder or up to 3 above."""
+    start = journal.resolve() if journal.is_dir() else journal.resolve().parent
+    for folder in [start, *start.parents][:4]:
+        if (folder / "space.toml").is_file():
+            return f"Replay it with --space {escape(_shown(folder / 'space.toml'))}"
+    return "Replay it with the space it was swept on (--space)."
 
 
 @app.command()

@@ -198,3 +198,14 @@ def test_the_replay_banner_comes_after_the_inputs_are_found_good(tmp_path):
     blocker.write_text("")
     assert f"--out {blocker}: {blocker} is a file, not a folder" in one_line(
         kerneltune("sweep", "ranker-attention", "--replay", RUN_C, "--out", blocker))
+
+
+def test_a_replay_on_another_space_says_so_and_where_that_space_is(tmp_path):
+    """A journal recorded on another space answers "unsupported" for the configs it lacks: the summary says why."""
+    run_p = REPO / "results/ranker_attention/2026-12-02-h200-run-p"
+    r = kerneltune("sweep", "ranker-attention", "--replay", run_p / "calls2-3/sweep/journals", "--bucket",
+                   "d128-tanh-long", "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "candidates of search_spaces/ranker_attention.toml are not in the replayed journal: it was recorded on " \
+           "another space" in r.stdout
+    assert "Replay it with --space results/ranker_attention/2026-12-02-h200-run-p/space.toml" in r.stdout
