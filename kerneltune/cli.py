@@ -250,7 +250,8 @@ def sweep(
     defaults = load_kernel(opts.kernel).tile_defaults
     table = Table(title=f"{opts.kernel}: {opts.search.strategy} sweep (configs: what differs from the defaults; "
                         f"the journal has each whole)")
-    for col in ("bucket", "measured", "pruned", "failures", "best config", "median µs", "TFLOP/s"):
+    table.add_column("bucket", no_wrap=True)  # a name is read whole, as the space gives it
+    for col in ("measured", "pruned", "failures", "best config", "median µs", "TFLOP/s"):
         table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
     for r in results:
         e = r.entry
@@ -273,8 +274,8 @@ def sweep(
         hint = "" if stale else f" (the runtime reads it once installed: kerneltune install {path})"
         console.print(f"table: {escape(str(path))}{hint}", soft_wrap=True)
     if stale:
-        console.print(f"[yellow]Entries written from a replay ({', '.join(stale)}) keep the recorded kernel hash "
-                      f"and stamps, and are never installed.", soft_wrap=True)
+        console.print(f"[yellow]A replay wrote {', '.join(stale)}: recorded stamps, never installed.",
+                      soft_wrap=True)
     console.print(f"journal: {opts.journal_path}")
 
 

@@ -24,10 +24,11 @@ def install_table(source: Path, root: Path) -> tuple[Path, int]:
     kernel, kind = table.get("kernel"), table.get("device_kind")
     if not isinstance(kernel, str) or not isinstance(kind, str) or not kernel or not kind:
         raise TableError(f"{source}: fields 'kernel' and 'device_kind' must name the table's kernel and device")
-    replayed = sorted(k for k, e in table["entries"].items() if "replayed_from" in e.get("stamps", {}))
+    replayed = sorted(str(e.get("bucket_name", k)) for k, e in table["entries"].items()
+                      if "replayed_from" in e.get("stamps", {}))
     if replayed:
-        raise TableError(f"{source}: not installed, entries {', '.join(replayed)} come from a replay "
-                         f"({table['entries'][replayed[0]]['stamps']['replayed_from']}); install a live sweep's table")
+        shown = ", ".join(replayed[:3]) + (f" and {len(replayed) - 3} more" if len(replayed) > 3 else "")
+        raise TableError(f"{source}: not installed: a replay wrote {shown}; install a live sweep's table")
     if not table["entries"]:
         raise TableError(f"{source}: no entries to install")
 

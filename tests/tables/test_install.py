@@ -25,7 +25,7 @@ def test_entries_overlay_the_installed_table_by_bucket(tmp_path):
 
 
 @pytest.mark.parametrize(("make", "why"), [
-    (lambda p: write(p, entry(replayed_from="/x/journal.jsonl")), "come from a replay"),
+    (lambda p: write(p, entry(replayed_from="/x/journal.jsonl")), "a replay wrote"),
     (lambda p: (p.parent.mkdir(parents=True), p.write_text("[]")), "schema"),
     (lambda p: None, "no such table"),
 ])
@@ -49,7 +49,7 @@ def test_the_cli_installs_into_the_user_folder(tmp_path):
     write(replay, entry(replayed_from="/x/journal.jsonl"))
     r = subprocess.run([sys.executable, "-m", "kerneltune", "install", str(replay)], capture_output=True, text=True,
                        cwd=REPO, env={"KERNELTUNE_TABLES": str(user), "PATH": "/usr/bin:/bin"}, timeout=120)
-    assert r.returncode == 3 and "come from a replay" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 3 and "a replay wrote" in r.stderr and "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("kernel", ["ranker_attention", "k"])
