@@ -475,3 +475,16 @@ def test_a_pruned_candidate_still_tells_the_strategy_its_first_batch_time():
 
     assert record_value({"status": "pruned", "timing": {"median_us": 180.0}}) == 180.0
     assert record_value({"status": "correctness", "error": "x"}) is None
+
+
+def test_a_resume_never_measures_a_failed_candidate_again(tmp_path):
+    """A failure is a verdict the journal keeps: a resumed sweep would otherwise wait out every hang's timeout
+    and rebuild every crash again."""
+    modes = ["good", "compile_error", "garbage", "unwritten"]
+    [first] = run_sweep(options(tmp_path, modes))
+    lines = options(tmp_path, modes).journal_path.read_text()
+    assert sum(first.failures.values()) == 6 and first.measured == 8
+    [again] = run_sweep(options(tmp_path, modes))
+    assert again.measured == 0 and again.skipped == 8 and not again.failures
+    assert options(tmp_path, modes).journal_path.read_text() == lines
+    assert again.entry["config"] == first.entry["config"] == {"mode": "good", "work": 1}
