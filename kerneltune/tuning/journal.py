@@ -60,6 +60,10 @@ def merged_journals(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return {k: r for k, (_, r) in best.items()}
 
 
+_NUMBERS = ("tflops", "flops", "rel_error", "pct_ceiling", "compile_s", "score", "seed")
+_TIMING_NUMBERS = ("median_us", "spread", "noise", "samples", "min_us")
+
+
 def record_defect(rec: Any) -> str | None:
     """What makes a journal line unusable as a record, or None: the fields the sweep, a replay, the table
     writer and the report read, with their types; a time must be positive and finite; a device kind or kernel
@@ -77,6 +81,12 @@ def record_defect(rec: Any) -> str | None:
             return f"field {name!r} is not an object"
     if any(isinstance(v, dict | list) for v in rec.get("tiles", {}).values()):
         return "field 'tiles' holds a value that is not a string, number or bool"
+    numbers = [(name, rec[name]) for name in _NUMBERS if rec.get(name) is not None]
+    numbers += [(f"timing.{k}", v) for k, v in rec.get("timing", {}).items() if k in _TIMING_NUMBERS]
+    numbers += [(f"stamps.{k}", v) for k, v in rec.get("stamps", {}).items() if k.endswith("_ceiling")]
+    for name, value in numbers:
+        if type(value) not in (int, float):
+            return f"field {name!r}: {value!r} is not a number"
     timing = rec.get("timing", {})
     if "median_us" in timing and not positive_time(timing["median_us"]):
         return f"timing.median_us: {timing['median_us']!r} is not a positive finite time"

@@ -155,6 +155,8 @@ def _constraint(path: Path, text: str, index: int, raw: Any, names: set[str]) ->
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as e:
         raise SpaceError(f"{where}: constraints[{index}].expr: not an expression ({e.msg}): {expr!r}") from None
+    except (MemoryError, RecursionError):  # Python's parser refuses deep nesting this way
+        raise SpaceError(f"{where}: constraints[{index}].expr: nested too deeply to parse") from None
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise SpaceError(f"{where}: constraints[{index}].expr: {type(node).__name__} is not allowed in {expr!r}")
@@ -165,8 +167,12 @@ def _constraint(path: Path, text: str, index: int, raw: Any, names: set[str]) ->
                 for x in (node.left, node.right)):
             raise SpaceError(f"{where}: constraints[{index}].expr: '*' repeats a sequence in {expr!r}; it "
                              f"multiplies numbers only")
-    tree = ast.fix_missing_locations(_NumbersOnlyTimes().visit(tree))
-    return Constraint(expr, str(raw.get("why", "")), compile(tree, str(path), "eval"), where)
+    try:
+        tree = ast.fix_missing_locations(_NumbersOnlyTimes().visit(tree))
+        code = compile(tree, str(path), "eval")
+    except (MemoryError, RecursionError):
+        raise SpaceError(f"{where}: constraints[{index}].expr: nested too deeply to compile") from None
+    return Constraint(expr, str(raw.get("why", "")), code, where)
 
 
 def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], for_kernel: str | None = None) -> Space:
@@ -182,6 +188,8 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], f
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise SpaceError(f"{path}: malformed TOML: {e}") from None
+    except RecursionError:
+        raise SpaceError(f"{path}: nested too deeply to be a space") from None
 
     unknown_top = set(data) - {"kernel", "params", "constraints", "buckets"}
     if unknown_top:
