@@ -488,3 +488,27 @@ def test_a_resume_never_measures_a_failed_candidate_again(tmp_path):
     assert again.measured == 0 and again.skipped == 8 and not again.failures
     assert options(tmp_path, modes).journal_path.read_text() == lines
     assert again.entry["config"] == first.entry["config"] == {"mode": "good", "work": 1}
+
+
+def test_the_progress_counts_what_the_budget_allows_and_what_the_journal_holds(tmp_path):
+    """The progress bar's total is the budget where it is under the feasible configs, and a resume starts it at
+    what the journal already holds."""
+
+    class Progress:
+        def __init__(self):
+            self.starts = []
+
+        def on_bucket_start(self, bucket, total, done):
+            self.starts.append((total, done))
+
+        def on_record(self, bucket, record, failures):
+            pass
+
+        def on_bucket_end(self, bucket, entry):
+            pass
+
+    seen = Progress()
+    run_sweep(options(tmp_path, ["good", "slow"], search=SearchOptions("exhaustive", 3, 0)), seen)
+    run_sweep(options(tmp_path, ["good", "slow"], search=SearchOptions("exhaustive", 3, 0)), seen)
+    run_sweep(options(tmp_path, ["good", "slow"]), seen)  # no budget: every feasible config (4)
+    assert seen.starts == [(3, 0), (3, 3), (4, 3)]
