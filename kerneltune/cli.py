@@ -27,6 +27,7 @@ except ImportError:
     from click.exceptions import NoArgsIsHelpError, UsageError
 
 from kerneltune import __version__
+from kerneltune.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
 from kerneltune.paths import SPACES
 from kerneltune.tuning.strategies import names as strategy_names
 
@@ -193,10 +194,12 @@ def sweep(
              "process, as the ranker's can; else threads); 0 compiles each candidate when it is timed. "
              "Default: up to 8, the cores less two.")] = None,
     rel_noise: Annotated[float, typer.Option(help="Stop timing when the median's noise is under this.")] = 0.01,
-    max_seconds: Annotated[float, typer.Option(help="Time cap of sampling per candidate.")] = 2.0,
+    max_seconds: Annotated[float, typer.Option(help="Time cap of sampling per candidate.")] = CANDIDATE_MAX_SECONDS,
     cold_l2: Annotated[bool, typer.Option(help="Flush L2 before every timed call.")] = False,
-    compile_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to compile.")] = 600.0,
-    run_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time.")] = 300.0,
+    compile_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to compile.")]
+    = COMPILE_TIMEOUT_S,
+    run_timeout: Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time.")]
+    = RUN_TIMEOUT_S,
 ) -> None:
     """Compile, check and time every candidate; journal each; write tuned tables.
 

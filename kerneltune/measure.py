@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from kerneltune.limits import CANDIDATE_MAX_SECONDS
 from kerneltune.protocols import Backend
 
 
@@ -37,7 +38,7 @@ class Timing:
 @dataclass(frozen=True)
 class MeasureSettings:
     rel_noise: float = 0.01
-    max_seconds: float = 3.0
+    max_seconds: float = CANDIDATE_MAX_SECONDS
     min_samples: int = 10
     batch: int = 10
     warmup: int = 3

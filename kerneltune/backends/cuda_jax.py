@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
+from kerneltune.limits import CEILING_MAX_SECONDS
 from kerneltune.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind
 
@@ -146,7 +147,7 @@ class CudaJax:
         n = 8192
         a = jax.random.normal(jax.random.key(0), (n, n), jnp.bfloat16)
         b = jax.random.normal(jax.random.key(1), (n, n), jnp.bfloat16)
-        settings = MeasureSettings(rel_noise=0.02, max_seconds=1.0)
+        settings = MeasureSettings(rel_noise=0.02, max_seconds=CEILING_MAX_SECONDS)
         mm = time_jax(jax.jit(lambda x, y: x @ y), (a, b), settings)
         buf = jax.random.normal(jax.random.key(2), (1 << 30,), jnp.float32)  # 4 GiB
         cp = time_jax(jax.jit(lambda x: x + 1.0), (buf,), settings)

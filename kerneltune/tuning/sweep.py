@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from filelock import Timeout
 
+from kerneltune.limits import COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
 from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
 from kerneltune.registry import load_kernel
@@ -62,8 +63,8 @@ class SearchOptions:
 class WorkerOptions:
     gpus: tuple[str, ...] = ()  # default: the first GPUs, as many as one launch spans
     compile_workers: int = field(default_factory=default_compile_workers)  # per timing worker
-    compile_timeout: float = 600.0
-    run_timeout: float = 300.0
+    compile_timeout: float = COMPILE_TIMEOUT_S
+    run_timeout: float = RUN_TIMEOUT_S
 
 
 @dataclass(frozen=True)

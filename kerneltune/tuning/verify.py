@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kerneltune.limits import COMPILE_TIMEOUT_S, REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
 from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner
 from kerneltune.registry import load_kernel
@@ -79,7 +80,7 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     Interrupted (``KeyboardInterrupt``: SIGINT, or SIGTERM where the CLI maps it), it returns what it checked
     and the rest as not checked, with ``EXIT_INTERRUPTED``: a CI job cut by its timeout keeps its verdicts."""
     kernel = load_kernel(kernel_name)
-    settings = settings or MeasureSettings(max_seconds=1.0)
+    settings = settings or MeasureSettings(max_seconds=REMEASURE_MAX_SECONDS)
     try:
         table = read_table(table_path)
     except TableError as e:
@@ -165,7 +166,7 @@ class _Measurements:
 def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
     gpus = tuple(str(i) for i in range(kernel.devices))
     return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), default_compile_workers(), work_dir / "logs",
-                      work_dir / "jax-cache", 600.0, 300.0, work_dir / "references")
+                      work_dir / "jax-cache", COMPILE_TIMEOUT_S, RUN_TIMEOUT_S, work_dir / "references")
 
 
 def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

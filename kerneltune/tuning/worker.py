@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from kerneltune.limits import COMPILE_TIMEOUT_S
 from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, Kernel, PortableBuild, SmallCheck, StaticRanking
 from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
@@ -44,7 +45,7 @@ class WorkerDied(RuntimeError):
 
 
 def worker_env(cache_dir: Path | None, gpu: str | None, compile_workers: int = 0,
-               reference_dir: Path | None = None, compile_timeout: float = 600.0) -> dict[str, str]:
+               reference_dir: Path | None = None, compile_timeout: float = COMPILE_TIMEOUT_S) -> dict[str, str]:
     env = dict(os.environ)
     if reference_dir is not None:  # the checks' references, kept for the next worker (``reference_cache``)
         env[REFERENCE_CACHE_ENV] = str(reference_dir)
@@ -282,7 +283,7 @@ def main() -> None:
     from .compile_ahead import CompileAhead
 
     prefetcher = CompileAhead(int(os.environ.get("KERNELTUNE_COMPILE_WORKERS", "0") or 0),
-                              float(os.environ.get("KERNELTUNE_COMPILE_TIMEOUT", "600") or 600))
+                              float(os.environ.get("KERNELTUNE_COMPILE_TIMEOUT") or COMPILE_TIMEOUT_S))
     work: queue.Queue[dict[str, Any] | None] = queue.Queue()
 
     def read() -> None:
