@@ -182,6 +182,19 @@ class Backend(Protocol):
         """``take(n)``: n device times of ``fn(*args)`` in milliseconds."""
         ...
 
+    def worker_env(self, devices: str | None) -> dict[str, str]:
+        """Environment of a timing worker bound to ``devices`` (a GPU index or a launch group's, None: the
+        default): the framework's device-visibility and memory settings."""
+        ...
+
+    def prepare_worker(self, compile_cache: str | None) -> None:
+        """In a worker, before its first build: the framework's compile cache in ``compile_cache``, if it has one."""
+        ...
+
+    def is_sticky(self, error: BaseException) -> bool:
+        """Whether ``error`` leaves the device unusable for the next candidate (the worker is then replaced)."""
+        ...
+
     def clocks(self) -> dict[str, Any]:
         """Clock and throttle readings, taken before and after each candidate ({} if none)."""
         ...

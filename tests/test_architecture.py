@@ -71,3 +71,30 @@ def test_measuring_limits_live_in_one_place():
                 bad += [f"{path.relative_to(PACKAGE)}:{a.lineno} {a.arg}=" for a, d in pairs
                         if a.arg in NAMES and isinstance(d, ast.Constant)]
     assert not bad, bad
+
+
+def _code_text(node: ast.AST, docstrings: set[int]) -> str:
+    """A name, an attribute or a string the code uses (docstrings are prose, not code)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+        return node.value
+    return ""
+
+
+def test_the_engine_names_no_gpu_framework():
+    """Device visibility, compile caches and fatal errors are the backend's (``Backend.worker_env``,
+    ``prepare_worker``, ``is_sticky``): no name or string of the engine's code says jax, torch, CUDA or HIP."""
+    words = ("jax", "torch", "cuda", "hip_", "xla")
+    bad = []
+    for path in modules("tuning"):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.value) for n in ast.walk(tree)
+                      if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        for node in ast.walk(tree):
+            text = _code_text(node, docstrings)
+            if any(w in text.lower() for w in words):
+                bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {text[:40]!r}")
+    assert not bad, bad

@@ -58,6 +58,16 @@ def system_stamps() -> dict[str, Any]:
     }
 
 
+# CUDA errors after which the context is lost (an illegal address, a launch failure, a GPU fallen off the bus):
+# the next candidate in the same process would fail for no fault of its own.
+_STICKY = ("illegal", "misaligned", "launch failure", "out of memory", "resource_exhausted", "cuda_error", "xid")
+
+
+def cuda_error_is_sticky(error: BaseException) -> bool:
+    text = str(error).lower()
+    return any(s in text for s in _STICKY)
+
+
 def gpu_clocks() -> dict[str, Any]:
     """SM clock and active throttle reasons from nvidia-smi ({} where there is none)."""
     try:
@@ -160,6 +170,22 @@ class CudaJax:
         if jax.devices()[0].platform == "gpu":
             return cupti_sampler(fn, args, cold_l2)
         return wall_clock_sampler(lambda: jax.block_until_ready(fn(*args)))
+
+    def worker_env(self, devices: str | None) -> dict[str, str]:
+        env = {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}  # several workers share one GPU
+        return env if devices is None else {**env, "CUDA_VISIBLE_DEVICES": devices}
+
+    def prepare_worker(self, compile_cache: str | None) -> None:
+        if not compile_cache:
+            return
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", compile_cache)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+    def is_sticky(self, error: BaseException) -> bool:
+        return cuda_error_is_sticky(error)
 
     def clocks(self) -> dict[str, Any]:
         return gpu_clocks()

@@ -56,6 +56,15 @@ class Host:
     def sampler(self, fn: Any, args: tuple[Any, ...], cold_l2: bool) -> TakeBatch:
         return wall_clock_sampler(lambda: fn(*args))
 
+    def worker_env(self, devices: str | None) -> dict[str, str]:
+        return {}
+
+    def prepare_worker(self, compile_cache: str | None) -> None:
+        pass
+
+    def is_sticky(self, error: BaseException) -> bool:
+        return False
+
     def clocks(self) -> dict[str, Any]:
         return {}
 

@@ -400,6 +400,25 @@ class LaunchGroupBackend:
         group: LaunchGroup = fn
         return group.take
 
+    def worker_env(self, devices: str | None) -> dict[str, str]:
+        """The group's GPUs, named for CUDA and for HIP (ROCm honours both; an NVIDIA machine ignores HIP's)."""
+        return {} if devices is None else {"CUDA_VISIBLE_DEVICES": devices, "HIP_VISIBLE_DEVICES": devices}
+
+    def prepare_worker(self, compile_cache: str | None) -> None:
+        pass
+
+    def is_sticky(self, error: BaseException) -> bool:
+        device = group_device()
+        if device == "cuda":
+            from .cuda_jax import cuda_error_is_sticky
+
+            return cuda_error_is_sticky(error)
+        if device == "rocm":
+            from .rocm_torch import hip_error_is_sticky
+
+            return hip_error_is_sticky(error)
+        return False
+
     def clocks(self) -> dict[str, Any]:
         device = group_device()
         if device == "cuda":

@@ -56,6 +56,17 @@ def rocm_clocks() -> dict[str, Any]:
     return dict(zip(out[0].split(","), out[1].split(","), strict=False))
 
 
+# HIP errors after which the device is unusable in the same process (HIP's hipErrorIllegalAddress,
+# hipErrorLaunchFailure, an HSA memory fault). Written against HIP's documented error names; never seen here.
+_STICKY = ("illegal", "launch failure", "hiperrorillegaladdress", "hiperrorlaunchfailure", "memory access fault",
+           "hsa_status_error", "out of memory")
+
+
+def hip_error_is_sticky(error: BaseException) -> bool:
+    text = str(error).lower()
+    return any(s in text for s in _STICKY)
+
+
 class RocmTorch:
     name = "rocm-torch"
     matched_stamps = MATCHED
@@ -72,6 +83,15 @@ class RocmTorch:
 
     def sampler(self, fn: Any, args: tuple[Any, ...], cold_l2: bool) -> TakeBatch:
         return event_sampler(lambda: fn(*args), cold_l2)
+
+    def worker_env(self, devices: str | None) -> dict[str, str]:
+        return {} if devices is None else {"HIP_VISIBLE_DEVICES": devices}
+
+    def prepare_worker(self, compile_cache: str | None) -> None:
+        pass  # FlyDSL keeps its own compile cache
+
+    def is_sticky(self, error: BaseException) -> bool:
+        return hip_error_is_sticky(error)
 
     def clocks(self) -> dict[str, Any]:
         return rocm_clocks()

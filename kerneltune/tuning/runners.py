@@ -16,7 +16,7 @@ from typing import Any
 
 from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
-from kerneltune.registry import load_kernel
+from kerneltune.registry import load_backend, load_kernel
 
 from .worker import WorkerDied, WorkerProcess, worker_env
 
@@ -101,10 +101,12 @@ class LiveRunner:
         self.run_timeout = run_timeout
         # A portable build compiles in as many processes as there are compile workers; any other on threads of
         # the timing worker, whose interpreter they share with the checks and timed calls: one ahead.
-        portable = Capability.PORTABLE_BUILD in load_kernel(kernel).capabilities
+        plugin = load_kernel(kernel)
+        backend = load_backend(plugin.backend)
+        portable = Capability.PORTABLE_BUILD in plugin.capabilities
         self.compiles_ahead = compile_workers if portable else min(compile_workers, 1)
-        self.workers = [_TimingWorker(worker_env(cache_dir, g, compile_workers, reference_dir, compile_timeout),
-                                      log_dir / f"timing-gpu{g}.log") for g in routes]
+        self.workers = [_TimingWorker(worker_env(backend, cache_dir, g, compile_workers, reference_dir,
+                                                 compile_timeout), log_dir / f"timing-gpu{g}.log") for g in routes]
         self._stamps: dict[str, Any] | None = None
 
     @property

@@ -260,7 +260,7 @@ def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
     w = opts.workers
     gpus = w.gpus or tuple(str(i) for i in range(kernel.devices))
     return LiveRunner(opts.kernel, device_groups(gpus, kernel.devices), w.compile_workers, opts.out / "logs",
-                      opts.out / "jax-cache", w.compile_timeout, w.run_timeout, opts.out / "references")
+                      opts.out / "compile-cache", w.compile_timeout, w.run_timeout, opts.out / "references")
 
 
 class _Sweep:

@@ -14,14 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.protocols import Kernel
+from kerneltune.registry import load_backend
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
 from kerneltune.tuning.journal import config_key, pct_of_ceiling
 
 MAX_RUNNER_UPS = 5
-# What journals recorded before backends named their matched stamps were matched on.
-_CUDA_JAX_MATCHED = ("gpu", "sm_count", "driver", "cuda", "jax", "jaxlib")
 
 
 def _entry_hash(records: list[dict[str, Any]], kernel: Kernel) -> str | None:
@@ -56,7 +55,9 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         if gates(r) != gates(win) and gates(r) not in fallbacks:
             fallbacks[gates(r)] = _measured(r)
     recorded = win["stamps"]
-    stamps = {k: recorded.get(k) for k in recorded.get("matched", _CUDA_JAX_MATCHED) if k != "kernel_hash"}
+    # A record from before stamps carried their ``matched`` list: the kernel's backend's.
+    matched = recorded.get("matched") or load_backend(kernel.backend).matched_stamps
+    stamps = {k: recorded.get(k) for k in matched if k != "kernel_hash"}
     stamps.update(kernel_hash=win["kernel_hash"], date=win.get("time", now_stamp()))
     if "replayed_from" in recorded:
         stamps["replayed_from"] = recorded["replayed_from"]

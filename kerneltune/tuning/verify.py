@@ -166,7 +166,7 @@ class _Measurements:
 def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
     gpus = tuple(str(i) for i in range(kernel.devices))
     return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), default_compile_workers(), work_dir / "logs",
-                      work_dir / "jax-cache", COMPILE_TIMEOUT_S, RUN_TIMEOUT_S, work_dir / "references")
+                      work_dir / "compile-cache", COMPILE_TIMEOUT_S, RUN_TIMEOUT_S, work_dir / "references")
 
 
 def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:

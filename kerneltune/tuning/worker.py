@@ -32,6 +32,8 @@ from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
 
 from .phases import Phases
 
+COMPILE_CACHE_ENV = "KERNELTUNE_COMPILE_CACHE"  # the folder a backend keeps compiled programs in (``prepare_worker``)
+
 if TYPE_CHECKING:
     from .compile_ahead import CompileAhead
 
@@ -44,17 +46,16 @@ class WorkerDied(RuntimeError):
         self.kind = kind  # "timeout" or "runtime"
 
 
-def worker_env(cache_dir: Path | None, gpu: str | None, compile_workers: int = 0,
+def worker_env(backend: Backend, cache_dir: Path | None, devices: str | None, compile_workers: int = 0,
                reference_dir: Path | None = None, compile_timeout: float = COMPILE_TIMEOUT_S) -> dict[str, str]:
-    env = dict(os.environ)
+    """A timing worker's environment: the backend's for ``devices`` (``Backend.worker_env``), and the engine's
+    settings the worker reads (compile cache, compile workers and their timeout, the references' folder)."""
+    env = {**os.environ, **backend.worker_env(devices)}
     if reference_dir is not None:  # the checks' references, kept for the next worker (``reference_cache``)
         env[REFERENCE_CACHE_ENV] = str(reference_dir)
-    env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"  # several workers share one GPU
     env["PYTHONUNBUFFERED"] = "1"
     if cache_dir is not None:
-        env["KERNELTUNE_JAX_CACHE"] = str(cache_dir)
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
+        env[COMPILE_CACHE_ENV] = str(cache_dir)
     env["KERNELTUNE_COMPILE_WORKERS"] = str(compile_workers)
     env["KERNELTUNE_COMPILE_TIMEOUT"] = str(compile_timeout)
     return env
@@ -149,21 +150,14 @@ class WorkerProcess:
 
 # ----------------------------------------------------------------------------- worker side
 
-def _setup_jax_cache() -> None:
-    cache = os.environ.get("KERNELTUNE_JAX_CACHE")
-    if not cache:
-        return
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+_prepared: set[str] = set()
 
 
-def _is_sticky(error: BaseException) -> bool:
-    text = str(error).lower()
-    return any(s in text for s in ("illegal", "misaligned", "launch failure", "out of memory", "resource_exhausted",
-                                   "cuda_error", "xid"))
+def _prepare(backend: Backend) -> None:
+    """The backend's preparation of this worker (its compile cache), once, before its first build."""
+    if backend.name not in _prepared:
+        _prepared.add(backend.name)
+        backend.prepare_worker(os.environ.get(COMPILE_CACHE_ENV))
 
 
 def _stamps(kernel: Kernel, backend: Backend, known: Any) -> dict[str, Any]:
@@ -194,6 +188,7 @@ def handle(req: Mapping[str, Any], prefetcher: CompileAhead | None = None) -> di
     op = req["op"]
     kernel = load_kernel(req["kernel"])
     backend = load_backend(kernel.backend)
+    _prepare(backend)
     if op == "stamps":
         return {"status": "ok", "stamps": _stamps(kernel, backend, req.get("ceilings"))}
     problem = kernel.problem(req["problem"])
@@ -253,7 +248,7 @@ def handle(req: Mapping[str, Any], prefetcher: CompileAhead | None = None) -> di
             timing = time_with(backend, fn, args, settings, req.get("prune_above_us"))
         flops = kernel.flops(problem, inputs)
     except Exception as e:  # a launch or device failure of this candidate
-        return {**base, "status": "runtime", "error": _error_text(e), "restart": _is_sticky(e),
+        return {**base, "status": "runtime", "error": _error_text(e), "restart": backend.is_sticky(e),
                 "phases": phases.to_dict()}
     finally:
         kernel.release(built)  # a launch group's rank processes end with their candidate
@@ -279,7 +274,6 @@ def main() -> None:
     die_with_parent(parent_pid_from_env())
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log
-    _setup_jax_cache()
     from .compile_ahead import CompileAhead
 
     prefetcher = CompileAhead(int(os.environ.get("KERNELTUNE_COMPILE_WORKERS", "0") or 0),

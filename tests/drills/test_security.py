@@ -81,7 +81,7 @@ def test_security_drills(tmp_path, monkeypatch, capsys):
 
     # 4-5. A table whose kernel or device kind climbs out of install's --to.
     for n, (field, value) in enumerate([("kernel", "../../x"), ("device_kind", "../up"),
-                                        ("device_kind", "/tmp/kerneltune-drill")]):
+                                        ("device_kind", str(tmp_path / "abs-drill"))]):
         table = json.loads(TABLE.read_text())
         table[field] = value
         src = tmp_path / f"install{n}/nvidia-h200/ranker_attention.json"

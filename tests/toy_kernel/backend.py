@@ -32,6 +32,15 @@ class ToyBackend:
 
         return take
 
+    def worker_env(self, devices: str | None) -> dict[str, str]:
+        return {}
+
+    def prepare_worker(self, compile_cache: str | None) -> None:
+        pass
+
+    def is_sticky(self, error: BaseException) -> bool:
+        return False
+
     def clocks(self) -> dict[str, Any]:
         return {}
 

@@ -62,6 +62,10 @@ def test_runner_ups_and_fallbacks_carry_their_spread_and_the_noise_rule_takes_th
     assert len(bucket_entry([wide_spread, *records[1:]], PLUGIN, rel_noise=0.01)["runner_ups"]) == 2
 
 
+class _OnCudaJax(type(PLUGIN)):
+    backend = "cuda-jax"
+
+
 def test_an_entry_names_the_winners_matched_stamps_and_its_date():
     stamps = {**STAMPS, "matched": ["gpu", "cuda", "kernel_hash"], "bf16_tflops_ceiling": 800.0}
     win = {**record("good", 1, 10.0), "stamps": stamps, "time": "2026-12-01T00:00:00Z", "tflops": 200.0}
@@ -69,7 +73,8 @@ def test_an_entry_names_the_winners_matched_stamps_and_its_date():
     assert e["stamps"] == {"gpu": "NVIDIA H200", "cuda": "13.0", "kernel_hash": PLUGIN.source_hash(),
                            "date": "2026-12-01T00:00:00Z"}
     assert e["pct_ceiling"] == 25.0 and e["tflops"] == 200.0
-    older = bucket_entry([record("good", 1, 10.0)], PLUGIN, 0.01)  # no matched list: the CUDA/JAX stamps
+    # No matched list (a journal from before stamps carried one): the kernel's backend's, here CUDA/JAX's.
+    older = bucket_entry([record("good", 1, 10.0)], _OnCudaJax(), 0.01)
     assert set(older["stamps"]) == {*STAMPS, "kernel_hash", "date"}
 
 

@@ -5,7 +5,10 @@ import os
 
 import pytest
 
+from kerneltune.backends.cuda_jax import cuda_error_is_sticky
+from kerneltune.backends.host import Host
 from kerneltune.protocols import Capability, CheckResult
+from kerneltune.registry import load_backend
 from kerneltune.tuning.worker import WorkerProcess, handle, worker_env
 
 from ..paths import REPO
@@ -15,9 +18,20 @@ ERRORS = {"illegal": "CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was e
           "launch_failure": "unspecified launch failure", "flaky": "a host-side error the next candidate won't see"}
 
 
+class _StickyHost(Host):
+    """The host backend judging errors as CUDA's would: which ones leave the device unusable."""
+
+    def is_sticky(self, error):
+        return cuda_error_is_sticky(error)
+
+
+STICKY_HOST = _StickyHost()
+
+
 class _Kernel(FakeKernel):
     """The fake kernel with a small-shape check, device errors by name, and a record of what it released."""
 
+    backend = "tests.tuning.test_worker:STICKY_HOST"
     capabilities = frozenset({Capability.CHECK_SMALL})
     released: list[str] = []
 
@@ -69,7 +83,8 @@ def test_the_small_shape_check_reports_a_wrong_output():
 
 
 def test_a_worker_that_asks_for_a_restart_is_replaced_before_the_next_candidate(tmp_path):
-    env = {**worker_env(None, None), "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {**worker_env(load_backend("host"), None, None),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     worker = WorkerProcess(env, tmp_path / "worker.log")
     try:
         assert worker.request(_req("good"), timeout=120)["status"] == "ok"
