@@ -209,3 +209,18 @@ def test_a_replay_on_another_space_says_so_and_where_that_space_is(tmp_path):
     assert "candidates of search_spaces/ranker_attention.toml are not in the replayed journal: it was recorded on " \
            "another space" in r.stdout
     assert "Replay it with --space results/ranker_attention/2026-12-02-h200-run-p/space.toml" in r.stdout
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    ("problem", "no 'problem' (the shape it was measured at)"),
+    ("kernel", "a table of kernel 'drafter_wide', not of 'ranker_attention'"),
+])
+def test_verify_refuses_a_table_it_cannot_measure_in_one_line(tmp_path, damage, says):
+    table = json.loads((REPO / "kerneltune/tables/shipped/nvidia-h200/ranker_attention.json").read_text())
+    if damage == "problem":
+        next(iter(table["entries"].values())).pop("problem")
+    else:
+        table["kernel"] = "drafter_wide"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(table))
+    assert says in one_line(kerneltune("verify", "ranker-attention", "--table", path))

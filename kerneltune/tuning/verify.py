@@ -87,7 +87,12 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         return VerifyReport(table_path, [], EXIT_BAD_INPUT, [str(e)])
     if table is None:
         return VerifyReport(table_path, [], EXIT_BAD_INPUT, [f"{table_path}: no such table"])
+    if table.get("kernel") != kernel.name:
+        return VerifyReport(table_path, [], EXIT_BAD_INPUT,
+                            [f"{table_path}: a table of kernel {table.get('kernel')!r}, not of {kernel.name!r}"])
     entries = [e for e in table["entries"].values() if not buckets or e.get("bucket_name") in buckets]
+    if unmeasurable := _without_problem(kernel, entries):
+        return VerifyReport(table_path, [], EXIT_BAD_INPUT, [f"{table_path}: {unmeasurable}"])
     schema_failures = [EntryReport("?", {}, correctness="not checked", verdict=why, failed=True)
                        for why in table["skipped"]]
     if missing := sorted(set(buckets) - {e.get("bucket_name") for e in entries}):
@@ -133,6 +138,19 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     reports = schema_failures + reports
     code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_CANNOT_RUN if need is not None else EXIT_OK
     return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}", measured.phases)
+
+
+def _without_problem(kernel: Kernel, entries: list[dict[str, Any]]) -> str | None:
+    """Why an entry cannot be re-measured: it lacks the problem it was measured at, or the kernel refuses it."""
+    for e in entries:
+        name = e.get("bucket_name", "?")
+        if not isinstance(e.get("problem"), dict):
+            return f"entry {name}: no 'problem' (the shape it was measured at), so verify cannot re-measure it"
+        try:
+            kernel.problem(e["problem"])
+        except (TypeError, ValueError) as why:
+            return f"entry {name}: problem {e['problem']} is not one of {kernel.name}'s ({why})"
+    return None
 
 
 class _Measurements:

@@ -14,6 +14,7 @@ from kerneltune.tables.lookup import tuned_config
 from kerneltune.tables.store import NAME, TableError, positive_time, read_table, table_path
 from kerneltune.tuning.journal import Journal, record_defect
 from kerneltune.tuning.space import SpaceError, load_space
+from kerneltune.tuning.sweep import _bucket_problem
 from kerneltune.tuning.table_writer import bucket_entry
 
 from ..paths import FIXTURES, REPO, SPACES
@@ -108,8 +109,9 @@ def test_fuzz_drills(tmp_path, monkeypatch, capsys):
 
         def load_one(space=space):
             s = load_space(space, set(PLUGIN.tunables), set(PLUGIN.problem_fields), "ranker_attention")
-            for b in s.buckets:
-                for i, _ in enumerate(s.configs(b.problem)):
+            for b in s.buckets:  # enumerated as a sweep does: over the kernel's whole problem
+                fields = PLUGIN.problem_dict(_bucket_problem(PLUGIN, b))
+                for i, _ in enumerate(s.configs(fields)):
                     if i > 50:
                         break
             return None
