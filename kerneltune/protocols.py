@@ -12,7 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # the worker protocol's request (``wire.py``), named in annotations only
+    from kerneltune.wire import Request
 
 
 @dataclass(frozen=True)
@@ -209,12 +212,12 @@ class Runner(Protocol):
     compiles_ahead: int  # candidates per route compiled ahead while another is measured (0: none)
 
     def stamps(self) -> dict[str, Any]: ...
-    def prefetch(self, req: Mapping[str, Any], route: int) -> None:
+    def prefetch(self, req: Request, route: int) -> None:
         """Start compiling a candidate ahead on ``route`` (0 <= route < parallel_measures), where it
         will be measured; a runner that cannot compile ahead does nothing."""
         ...
-    def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]: ...
-    def request(self, req: Mapping[str, Any]) -> dict[str, Any]:
+    def measure(self, req: Request, route: int = 0) -> cf.Future[dict[str, Any]]: ...
+    def request(self, req: Request) -> dict[str, Any]:
         """Any other request (a small check, a static rank), answered synchronously."""
         ...
     def close(self) -> None: ...

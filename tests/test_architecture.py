@@ -98,3 +98,15 @@ def test_the_engine_names_no_gpu_framework():
             if any(w in text.lower() for w in words):
                 bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {text[:40]!r}")
     assert not bad, bad
+
+
+def test_worker_requests_are_built_in_one_place():
+    """A request is a ``wire.Request`` (from ``candidate_request``), never a dict assembled where it is sent."""
+    bad = []
+    for path in modules("tuning"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                if {"kernel", "tiles"} <= keys or "op" in keys:
+                    bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not bad, bad

@@ -17,11 +17,11 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
 from kerneltune.protocols import Capability, PortableBuild
+from kerneltune.wire import Op, Request
 
 from .worker import WorkerDied, WorkerProcess
 
@@ -54,13 +54,13 @@ class CompileAhead:
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(req: Mapping[str, Any]) -> str:
-        return json.dumps([req["kernel"], req["problem"], req["tiles"]], sort_keys=True)
+    def key(req: Request) -> str:
+        return json.dumps([req.kernel, dict(req.problem), dict(req.tiles)], sort_keys=True)
 
-    def submit(self, req: Mapping[str, Any]) -> None:
+    def submit(self, req: Request) -> None:
         from kerneltune.registry import load_kernel
 
-        kernel = load_kernel(req["kernel"])
+        kernel = load_kernel(req.kernel)
         with self._lock:
             if self.key(req) in self._futures:
                 return
@@ -74,17 +74,17 @@ class CompileAhead:
                 future = self._threads.submit(_build_here, req)
             self._futures[self.key(req)] = future
 
-    def take(self, req: Mapping[str, Any]) -> Future[Built] | None:
+    def take(self, req: Request) -> Future[Built] | None:
         with self._lock:
             return self._futures.pop(self.key(req), None)
 
 
-def _build_here(req: Mapping[str, Any]) -> Built:
+def _build_here(req: Request) -> Built:
     from kerneltune.registry import load_kernel
 
-    kernel = load_kernel(req["kernel"])
+    kernel = load_kernel(req.kernel)
     t0 = time.perf_counter()
-    return kernel.build(kernel.problem(req["problem"]), req["tiles"]), time.perf_counter() - t0
+    return kernel.build(kernel.problem(req.problem), req.tiles), time.perf_counter() - t0
 
 
 class _CompileWorkers:
@@ -94,13 +94,13 @@ class _CompileWorkers:
 
     def __init__(self, n: int, timeout: float):
         self.timeout = timeout
-        self._jobs: queue.Queue[tuple[Mapping[str, Any], Future[Built]]] = queue.Queue()
+        self._jobs: queue.Queue[tuple[Request, Future[Built]]] = queue.Queue()
         env = {**os.environ, "KERNELTUNE_COMPILE_WORKERS": "0"}  # a compile worker compiles only its own job
         for i in range(n):
             threading.Thread(target=self._serve, args=(WorkerProcess(env),), name=f"compile-worker-{i}",
                              daemon=True).start()
 
-    def submit(self, req: Mapping[str, Any]) -> Future[Built]:
+    def submit(self, req: Request) -> Future[Built]:
         future: Future[Built] = Future()
         self._jobs.put((req, future))
         return future
@@ -115,11 +115,11 @@ class _CompileWorkers:
             except BaseException as e:  # the measurement that takes this future reports it
                 future.set_exception(e)
 
-    def _build(self, process: WorkerProcess, req: Mapping[str, Any]) -> Built:
+    def _build(self, process: WorkerProcess, req: Request) -> Built:
         from kerneltune.registry import load_kernel
 
         try:
-            reply = process.request({**req, "op": "export"}, self.timeout)
+            reply = process.request(req.as_op(Op.EXPORT), self.timeout)
         except WorkerDied as e:
             if e.kind == "timeout":
                 raise BuildFailed("timeout", f"compile: {e}") from None
@@ -127,6 +127,6 @@ class _CompileWorkers:
         if reply.get("status") != "ok":
             raise BuildFailed(str(reply.get("status", "compile")), str(reply.get("error", "")))
         t0 = time.perf_counter()
-        kernel = cast(PortableBuild, load_kernel(req["kernel"]))
+        kernel = cast(PortableBuild, load_kernel(req.kernel))
         built = kernel.import_build(base64.b64decode(reply["build"]))
         return built, float(reply["compile_s"]) + time.perf_counter() - t0

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kerneltune.wire import Request
+
 from .journal import config_key, merged_journals
 
 KEEP = ("status", "error", "timing", "tflops", "flops", "rel_error", "accuracy", "compile_s", "pct_ceiling", "time",
@@ -45,12 +47,12 @@ class ReplayRunner:
         first = next(iter(self.recorded.values()))
         return {**first.get("stamps", {}), "replayed_from": str(self.path)}
 
-    def prefetch(self, req: Mapping[str, Any], route: int) -> None:
+    def prefetch(self, req: Request, route: int) -> None:
         pass
 
-    def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
+    def measure(self, req: Request, route: int = 0) -> cf.Future[dict[str, Any]]:
         done: cf.Future[dict[str, Any]] = cf.Future()
-        rec = self.recorded.get((req["bucket"], self._key(req["tiles"])))
+        rec = self.recorded.get((req.bucket, self._key(req.tiles)))
         if rec is None:
             done.set_result({"status": "unsupported", "error": f"not in the replayed journal {self.path}"})
             return done
@@ -60,8 +62,8 @@ class ReplayRunner:
         done.set_result({**{k: rec[k] for k in KEEP if k in rec}, "stamps": stamps})
         return done
 
-    def request(self, req: Mapping[str, Any]) -> dict[str, Any]:
-        return {"status": "unsupported", "error": f"a replay answers measurements only, not {req.get('op')!r}"}
+    def request(self, req: Request) -> dict[str, Any]:
+        return {"status": "unsupported", "error": f"a replay answers measurements only, not {str(req.op)!r}"}
 
     def close(self) -> None:
         pass

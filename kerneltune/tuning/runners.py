@@ -17,6 +17,7 @@ from typing import Any
 from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
 from kerneltune.registry import load_backend, load_kernel
+from kerneltune.wire import Op, Request
 
 from .worker import WorkerDied, WorkerProcess, worker_env
 
@@ -65,10 +66,10 @@ class _TimingWorker:
         self.process = WorkerProcess(env, log_path)
         self._thread = cf.ThreadPoolExecutor(1, thread_name_prefix=log_path.stem)
 
-    def submit(self, req: Mapping[str, Any], timeout: float) -> cf.Future[dict[str, Any]]:
-        return self._thread.submit(self._serve, dict(req), timeout)
+    def submit(self, req: Request, timeout: float) -> cf.Future[dict[str, Any]]:
+        return self._thread.submit(self._serve, req, timeout)
 
-    def _serve(self, req: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def _serve(self, req: Request, timeout: float) -> dict[str, Any]:
         try:
             return self.process.request(req, timeout)
         except WorkerDied as e:
@@ -120,7 +121,7 @@ class LiveRunner:
         if self._stamps is None:
             seeded = self.log_dir / "ceilings.json"
             known = [*_read_list(seeded), *known_ceilings()]
-            reply = self.request({"op": "stamps", "kernel": self.kernel, "ceilings": known})
+            reply = self.request(Request(Op.STAMPS, self.kernel, ceilings=tuple(known)))
             if reply.get("status") != "ok":
                 raise RuntimeError(f"a timing worker could not start: {reply.get('error')}")
             self._stamps = reply["stamps"]
@@ -128,15 +129,15 @@ class LiveRunner:
                 remember_ceilings(self._stamps)
         return self._stamps
 
-    def prefetch(self, req: Mapping[str, Any], route: int) -> None:
+    def prefetch(self, req: Request, route: int) -> None:
         """Start compiling the candidate in the worker of ``route`` (no answer comes back)."""
-        if self.compiles_ahead and req.get("op", "measure") == "measure":
-            self.workers[route].process.send({**req, "op": "prefetch"})
+        if self.compiles_ahead and req.op == Op.MEASURE:
+            self.workers[route].process.send(req.as_op(Op.PREFETCH))
 
-    def measure(self, req: Mapping[str, Any], route: int = 0) -> cf.Future[dict[str, Any]]:
-        return self.workers[route].submit({"op": "measure", **req}, self.compile_timeout + self.run_timeout)
+    def measure(self, req: Request, route: int = 0) -> cf.Future[dict[str, Any]]:
+        return self.workers[route].submit(req, self.compile_timeout + self.run_timeout)
 
-    def request(self, req: Mapping[str, Any]) -> dict[str, Any]:
+    def request(self, req: Request) -> dict[str, Any]:
         return self.workers[0].submit(req, self.compile_timeout + self.run_timeout).result()
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 from filelock import FileLock
 
 from kerneltune.protocols import Runner
+from kerneltune.wire import Request
 
 from .journal import config_key, merged_journals
 from .space import Space
@@ -233,7 +234,7 @@ class QueueWorker:
                         "measurement is journaled, and the retry queued in its place may measure it again",
                         trial.number)
 
-    def run(self, make_request: Callable[[dict[str, Any]], dict[str, Any]],
+    def run(self, make_request: Callable[[dict[str, Any]], Request],
             on_reply: Callable[[dict[str, Any], dict[str, Any], int], Any]) -> int:
         """Measure trials until the queue is drained; ``on_reply(tiles, reply, trial number)`` journals
         each after its trial is told. Returns how many this worker measured."""

@@ -7,6 +7,7 @@ process waits on the runner's futures and never polls: while a candidate is meas
 from __future__ import annotations
 
 import concurrent.futures as cf
+import dataclasses
 import hashlib
 import re
 import time
@@ -24,6 +25,7 @@ from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
 from kerneltune.registry import load_kernel
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
+from kerneltune.wire import Op, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
@@ -232,8 +234,8 @@ def _compile_first(opts: SweepOptions, kernel: Kernel, runner: Runner, bucket: B
     except (TypeError, ValueError):
         return  # a bad bucket is reported, naming it, where the bucket is swept
     if kernel.infeasibility(problem, tiles) is None:
-        runner.prefetch({"kernel": opts.kernel, "problem": kernel.problem_dict(problem), "tiles": tiles,
-                         "bucket": bucket.name}, 0)
+        runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), tiles, {}, 0, {}),
+                        0)
 
 
 def _static_mode(opts: SweepOptions, kernel: Kernel, stamps: dict[str, Any]) -> str | None:
@@ -275,18 +277,16 @@ class _Sweep:
         self._mark = self.started  # when the last record's write began: each record's wall runs from there
         self._journal_s = 0.0  # the last record's write, booked in the next record
 
-    def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
+    def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> Request:
         """A worker request for one candidate. Every candidate of a bucket is checked and timed on the same
         inputs, fresh per bucket and sweep seed: a worker computes the bucket's references (and the ranker's
         no-cap twin) once, not once per candidate (run P: most of a D=128 candidate's 26 s), and the
         candidates' error figures compare like with like. `verify` checks the winners on other inputs."""
         seed = self.opts.search.seed
-        req = {"kernel": self.opts.kernel, "problem": fields, "tiles": tiles, "bucket": bucket.name,
-               "inputs": {**bucket.bounds, "timing_seed": inputs_seed(bucket.name, "timing inputs", seed)},
-               "seed": inputs_seed(bucket.name, "check inputs", seed), "settings": asdict(self.opts.settings)}
-        if self.static:
-            req["op"] = "static"
-        return req
+        return candidate_request(self.opts.kernel, bucket.name, fields, tiles,
+                                 {**bucket.bounds, "timing_seed": inputs_seed(bucket.name, "timing inputs", seed)},
+                                 inputs_seed(bucket.name, "check inputs", seed), asdict(self.opts.settings),
+                                 Op.STATIC if self.static else Op.MEASURE)
 
     def bucket(self, bucket: Bucket) -> BucketResult:
         """``static``: no device to time on; candidates are compiled and ranked by the kernel's static
@@ -418,10 +418,10 @@ class _Sweep:
         exhausted = False
         self._mark = max(self._mark, time.perf_counter())  # the bucket's enumeration is its first record's wall
 
-        def request(tiles: dict[str, Any]) -> dict[str, Any]:
+        def request(tiles: dict[str, Any]) -> Request:
             req = self.request(bucket, base["problem"], tiles)
             if not self.static and self.opts.search.prune_factor and best is not None:
-                req["prune_above_us"] = best * self.opts.search.prune_factor
+                req = dataclasses.replace(req, prune_above_us=best * self.opts.search.prune_factor)
             return req
 
         while True:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from kerneltune.protocols import Capability, Kernel, Runner
 from kerneltune.registry import load_kernel
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
+from kerneltune.wire import Op, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .runners import LiveRunner, device_groups
@@ -167,13 +168,13 @@ class _Measurements:
 
     def __call__(self, item: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
         req = _measure_request(self.kernel_name, item, tiles, self.settings)
-        key = json.dumps([req["problem"], req["inputs"], req["tiles"]], sort_keys=True)
+        key = json.dumps([dict(req.problem), dict(req.inputs), dict(req.tiles)], sort_keys=True)
         if key not in self._replies:
             reply = self.runner.measure(req).result()
             now = time.perf_counter()
             phases = {**(reply.get("phases") or {}), "wall_s": now - self._mark, "since_start_s": now - self._start}
             self._mark = now
-            self.phases.append({"bucket": req["bucket"], "phases": phases})
+            self.phases.append({"bucket": req.bucket, "phases": phases})
             self._replies[key] = reply
         return self._replies[key]
 
@@ -201,11 +202,11 @@ def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]
 
 
 def _measure_request(kernel_name: str, item: dict[str, Any], tiles: dict[str, Any],
-                     settings: MeasureSettings) -> dict[str, Any]:
+                     settings: MeasureSettings, op: Op = Op.MEASURE) -> Request:
     """The entry, its fallbacks and its rivals all run on one seed's inputs, so a kernel may keep what it
     computed for them (its references, say)."""
-    return {"kernel": kernel_name, "problem": item.get("problem") or {}, "bucket": item.get("bucket_name", "?"),
-            "inputs": item.get("inputs", {}), "settings": settings.__dict__, "tiles": tiles, "seed": VERIFY_SEED}
+    return candidate_request(kernel_name, str(item.get("bucket_name", "?")), item.get("problem") or {}, tiles,
+                             item.get("inputs", {}), VERIFY_SEED, asdict(settings), op)
 
 
 def _items(entries: list[dict[str, Any]]) -> Iterator[tuple[bool, dict[str, Any]]]:
@@ -262,8 +263,8 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
         rep.failed, rep.verdict, rep.correctness = True, f"config refused by the kernel: {why}", "not run"
         return rep
     if not on_gpu:
-        reply = runner.request({**_measure_request(runner.kernel_name, entry, entry["config"], settings),
-                                "op": "check_small"})
+        reply = runner.request(_measure_request(runner.kernel_name, entry, entry["config"], settings,
+                                                Op.CHECK_SMALL))
         if reply.get("status") == "ok":
             rep.correctness = "ok (interpret mode, small shape)"
         else:

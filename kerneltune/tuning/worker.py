@@ -29,6 +29,7 @@ from kerneltune.limits import COMPILE_TIMEOUT_S
 from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, Kernel, PortableBuild, SmallCheck, StaticRanking
 from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
+from kerneltune.wire import Op, Request, WireError, reply_status
 
 from .phases import Phases
 
@@ -94,7 +95,7 @@ class WorkerProcess:
             return ""
         return self.log_path.read_bytes()[-1500:].decode(errors="replace")
 
-    def send(self, req: Mapping[str, Any]) -> bool:
+    def send(self, req: Request) -> bool:
         """Write one request line (starting the worker if needed); False if the worker is gone.
         Alone, it is a request that gets no answer (compile-ahead)."""
         with self._write_lock:  # the sweep's thread and a pool thread may both write
@@ -104,14 +105,14 @@ class WorkerProcess:
                 self.start()
             assert self.proc is not None and self.proc.stdin is not None
             try:
-                self.proc.stdin.write((json.dumps(req) + "\n").encode())
+                self.proc.stdin.write((json.dumps(req.to_json()) + "\n").encode())
                 self.proc.stdin.flush()
                 return True
             except BrokenPipeError:
                 self.kill()
                 return False
 
-    def request(self, req: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+    def request(self, req: Request, timeout: float) -> dict[str, Any]:
         if not self.send(req):
             raise WorkerDied("runtime", "worker exited before taking the request: " + self._stderr_tail())
         proc = self.proc  # close() may kill it from another thread meanwhile
@@ -127,7 +128,12 @@ class WorkerProcess:
             self.kill()
             why = f"signal {-code}" if code < 0 else f"exit code {code}"
             raise WorkerDied("runtime", f"worker died ({why}): {self._stderr_tail()}")
-        reply = json.loads(line)
+        try:
+            reply = json.loads(line)
+            reply_status(reply)
+        except (ValueError, AttributeError) as e:  # not JSON, not an object, a status outside the protocol
+            self.kill()
+            raise WorkerDied("runtime", f"the worker broke the protocol ({e}): {line[:200]!r}") from None
         if reply.get("restart"):
             self.kill()
         return reply
@@ -180,37 +186,39 @@ def _stamps(kernel: Kernel, backend: Backend, known: Any) -> dict[str, Any]:
     return {**stamps, **ceilings}
 
 
-def handle(req: Mapping[str, Any], prefetcher: CompileAhead | None = None) -> dict[str, Any]:
+def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> dict[str, Any]:
+    """The answer to one request (checked first: ``Request.from_json``)."""
     from kerneltune.registry import load_backend, load_kernel
 
     from .compile_ahead import BuildFailed
 
-    op = req["op"]
-    kernel = load_kernel(req["kernel"])
+    req = request if isinstance(request, Request) else Request.from_json(request)
+    op = req.op
+    kernel = load_kernel(req.kernel)
     backend = load_backend(kernel.backend)
     _prepare(backend)
     if op == "stamps":
-        return {"status": "ok", "stamps": _stamps(kernel, backend, req.get("ceilings"))}
-    problem = kernel.problem(req["problem"])
+        return {"status": "ok", "stamps": _stamps(kernel, backend, list(req.ceilings))}
+    problem = kernel.problem(req.problem)
     if op == "static":  # compile-only: the kernel's own static ranking (no device here)
         if Capability.STATIC_RANK not in kernel.capabilities:
             return {"status": "unsupported", "error": f"{kernel.name} has no static ranking"}
         try:
-            return cast(StaticRanking, kernel).static_rank(problem, req["tiles"])
+            return cast(StaticRanking, kernel).static_rank(problem, req.tiles)
         except Exception as e:  # an offline compile that fails is this candidate's compile error
             return {"status": "compile", "error": _error_text(e)}
     if op == "check_small":
         if Capability.CHECK_SMALL not in kernel.capabilities:
             return {"status": "unsupported", "error": f"{kernel.name} has no small-shape check"}
         try:
-            result = cast(SmallCheck, kernel).check_small(problem, req["tiles"])
+            result = cast(SmallCheck, kernel).check_small(problem, req.tiles)
         except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
             return {"status": "runtime", "error": _error_text(e)}
         return {"status": "ok"} if result.error is None else {"status": "correctness", "error": result.error}
     t0 = time.perf_counter()
     if op == "export":  # a compile worker's job: the build as bytes, for the timing worker that asked
         try:
-            built = kernel.build(problem, req["tiles"])
+            built = kernel.build(problem, req.tiles)
             data = cast(PortableBuild, kernel).export_build(built)
             kernel.release(built)
         except Exception as e:  # any failure to build is this candidate's compile error
@@ -221,7 +229,7 @@ def handle(req: Mapping[str, Any], prefetcher: CompileAhead | None = None) -> di
         if ahead is not None:
             built, compile_s = ahead.result()
         else:
-            built = kernel.build(problem, req["tiles"])
+            built = kernel.build(problem, req.tiles)
             compile_s = time.perf_counter() - t0
     except BuildFailed as e:  # a compile worker's verdict, in its own words
         return {"status": e.status, "error": str(e), "compile_s": time.perf_counter() - t0}
@@ -233,10 +241,10 @@ def handle(req: Mapping[str, Any], prefetcher: CompileAhead | None = None) -> di
 
     from kerneltune.measure import MeasureSettings, time_with
 
-    settings = MeasureSettings(**req.get("settings", {}))
+    settings = MeasureSettings(**req.settings)
     try:
         with phases.timed("inputs_s"):
-            inputs = kernel.make_inputs(problem, req.get("inputs", {}), int(req["seed"]))
+            inputs = kernel.make_inputs(problem, req.inputs, req.seed)
         with phases.timed("check_s"):
             check = kernel.check(built, problem, inputs)
         phases.split("check_s", "reference_s", check.reference_s)
@@ -245,14 +253,14 @@ def handle(req: Mapping[str, Any], prefetcher: CompileAhead | None = None) -> di
                     "phases": phases.to_dict()}
         with phases.timed("timing_s"):
             fn, args = kernel.timed_call(built, inputs)
-            timing = time_with(backend, fn, args, settings, req.get("prune_above_us"))
+            timing = time_with(backend, fn, args, settings, req.prune_above_us)
         flops = kernel.flops(problem, inputs)
     except Exception as e:  # a launch or device failure of this candidate
         return {**base, "status": "runtime", "error": _error_text(e), "restart": backend.is_sticky(e),
                 "phases": phases.to_dict()}
     finally:
         kernel.release(built)  # a launch group's rank processes end with their candidate
-    pruned = req.get("prune_above_us") is not None and timing.median_us > req["prune_above_us"]
+    pruned = req.prune_above_us is not None and timing.median_us > req.prune_above_us
     return {
         **base,
         "phases": phases.to_dict(),
@@ -278,13 +286,17 @@ def main() -> None:
 
     prefetcher = CompileAhead(int(os.environ.get("KERNELTUNE_COMPILE_WORKERS", "0") or 0),
                               float(os.environ.get("KERNELTUNE_COMPILE_TIMEOUT") or COMPILE_TIMEOUT_S))
-    work: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    work: queue.Queue[Request | str | None] = queue.Queue()  # a str: why a line was no request
 
     def read() -> None:
         for line in sys.stdin:
             if line.strip():
-                req = json.loads(line)
-                if req.get("op") == "prefetch":  # no answer: compile in the background
+                try:
+                    req = Request.from_json(json.loads(line))
+                except ValueError as e:  # not JSON, or a request that breaks the protocol: answered as such
+                    work.put(f"not a request ({e})")
+                    continue
+                if req.op == Op.PREFETCH:  # no answer: compile in the background
                     prefetcher.submit(req)
                 else:
                     work.put(req)
@@ -293,6 +305,8 @@ def main() -> None:
     threading.Thread(target=read, daemon=True).start()
     while (req := work.get()) is not None:
         try:
+            if isinstance(req, str):
+                raise WireError(req)
             reply = handle(req, prefetcher)
         except Exception as e:
             reply = {"status": "runtime", "error": _error_text(e), "restart": True}

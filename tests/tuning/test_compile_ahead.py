@@ -6,6 +6,7 @@ import os
 import pytest
 
 from kerneltune.tuning.compile_ahead import BuildFailed, CompileAhead, default_compile_workers
+from kerneltune.wire import candidate_request
 
 from ..paths import REPO
 
@@ -19,7 +20,7 @@ def importable_tests(monkeypatch):
 
 
 def req(mode, work=1, kernel=PORTABLE):
-    return {"kernel": kernel, "problem": {"n": 2}, "tiles": {"mode": mode, "work": work}}
+    return candidate_request(kernel, "small", {"n": 2}, {"mode": mode, "work": work}, {}, 0, {})
 
 
 def built(ahead, r, timeout=60):

@@ -13,6 +13,7 @@ import pytest
 from kerneltune.tuning.journal import Journal, config_key
 from kerneltune.tuning.shared_study import QueueWorker, make_storage, prepare_queue, study_name
 from kerneltune.tuning.space import Space
+from kerneltune.wire import candidate_request
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
 
@@ -23,16 +24,20 @@ class RecordingRunner:
         self.events = []
 
     def prefetch(self, req, route):
-        self.events.append(("compile", req["tiles"]["work"]))
+        self.events.append(("compile", req.tiles["work"]))
 
     def measure(self, req, route=0):
         running = [t for s in self.storage.get_all_studies()
                    for t in self.storage.get_all_trials(s._study_id) if t.state.name == "RUNNING"]
-        self.events.append(("measure", req["tiles"]["work"], len(running)))
+        self.events.append(("measure", req.tiles["work"], len(running)))
         done = cf.Future()
-        done.set_result({"status": "ok", "timing": {"median_us": 10.0 + req["tiles"]["work"],
+        done.set_result({"status": "ok", "timing": {"median_us": 10.0 + req.tiles["work"],
                                                     "spread": 0.0, "samples": 1}})
         return done
+
+
+def _request(tiles):
+    return candidate_request("fake", "b", {}, tiles, {}, 0, {})
 
 
 def _record(tiles, reply):
@@ -53,7 +58,7 @@ def test_the_next_trial_is_held_and_compiled_while_one_is_measured(tmp_path):
     runner = RecordingRunner(storage)
     journal = Journal(tmp_path / "j.jsonl")
     n = QueueWorker(study, storage, space.params, runner, heartbeat=1.0).run(
-        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
+        _request, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
     assert n == 4 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3, 4]
     # Each trial after the first is compiled while the one before it is measured; two trials are
     # held (RUNNING) during every measurement but the last.
@@ -83,7 +88,7 @@ def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_queued_again(tm
     measured = []
     queue = QueueWorker(study, storage, space.params, RecordingRunner(storage), heartbeat=1.0)
     worker = threading.Thread(daemon=True, target=lambda: measured.append(queue.run(
-        lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))))
+        _request, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))))
     worker.start()
     worker.join(timeout=30)
     assert measured == [3], "the worker still waits for the dead worker's trial"
@@ -110,7 +115,7 @@ def test_the_trial_held_ahead_keeps_its_heartbeat_while_the_one_before_is_journa
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         n = QueueWorker(study, storage, space.params, runner, heartbeat=0.5).run(
-            lambda tiles: {"tiles": tiles}, slow_journal)
+            _request, slow_journal)
     assert n == 3 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3]
     assert [t.state.name for t in study.get_trials()] == ["COMPLETE"] * 3
 
@@ -120,7 +125,7 @@ def test_a_trial_failed_as_stale_under_its_worker_is_journaled_and_the_worker_go
 
     class ReapedRunner(RecordingRunner):
         def measure(self, req, route=0):
-            if req["tiles"]["work"] == 1:  # another worker took this trial for dead while it was measured
+            if req.tiles["work"] == 1:  # another worker took this trial for dead while it was measured
                 trial = next(t for t in study.get_trials() if t.state.name == "RUNNING" and t.params["work"] == 0)
                 storage.set_trial_state_values(trial._trial_id, state=trial.state.FAIL)
             return super().measure(req, route)
@@ -128,7 +133,7 @@ def test_a_trial_failed_as_stale_under_its_worker_is_journaled_and_the_worker_go
     journal = Journal(tmp_path / "j.jsonl")
     with caplog.at_level("WARNING", logger="kerneltune.shared_study"):
         n = QueueWorker(study, storage, space.params, ReapedRunner(storage), heartbeat=1.0).run(
-            lambda tiles: {"tiles": tiles}, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
+            _request, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
     assert n == 2 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2]
     assert "trial 0 was failed as stale by another worker" in caplog.text
     assert [t.state.name for t in study.get_trials()] == ["FAIL", "COMPLETE"]

@@ -109,10 +109,10 @@ def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path
             return {"backend": "host", "matched": ["kernel_hash"], "device_kind": "cpu"}
 
         def prefetch(self, req, route):
-            events.append(("compile", req["bucket"], config_key(req["tiles"])))
+            events.append(("compile", req.bucket, config_key(req.tiles)))
 
         def measure(self, req, route=0):
-            events.append(("time", req["bucket"], config_key(req["tiles"])))
+            events.append(("time", req.bucket, config_key(req.tiles)))
             done = cf.Future()
             done.set_result({"status": "ok", "timing": {"median_us": 1000.0, "spread": 0.01}})
             return done
@@ -180,11 +180,11 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
     for i, checked in enumerate([entry, {**entry, "config": {"mode": "good", "work": 2}}]):
         _verify_entry(kernel, measured, checked, want, True, MeasureSettings(), i == 0,
                       _timed_configs(kernel, i == 0, checked))
-    seeds = [r["seed"] for r in runner.requests]
+    seeds = [r.seed for r in runner.requests]
     assert len(seeds) == 3 and len(set(seeds)) == 1  # winner, heuristic, runner-up
     # The fallback's config is the runner-up's: measured once on the bucket's one seed of inputs, its reply
     # serves both, and every measurement's phases are kept with its wall.
-    assert [r["tiles"] for r in runner.requests].count({"mode": "good", "work": 2}) == 1
+    assert [dict(r.tiles) for r in runner.requests].count({"mode": "good", "work": 2}) == 1
     assert len(measured.phases) == 3 and all("wall_s" in p["phases"] for p in measured.phases)
 
 
@@ -200,12 +200,12 @@ class _Scripted:
 
         self.requests.append(req)
         done = cf.Future()
-        done.set_result(self.replies[req["tiles"]["work"]])
+        done.set_result(self.replies[req.tiles["work"]])
         return done
 
     def request(self, req):
-        assert req["op"] == "check_small"
-        return self.replies[req["tiles"]["work"]]
+        assert req.op == "check_small"
+        return self.replies[req.tiles["work"]]
 
 
 def _judge(replies, recorded_us=100.0, on_gpu=True):

@@ -10,6 +10,7 @@ from kerneltune.backends.host import Host
 from kerneltune.protocols import Capability, CheckResult
 from kerneltune.registry import load_backend
 from kerneltune.tuning.worker import WorkerProcess, handle, worker_env
+from kerneltune.wire import Request
 
 from ..paths import REPO
 from .fake_kernel import FakeKernel
@@ -87,11 +88,11 @@ def test_a_worker_that_asks_for_a_restart_is_replaced_before_the_next_candidate(
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     worker = WorkerProcess(env, tmp_path / "worker.log")
     try:
-        assert worker.request(_req("good"), timeout=120)["status"] == "ok"
+        assert worker.request(Request.from_json(_req("good")), timeout=120)["status"] == "ok"
         first = worker.proc.pid
-        assert worker.request(_req("illegal"), timeout=120)["restart"] is True
+        assert worker.request(Request.from_json(_req("illegal")), timeout=120)["restart"] is True
         assert worker.proc is None  # killed with its process group, not left to exit on its own
-        assert worker.request(_req("good"), timeout=120)["status"] == "ok"
+        assert worker.request(Request.from_json(_req("good")), timeout=120)["status"] == "ok"
         assert worker.proc.pid != first
     finally:
         worker.close()
@@ -122,3 +123,23 @@ def test_an_export_answers_the_build_as_bytes_the_timing_worker_loads():
     assert PLUGIN.import_build(base64.b64decode(reply["build"]))["mode"] == "good"
     failed = handle(_req("compile_error", op="export", kernel="tests.tuning.fake_kernel:PLUGIN"))
     assert failed["status"] == "compile" and "fake compile error" in failed["error"]
+
+
+def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
+    from kerneltune.wire import WireError
+
+    for bad, says in (({"op": "dance", "kernel": "k"}, "op 'dance' is not one of"),
+                      ({"kernel": "k", "tiles": [1]}, r"tiles: \[1\] is not an object"),
+                      ({"kernel": 3}, "kernel must be a string"), ([1], "a request is a JSON object")):
+        with pytest.raises(WireError, match=says):
+            Request.from_json(bad)
+    req = Request.from_json(_req("good", prune_above_us=5))
+    assert Request.from_json(req.to_json()) == req and req.prune_above_us == 5.0
+
+
+def test_a_reply_whose_status_is_outside_the_protocol_is_a_dead_worker(tmp_path):
+    from kerneltune.wire import WireError, reply_status
+
+    assert reply_status({"status": "pruned"}) == "pruned"
+    with pytest.raises(WireError, match="status 'fine' is not one of"):
+        reply_status({"status": "fine"})
