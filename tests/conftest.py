@@ -60,3 +60,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=why))
         if "rocm" in item.keywords and (why := _has_rocm4()):
             item.add_marker(pytest.mark.skip(reason=why))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The drills' summaries (a test's ``drill summary`` property): shown after the run, from every xdist worker."""
+    lines = [value for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", [])
+             for name, value in getattr(report, "user_properties", ()) if name == "drill summary"]
+    if lines:
+        terminalreporter.section("drills")
+        for line in lines:
+            terminalreporter.write_line(line)

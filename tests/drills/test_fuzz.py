@@ -92,7 +92,7 @@ def _bad_entry_values(table) -> str | None:
     return None
 
 
-def test_fuzz_drills(tmp_path, monkeypatch, capsys):
+def test_fuzz_drills(tmp_path, monkeypatch, record_property):
     rng = random.Random(SEED)
     tally = Tally()
     monkeypatch.setenv("KERNELTUNE_TABLES", str(tmp_path / "user"))
@@ -159,7 +159,7 @@ def test_fuzz_drills(tmp_path, monkeypatch, capsys):
 
         tally.trial(f"journal {journal}", read_journal)
 
-    with capsys.disabled():
-        print(f"\nfuzz drills (seed {SEED}): " + ", ".join(f"{k} {v}" for k, v in tally.counts.items()))
+    record_property("drill summary", f"fuzz drills (seed {SEED}): "
+                    + ", ".join(f"{k} {v}" for k, v in tally.counts.items()))
     assert tally.counts["tracebacks"] == 0 and tally.counts["bad values accepted"] == 0, "\n".join(tally.failures[:5])
     assert tally.counts["trials"] == 4 * TRIALS and tally.counts["refusals"] > 0

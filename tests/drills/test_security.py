@@ -55,7 +55,7 @@ class Outcome:
                           + "".join(f" [{k}]" for k, v in bad.items() if v)))
 
 
-def test_security_drills(tmp_path, monkeypatch, capsys):
+def test_security_drills(tmp_path, monkeypatch, record_property):
     cli, out = CliRunner(), Outcome()
     monkeypatch.setenv("KERNELTUNE_TABLES", str(tmp_path / "user-tables"))
 
@@ -103,11 +103,7 @@ def test_security_drills(tmp_path, monkeypatch, capsys):
     injected = sum(body.count(s) for s in ("<img src=x", "<script>alert(2)"))
     out.add("report: markup in bucket, strategy and error", r, **{"markup injected": injected})
 
-    with capsys.disabled():
-        print("\nsecurity drills:")
-        for name, what in out.rows:
-            print(f"  {name}: {what}")
-        print("  " + ", ".join(f"{k} {v}" for k, v in out.counts.items()))
+    record_property("drill summary", "security drills: " + ", ".join(f"{k} {v}" for k, v in out.counts.items()))
     bad = {k: v for k, v in out.counts.items() if k not in ("trials", "one-line refusals") and v}
     assert not bad, (bad, out.rows)
     assert out.counts["trials"] == 7
