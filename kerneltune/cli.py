@@ -233,14 +233,14 @@ def sweep(
             shared=SharedOptions(storage, study, heartbeat) if storage else None,
             compile_only=compile_only, resume=resume, journal=journal, worker=worker,
         )
-        check_options(opts)  # the banner below comes after every input is found good
+        checked = check_options(opts)  # the banner below comes after every input is found good
     if replay is not None:
         console.print(f"[yellow]Replaying recorded measurements from {escape(str(replay))}: no kernel runs on this "
                       f"machine.", soft_wrap=True)
     try:
         with (_interrupt_is_one_line(f"every finished candidate is in {opts.journal_path}; the same command "
                                      f"resumes from it"), _bad_input_is_one_line(), RichObserver(console) as observer):
-            results = run_sweep(opts, observer)
+            results = run_sweep(opts, observer, checked=checked)
     except HardwareMissing as e:
         _fail(f"{e}; --replay JOURNAL replays a recorded sweep here", EXIT_NO_HARDWARE)
     if need := next((r.static_only for r in results if r.static_only), None):

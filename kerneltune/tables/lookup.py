@@ -17,19 +17,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kerneltune import logs
+
 from .locations import table_roots
 from .stamps import mismatches
 from .store import TableError, read_table, table_path
 
 log = logging.getLogger("kerneltune.tables")
-_logged: set[str] = set()
 
 
 def log_once(message: str, level: int = logging.WARNING) -> None:
     """Log a table miss (or, at INFO, a note on the entry used) once per process: a lookup runs at every trace."""
-    if message not in _logged:
-        _logged.add(message)
-        log.log(level, message)
+    logs.log_once(log, message, level)
 
 
 def bucket_key(bucket: dict[str, Any]) -> str:

@@ -27,10 +27,15 @@ class TableError(ValueError):
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
+def is_plain_name(value: object) -> bool:
+    """Whether ``value`` may name a table's folder or file (``NAME``, and no ``..``)."""
+    return isinstance(value, str) and NAME.fullmatch(value) is not None and ".." not in value
+
+
 def safe_name(value: object, what: str) -> str:
-    """``value`` if it is a plain name (``NAME``), else a TableError naming it."""
-    if isinstance(value, str) and NAME.fullmatch(value) and ".." not in value:
-        return value
+    """``value`` if it is a plain name (``is_plain_name``), else a TableError naming it."""
+    if is_plain_name(value):
+        return str(value)
     raise TableError(f"{what} {value!r} is not a plain name (lower-case letters, digits, '.', '_', '-'): "
                      f"it would name a path outside the tables' folder")
 

@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
 from kerneltune.protocols import Capability, PortableBuild
-from kerneltune.wire import Op, Request
+from kerneltune.wire import Op, Request, Status
 
 from .worker import WorkerDied, WorkerProcess
 
@@ -124,7 +124,7 @@ class _CompileWorkers:
             if e.kind == "timeout":
                 raise BuildFailed("timeout", f"compile: {e}") from None
             raise BuildFailed("compile", f"the compile worker died compiling it: {e}") from None
-        if reply.get("status") != "ok":
+        if reply.get("status") != Status.OK:
             raise BuildFailed(str(reply.get("status", "compile")), str(reply.get("error", "")))
         t0 = time.perf_counter()
         kernel = cast(PortableBuild, load_kernel(req.kernel))

@@ -16,9 +16,10 @@ from typing import Any
 
 from filelock import FileLock
 
+from kerneltune.logs import log_once
 from kerneltune.paths import SHARED_FILE, make_folder
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.tables.store import NAME, positive_time
+from kerneltune.tables.store import is_plain_name, positive_time
 
 log = logging.getLogger("kerneltune.journal")
 
@@ -37,7 +38,8 @@ def make_record(base: Mapping[str, Any], tiles: Mapping[str, Any], reply: Mappin
     rec = {**base, "key": config_key(tiles), "tiles": dict(tiles), **reply, **extra}
     rec["time"] = reply.get("time") or now_stamp()
     rec.pop("restart", None)
-    median = (rec.get("timing") or {}).get("median_us") if isinstance(rec.get("timing"), dict) else None
+    timing = rec.get("timing")
+    median = timing.get("median_us") if isinstance(timing, dict) else None
     if median is not None and not positive_time(median):  # a broken timer's answer is no measurement
         rec.update(status="runtime", error=f"the timing's median {median!r} us is not a positive finite time")
         del rec["timing"]
@@ -93,9 +95,26 @@ def record_defect(rec: Any) -> str | None:
     if rec.get("status") in ("ok", "pruned") and "score" not in rec and "median_us" not in timing:
         return f"status {rec['status']!r} without a timing's median_us"
     kind = rec.get("stamps", {}).get("device_kind")
-    if kind is not None and not (isinstance(kind, str) and NAME.fullmatch(kind) and ".." not in kind):
+    if kind is not None and not is_plain_name(kind):
         return f"stamps.device_kind {kind!r} is not a plain name"
     return None
+
+
+def cut_torn_tail(path: Path) -> int:
+    """Cut a line-per-record file back to its last whole line (a write cut by a kill or a full disk); the bytes
+    cut, 0 if the file ends whole or is absent. The next append then starts a line of its own."""
+    try:
+        f = path.open("rb+")
+    except FileNotFoundError:
+        return 0
+    with f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0 or (f.seek(size - 1) or f.read(1)) == b"\n":
+            return 0
+        data = f.seek(0) or f.read()
+        keep = data.rfind(b"\n") + 1
+        f.truncate(keep)
+    return size - keep
 
 
 def config_key(tiles: Mapping[str, Any]) -> str:
@@ -108,14 +127,6 @@ class JournalError(ValueError):
 
 
 NAMED_BAD_LINES = 3
-_warned: set[str] = set()
-
-
-def _warn_once(message: str) -> None:
-    """A bad line is named once per process, however often its journal is read."""
-    if message not in _warned:
-        _warned.add(message)
-        log.warning("%s", message)
 
 
 class Journal:
@@ -153,9 +164,9 @@ class Journal:
                     continue
             bad += 1
             if bad <= NAMED_BAD_LINES:
-                _warn_once(f"{self.path}:{n}: {why}; record skipped")
+                log_once(log, f"{self.path}:{n}: {why}; record skipped")
         if bad > NAMED_BAD_LINES:
-            _warn_once(f"{self.path}: {bad - NAMED_BAD_LINES} more lines that are not records skipped")
+            log_once(log, f"{self.path}: {bad - NAMED_BAD_LINES} more lines that are not records skipped")
 
     def done(self) -> dict[tuple[str, str], dict[str, Any]]:
         """(bucket, config key) -> record, the last one winning."""
@@ -180,18 +191,6 @@ class Journal:
                                    f"it is kept, and the same command resumes from them once it can write") from None
 
     def _repair_torn_tail(self) -> None:
-        if not self.path.exists():
-            return
-        with self.path.open("rb+") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            if size == 0:
-                return
-            f.seek(size - 1)
-            if f.read(1) == b"\n":
-                return
-            data = f.seek(0) or f.read()
-            keep = data.rfind(b"\n") + 1
-            f.truncate(keep)
-        log.warning("%s: dropped a torn last line of %d bytes (a write cut by a kill); the candidate it held "
-                    "is measured again", self.path, len(data) - keep)
+        if cut := cut_torn_tail(self.path):
+            log.warning("%s: dropped a torn last line of %d bytes (a write cut by a kill); the candidate it held "
+                        "is measured again", self.path, cut)

@@ -16,22 +16,20 @@ from pathlib import Path
 
 from kerneltune.tables.stamps import now_stamp
 
+from .journal import cut_torn_tail
+
 log = logging.getLogger("kerneltune.optuna_log")
 
 
 def usable_study_log(path: Path) -> None:
     """Leave ``path`` a study log Optuna can read and append to, or absent; says what it mended."""
+    if cut := cut_torn_tail(path):
+        log.warning("%s: cut a torn last line of %d bytes (a write cut by a full disk or a kill)", path, cut)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data):
-        with path.open("rb+") as f:
-            f.truncate(keep)
-        log.warning("%s: cut a torn last line of %d bytes (a write cut by a full disk or a kill)", path,
-                    len(data) - keep)
-    for n, line in enumerate(data[:keep].splitlines(), 1):
+    for n, line in enumerate(data.splitlines(), 1):
         try:
             json.loads(line)
         except (ValueError, RecursionError):

@@ -138,7 +138,7 @@ def record_value(rec: dict[str, Any]) -> float | None:
 
 
 @dataclass(frozen=True)
-class _Checked:
+class CheckedOptions:
     """What a sweep's options name, loaded and checked before anything starts."""
 
     kernel: Kernel
@@ -147,7 +147,7 @@ class _Checked:
     held: dict[str, list[dict[str, Any]]] | None  # bucket name -> the configs --contenders holds for it
 
 
-def check_options(opts: SweepOptions) -> _Checked:
+def check_options(opts: SweepOptions) -> CheckedOptions:
     """Every input a sweep reads (kernel, space, buckets, strategy, contenders, replayed journal, --out), checked
     before any worker starts: a bad one is a ValueError (or OSError) naming it."""
     kernel = load_kernel(opts.kernel)
@@ -174,12 +174,14 @@ def check_options(opts: SweepOptions) -> _Checked:
     if runtime:
         raise ValueError(f"--out {opts.out}: a sweep never writes into the tables the runtime reads "
                          f"({runtime[0]}); give a working folder and install its table with `kerneltune install`")
-    return _Checked(kernel, space, buckets, held)
+    return CheckedOptions(kernel, space, buckets, held)
 
 
 def run_sweep(opts: SweepOptions, observer: Observer | None = None,
-              runner_factory: Callable[[SweepOptions, Kernel], Runner] | None = None) -> list[BucketResult]:
-    checked = check_options(opts)
+              runner_factory: Callable[[SweepOptions, Kernel], Runner] | None = None,
+              checked: CheckedOptions | None = None) -> list[BucketResult]:
+    """``checked``: ``check_options(opts)``, where the caller has it already."""
+    checked = checked or check_options(opts)
     kernel, space, buckets, held = checked.kernel, checked.space, checked.buckets, checked.held
     journal = Journal(opts.journal_path)
     writer = journal.writer_lock()

@@ -197,17 +197,17 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     kernel = load_kernel(req.kernel)
     backend = load_backend(kernel.backend)
     _prepare(backend)
-    if op == "stamps":
+    if op == Op.STAMPS:
         return {"status": "ok", "stamps": _stamps(kernel, backend, list(req.ceilings))}
     problem = kernel.problem(req.problem)
-    if op == "static":  # compile-only: the kernel's own static ranking (no device here)
+    if op == Op.STATIC:  # compile-only: the kernel's own static ranking (no device here)
         if Capability.STATIC_RANK not in kernel.capabilities:
             return {"status": "unsupported", "error": f"{kernel.name} has no static ranking"}
         try:
             return cast(StaticRanking, kernel).static_rank(problem, req.tiles)
         except Exception as e:  # an offline compile that fails is this candidate's compile error
             return {"status": "compile", "error": _error_text(e)}
-    if op == "check_small":
+    if op == Op.CHECK_SMALL:
         if Capability.CHECK_SMALL not in kernel.capabilities:
             return {"status": "unsupported", "error": f"{kernel.name} has no small-shape check"}
         try:
@@ -216,7 +216,7 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
             return {"status": "runtime", "error": _error_text(e)}
         return {"status": "ok"} if result.error is None else {"status": "correctness", "error": result.error}
     t0 = time.perf_counter()
-    if op == "export":  # a compile worker's job: the build as bytes, for the timing worker that asked
+    if op == Op.EXPORT:  # a compile worker's job: the build as bytes, for the timing worker that asked
         try:
             built = kernel.build(problem, req.tiles)
             data = cast(PortableBuild, kernel).export_build(built)

@@ -11,7 +11,7 @@ import traceback
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
 from kerneltune.report.frame import load_frame
 from kerneltune.tables.lookup import tuned_config
-from kerneltune.tables.store import NAME, TableError, positive_time, read_table, table_path
+from kerneltune.tables.store import TableError, is_plain_name, positive_time, read_table, table_path
 from kerneltune.tuning.journal import Journal, record_defect
 from kerneltune.tuning.space import SpaceError, load_space
 from kerneltune.tuning.sweep import _bucket_problem
@@ -152,7 +152,7 @@ def test_fuzz_drills(tmp_path, monkeypatch, record_property):
                 bucket_entry([r for r in records if r["bucket"] == bucket], PLUGIN, 0.01)
             bad = [r for r in records if record_defect(r) is not None]
             kinds = [r.get("stamps", {}).get("device_kind") for r in records]
-            bad += [k for k in kinds if k is not None and not NAME.fullmatch(k)]
+            bad += [k for k in kinds if k is not None and not is_plain_name(k)]
             nan = [r for r in records if isinstance(r.get("timing"), dict)
                    and not positive_time(r["timing"].get("median_us", 1.0))]
             return (bad or nan) or None

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from kerneltune import logs
 from kerneltune.tables import locations, lookup
 from kerneltune.tables.lookup import read_overlaid, tuned_config
 from kerneltune.tables.store import table_path
@@ -39,7 +40,7 @@ def test_the_user_folder_is_the_environment_variable_else_platformdirs(monkeypat
 
 
 def test_user_entries_overlay_shipped_ones_entry_by_entry(tmp_path):
-    lookup._logged.clear()
+    logs._said.clear()
     user, shipped = tmp_path / "user", tmp_path / "shipped"
     other = {**BUCKET, "cap_method": "none"}
     write(table_path(shipped, "nvidia-h200", "k"), entry(config={"block_q": 1}),
@@ -53,7 +54,7 @@ def test_user_entries_overlay_shipped_ones_entry_by_entry(tmp_path):
 
 
 def test_an_unusable_user_table_is_named_and_the_shipped_one_still_serves(tmp_path, caplog):
-    lookup._logged.clear()
+    logs._said.clear()
     user, shipped = tmp_path / "user", tmp_path / "shipped"
     write(table_path(shipped, "nvidia-h200", "k"), entry(config={"block_q": 1}))
     bad = table_path(user, "nvidia-h200", "k")
@@ -117,7 +118,7 @@ def test_a_wheel_installed_outside_the_checkout_finds_a_shipped_entry(tmp_path):
 def test_any_unusable_user_table_is_named_once_and_skipped(tmp_path, caplog, damage):
     """The launch path's lookup never raises on a table it cannot use: binary, nested past the recursion limit,
     a folder in the file's place, a file it may not read; each is logged naming the file and skipped."""
-    lookup._logged.clear()
+    logs._said.clear()
     lookup._read_at.cache_clear()
     user, shipped = tmp_path / "user", tmp_path / "shipped"
     write(table_path(shipped, "nvidia-h200", "k"), entry(config={"block_q": 1}))

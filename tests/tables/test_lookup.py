@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from kerneltune import logs
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import bucket_distance, read_overlaid, select_entry, tuned_config
 from kerneltune.tables.store import table_path
@@ -19,7 +20,7 @@ B = "head_dim=128,dtype=bfloat16,cap_method=tanh,group=1,seq_len=4096,batch_head
 
 @pytest.fixture(autouse=True)
 def fresh_log():
-    lookup._logged.clear()
+    logs._said.clear()
 
 
 def table_of(*entries):

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from kerneltune.tables import lookup
+from kerneltune import logs
 from kerneltune.tables.lookup import bucket_key, select_entry, tuned_config
 from kerneltune.tables.store import TableError, read_table, table_path, update_table
 
@@ -28,7 +28,7 @@ def write(path, *entries):
 
 @pytest.fixture
 def on_h200():
-    lookup._logged.clear()
+    logs._said.clear()
 
 
 def test_round_trip(tmp_path, on_h200):

@@ -67,8 +67,8 @@ class OptunaStrategy:
         # models (TPE with integer indices missed the q128 tiles at D=64 on a recorded H200 sweep).
         self.dists = {n: optuna.distributions.CategoricalDistribution(list(range(len(v))))
                       for n, v in self.params.items()}
-        # Start where an engineer would: the kernel's heuristic config, if it is in this space.
         self._told_known()
+        # Start where an engineer would: the kernel's heuristic config, if it is in this space.
         # Then the warm start's configs: the nearest tuned buckets' winners and runner-ups.
         queued: set[str] = set()
         for tiles in ([dict(start)] if start is not None else []) + [dict(w) for w in warm]:
@@ -84,6 +84,7 @@ class OptunaStrategy:
 
         told = {config_key(self._tiles(t)) for t in self.study.get_trials(deepcopy=False)
                 if t.state.is_finished() and set(t.params) == set(self.params)}
+        untold = []
         for key, value in self.known.items():
             tiles = json.loads(key)
             if key in told or set(tiles) != set(self.params) or any(
@@ -91,8 +92,8 @@ class OptunaStrategy:
                 continue
             params = {n: self.params[n].index(tiles[n]) for n in self.params}
             state = optuna.trial.TrialState.FAIL if value is None else optuna.trial.TrialState.COMPLETE
-            self.study.add_trial(optuna.trial.create_trial(params=params, distributions=self.dists, value=value,
-                                                           state=state))
+            untold.append(optuna.trial.create_trial(params=params, distributions=self.dists, value=value, state=state))
+        self.study.add_trials(untold)
 
     def _allowed(self, tiles: dict[str, Any]) -> bool:
         if self.feasible is not None:

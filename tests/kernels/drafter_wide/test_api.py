@@ -5,11 +5,11 @@ import logging
 
 import pytest
 
+from kerneltune import logs
 from kerneltune.backends.rocm_torch import MATCHED
 from kerneltune.kernels.drafter_wide.api import KERNEL_NAME, DrafterWide, choose_layout
 from kerneltune.kernels.drafter_wide.plugin import PLUGIN, DrafterProblem
 from kerneltune.kernels.drafter_wide.rocm_runner import NeedsRocmGpus
-from kerneltune.tables import lookup
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import table_path, update_table
 
@@ -23,7 +23,7 @@ TUNED = {"ng": 192, "threads": 256, "w_na": 64}  # feasible, and not the heurist
 @pytest.fixture
 def tables(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELTUNE_TABLES", str(tmp_path))
-    lookup._logged.clear()
+    logs._said.clear()
 
     def write(problem=PROBLEM, config=TUNED, **stamps):
         entry = {"bucket": PLUGIN.bucket(problem), "config": config, "median_us": 50.0,

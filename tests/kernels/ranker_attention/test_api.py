@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from kerneltune import logs
 from kerneltune.backends import cuda_jax
 from kerneltune.kernels.ranker_attention import KernelConfig, api, ranker_attention
 from kerneltune.kernels.ranker_attention.accuracy import ErrorBudget
@@ -86,7 +87,7 @@ def install_table(tmp_path, monkeypatch, entries):
     """A tuned table for the running (faked) H200 with these entries, stamped with this kernel."""
     monkeypatch.setattr(cuda_jax, "system_stamps", lambda: RUNNING)
     monkeypatch.setattr(lookup, "table_roots", lambda: (tmp_path,))
-    lookup._logged.clear()
+    logs._said.clear()
     stamps = {**{k: RUNNING[k] for k in RUNNING["matched"]}, "kernel_hash": api.kernel_source_hash()}
     update_table(table_path(tmp_path, "nvidia-h200", "ranker_attention"), "ranker_attention", "nvidia-h200",
                  lambda t: t["entries"].update({bucket_key(e["bucket"]): {**e, "stamps": stamps} for e in entries}))
