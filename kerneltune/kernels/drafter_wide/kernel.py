@@ -39,11 +39,14 @@ from .layout import MAX_ROWS, WAVE, DrafterLayout
 KERNEL_ARG_SPEC = [["i64", None]] * 21 + [["i32", None]] * 3
 
 
-def build_wide_for(arch: str, ng: int, threads: int, w_na: int, qpr: int, layers: int = 1):
-    """``build_wide`` from JSON-friendly arguments (the offline compile's builder)."""
+def build_wide_for(arch: str, ng: int, threads: int, w_na: int, qpr: int, layers: int = 1,
+                   model: dict[str, int] | None = None):
+    """``build_wide`` from JSON-friendly arguments (the offline compile's builder); ``model``: ``ModelDims``
+    fields other than ``layers`` (the interpreter's small model)."""
     from .layout import ModelDims
 
-    return build_wide(DrafterLayout(ng=ng, threads=threads, w_na=w_na, qpr=qpr, model=ModelDims(layers=layers)), arch)
+    dims = ModelDims(layers=layers, **(model or {}))
+    return build_wide(DrafterLayout(ng=ng, threads=threads, w_na=w_na, qpr=qpr, model=dims), arch)
 
 
 def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 1_000_000_000):

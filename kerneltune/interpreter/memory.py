@@ -1,0 +1,123 @@
+"""Global memory as named byte arrays at fake device addresses, and a block's LDS, both bounds-checked.
+
+Every allocation sits at its own address, 4 KiB aligned, with an unmapped gap after it, so an access
+that leaves its allocation fails (``MemoryFault``, naming the op's source line, the lane, the address
+and the allocation it is nearest) instead of reading a neighbour. Accesses are whole lanes at once: a
+load gathers each active lane's bytes, a store scatters them (lanes that store to one address: the
+highest lane's value lands, one of the orders hardware may choose)."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+import numpy as np
+
+BASE = 0x1000_0000_0000  # far from 0: a null or small integer used as an address faults
+ALIGN = 4096
+
+
+class MemoryFault(RuntimeError):
+    """An access outside every allocation, or misaligned for what its op promises."""
+
+
+@dataclass
+class Allocation:
+    name: str
+    start: int
+    data: np.ndarray  # uint8, the allocation's bytes (may be a view of the caller's array)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.data.size
+
+
+class GlobalMemory:
+    def __init__(self) -> None:
+        self.allocations: list[Allocation] = []
+        self._starts: list[int] = []
+        self._next = BASE
+        self.version = 0  # counts stores and atomics: a poll that sees no new version has nothing new to see
+
+    def allocate(self, name: str, data: np.ndarray) -> int:
+        """Place ``data`` (any array, its bytes shared, not copied) and return its address."""
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        a = Allocation(name, self._next, raw)
+        self.allocations.append(a)
+        self._starts.append(a.start)
+        self._next = a.start + (-(-max(raw.size, 1) // ALIGN) + 1) * ALIGN
+        return a.start
+
+    def zeros(self, name: str, nbytes: int) -> tuple[int, np.ndarray]:
+        data = np.zeros(nbytes, np.uint8)
+        return self.allocate(name, data), data
+
+    def find(self, address: int) -> Allocation | None:
+        k = bisect.bisect_right(self._starts, address) - 1
+        return self.allocations[k] if k >= 0 else None
+
+    def describe(self, address: int) -> str:
+        a = self.find(address)
+        if a is None:
+            return f"0x{address:x}, below every allocation"
+        return f"0x{address:x}, {address - a.start} bytes into {a.name} ({a.data.size} bytes)"
+
+    def _locate(self, addresses: np.ndarray, nbytes: int, where: str) -> list[tuple[Allocation, np.ndarray]]:
+        """Each allocation the lanes touch with the indices of the lanes in it; faults on any stray."""
+        starts = np.asarray(self._starts, dtype=np.int64)
+        k = np.searchsorted(starts, addresses, side="right") - 1
+        groups = []
+        for kk in np.unique(k):
+            lanes = np.nonzero(k == kk)[0]
+            a = self.allocations[kk] if kk >= 0 else None
+            off = addresses[lanes] - (a.start if a else 0)
+            bad = lanes[(off + nbytes > a.data.size)] if a else lanes
+            if bad.size:
+                raise MemoryFault(f"{where}: a {nbytes}-byte access at {self.describe(int(addresses[bad[0]]))} "
+                                  f"leaves every allocation (lane {int(bad[0])})")
+            groups.append((a, lanes))
+        return groups
+
+    def load(self, addresses: np.ndarray, nbytes: int, where: str) -> np.ndarray:
+        """``nbytes`` at each address: uint8 [lanes, nbytes]."""
+        first = int(addresses[0])
+        if (addresses == first).all():
+            a = self.find(first)
+            if a is None or first + nbytes > a.end:
+                raise MemoryFault(f"{where}: a {nbytes}-byte access at {self.describe(first)} leaves every allocation")
+            row = a.data[first - a.start:first - a.start + nbytes]
+            return np.broadcast_to(row, (addresses.size, nbytes)).copy()
+        out = np.empty((addresses.size, nbytes), np.uint8)
+        span = np.arange(nbytes)
+        for a, lanes in self._locate(addresses, nbytes, where):
+            out[lanes] = a.data[(addresses[lanes] - a.start)[:, None] + span]
+        return out
+
+    def store(self, addresses: np.ndarray, data: np.ndarray, where: str) -> None:
+        """``data`` uint8 [lanes, nbytes] to each lane's address, lanes in order."""
+        nbytes = data.shape[1]
+        span = np.arange(nbytes)
+        for a, lanes in self._locate(addresses, nbytes, where):
+            a.data[(addresses[lanes] - a.start)[:, None] + span] = data[lanes]
+        self.version += 1
+
+
+class SharedMemory:
+    """One block's LDS: its bytes start as 0xFF (a float32 read before any write is NaN)."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.data = np.full(nbytes, 0xFF, np.uint8)
+
+    def _check(self, offsets: np.ndarray, nbytes: int, where: str) -> None:
+        bad = np.nonzero((offsets < 0) | (offsets + nbytes > self.data.size))[0]
+        if bad.size:
+            raise MemoryFault(f"{where}: a {nbytes}-byte LDS access at offset {int(offsets[bad[0]])} leaves the "
+                              f"block's {self.data.size} bytes (lane {int(bad[0])})")
+
+    def load(self, offsets: np.ndarray, nbytes: int, where: str) -> np.ndarray:
+        self._check(offsets, nbytes, where)
+        return self.data[offsets[:, None] + np.arange(nbytes)]
+
+    def store(self, offsets: np.ndarray, data: np.ndarray, where: str) -> None:
+        self._check(offsets, data.shape[1], where)
+        self.data[offsets[:, None] + np.arange(data.shape[1])] = data

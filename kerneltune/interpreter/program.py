@@ -1,0 +1,233 @@
+"""A FlyDSL kernel's MLIR, captured where ``scf`` control flow is still structured, as plain Python.
+
+``capture`` runs FlyDSL's own compile of a kernel (a subprocess, ``COMPILE_ONLY``, IR dumped after
+each pass) and keeps the module after ``convert-fly-to-rocdl`` and its canonicalisation: ``arith``,
+``vector``, ``math``, ``scf``, ``gpu``, ``llvm`` and ``rocdl`` ops, every helper inlined, each op with
+its source location. ``Program`` reads that text once with MLIR's Python bindings into ``Op`` objects
+(numbered value slots, parsed attributes, the ``kernel.py`` line of each op), so that running it never
+touches the bindings. An op the interpreter has no meaning for fails here, naming it and its line."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .types import VType, parse_type
+
+STAGE_BEFORE = "convert_scf_to_cf"  # the first dumped stage whose name has this is one too late
+TERMINATORS = {"scf.yield", "scf.condition", "gpu.return", "func.return"}
+
+
+class CaptureFailed(RuntimeError):
+    """FlyDSL could not build the kernel's module; carries its log's tail."""
+
+
+class UnknownOp(NotImplementedError):
+    """An op the interpreter has no meaning for: its name and source line."""
+
+
+def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: str, cache: Path,
+            source_key: str = "", timeout: float = 300.0) -> str:
+    """The structured-``scf`` MLIR of ``builder(**kwargs)`` compiled for ``arch`` on ``args`` (as
+    ``offline_compile.compile_kernel`` describes them), cached in ``cache`` under a key of all of these
+    and ``source_key`` (the kernel sources' hash: a changed kernel is captured again)."""
+    spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args})
+    key = hashlib.sha256(f"{spec}|{arch}|{source_key}".encode()).hexdigest()[:24]
+    cached = cache / f"{key}.mlir"
+    if cached.is_file():
+        return cached.read_text(encoding="utf-8")
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as dump:
+        env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "FLYDSL_DUMP_IR": "1",
+               "FLYDSL_DUMP_DIR": dump, "ROCM_PATH": str(Path(dump) / "no-rocm")}
+        try:
+            run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],
+                                 input=spec, capture_output=True, text=True, env=env, timeout=timeout,
+                                 start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise CaptureFailed(f"{builder} for {arch}: no module within {timeout:.0f} s") from None
+        stages = sorted(Path(dump).glob("*/[0-9][0-9]_*.mlir"))
+        late = [i for i, p in enumerate(stages) if STAGE_BEFORE in p.name]
+        if not late or late[0] == 0:
+            tail = (run.stdout + run.stderr)[-2000:]
+            raise CaptureFailed(f"{builder} for {arch}: FlyDSL dumped no structured stage "
+                                f"(rc {run.returncode})\n{tail}")
+        text = stages[late[0] - 1].read_text(encoding="utf-8")
+    part = cached.with_suffix(".part")
+    part.write_text(text, encoding="utf-8")
+    part.replace(cached)
+    return text
+
+
+@dataclass(eq=False)
+class Region:
+    params: tuple[int, ...]
+    ops: list[Op]
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    res: tuple[int, ...]
+    args: tuple[int, ...]
+    res_types: tuple[VType, ...]
+    arg_types: tuple[VType, ...]
+    attrs: dict[str, Any]
+    regions: tuple[Region, ...]
+    where: str  # "kernel.py:230 <- ..." (innermost first)
+    lines: tuple[tuple[str, int], ...]  # every (file name, line) of the location's call chain
+    kill: tuple[int, ...] = ()  # slots whose last use this op is: freed after it
+    run: Callable[..., Any] | None = None  # set by ops.bind
+    generator: bool = False
+
+
+_FRAME = re.compile(r'"([^"]+)":(\d+):(\d+)')
+
+
+def _where(loc: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+    frames = [(Path(f).name, int(line)) for f, line, _ in _FRAME.findall(loc)]
+    text = " <- ".join(f"{f}:{line}" for f, line in frames[:4]) or "unknown location"
+    return text, tuple(frames)
+
+
+def _attr(attr: Any) -> Any:
+    """An attribute as a Python value: ints, floats, bools, int arrays, splats, strings."""
+    from flydsl._mlir import ir
+
+    if isinstance(attr, ir.BoolAttr | ir.IntegerAttr | ir.FloatAttr):
+        return attr.value
+    if isinstance(attr, ir.DenseIntElementsAttr | ir.DenseFPElementsAttr):
+        if attr.is_splat:
+            return ("splat", _attr(attr.get_splat_value()))
+        return ("dense", list(attr))
+    if isinstance(attr, ir.DenseI64ArrayAttr | ir.DenseI32ArrayAttr):
+        return list(attr)
+    if isinstance(attr, ir.StringAttr):
+        return attr.value
+    if isinstance(attr, ir.UnitAttr):
+        return True
+    return str(attr)
+
+
+class Program:
+    """The kernel function of a captured module, as ``Op`` trees over numbered value slots."""
+
+    def __init__(self, text: str, kernel: str | None = None):
+        from flydsl._mlir import ir
+
+        from . import ops
+
+        self.slots = 0
+        self._slot: dict[Any, int] = {}
+        self.globals: dict[str, tuple[int, int]] = {}  # LDS global name -> (space, bytes)
+        ctx = ir.Context()
+        ctx.allow_unregistered_dialects = True
+        with ctx:
+            module = ir.Module.parse(text)
+            func = self._find(module.operation, kernel)
+            if func is None:
+                raise ValueError(f"no gpu.func {kernel or ''} in the module".replace("  ", " "))
+            self.name = ir.StringAttr(func.attributes["sym_name"]).value
+            sizes = func.attributes.get("known_block_size", None)
+            self.block_size = list(ir.DenseI32ArrayAttr(sizes)) if sizes is not None else None
+            body = func.regions[0].blocks[0]
+            self.params = tuple(self._new(a) for a in body.arguments)
+            self.param_types = tuple(parse_type(str(a.type)) for a in body.arguments)
+            self.body = Region(self.params, [self._op(o.operation) for o in body.operations])
+        _liveness(self.body)
+        ops.bind(self.body, self)
+        self.lds_bytes = sum(b for _, b in self.globals.values())
+
+    def _find(self, op: Any, kernel: str | None) -> Any:
+        from flydsl._mlir import ir
+
+        if op.name == "llvm.mlir.global":
+            m = re.search(r"array<(\d+) x i8>", str(op.attributes["global_type"]))
+            space = op.attributes.get("addr_space", None)
+            name = ir.StringAttr(op.attributes["sym_name"]).value
+            self.globals[name] = (ir.IntegerAttr(space).value if space is not None else 0,
+                                  int(m.group(1)) if m else 0)
+        if op.name == "gpu.func" and (kernel is None or ir.StringAttr(op.attributes["sym_name"]).value == kernel):
+            found = op
+        else:
+            found = None
+        for r in op.regions:
+            for b in r.blocks:
+                for o in b.operations:
+                    f = self._find(o.operation, kernel)
+                    found = found or f
+        return found
+
+    def _new(self, value: Any) -> int:
+        self._slot[value] = self.slots
+        self.slots += 1
+        return self.slots - 1
+
+    def _op(self, op: Any) -> Op:
+        where, lines = _where(str(op.location))
+        try:
+            args = tuple(self._slot[v] for v in op.operands)
+        except KeyError:
+            raise UnknownOp(f"{op.name} at {where}: an operand defined outside the kernel function") from None
+        regions = []
+        for r in op.regions:
+            if len(r.blocks) == 0:  # an scf.if without else
+                regions.append(Region((), []))
+                continue
+            if len(r.blocks) != 1:
+                raise UnknownOp(f"{op.name} at {where}: a region of {len(r.blocks)} blocks (unstructured control flow)")
+            b = r.blocks[0]
+            params = tuple(self._new(a) for a in b.arguments)
+            regions.append(Region(params, [self._op(o.operation) for o in b.operations]))
+        attrs = {op.attributes[i].name: _attr(op.attributes[i].attr) for i in range(len(op.attributes))}
+        return Op(op.name, tuple(self._new(r) for r in op.results), args,
+                  tuple(parse_type(str(r.type)) for r in op.results),
+                  tuple(parse_type(str(v.type)) for v in op.operands), attrs, tuple(regions), where, lines)
+
+    def ops(self) -> list[Op]:
+        """Every op of the kernel, nested ones included."""
+        out: list[Op] = []
+
+        def walk(region: Region) -> None:
+            for op in region.ops:
+                out.append(op)
+                for r in op.regions:
+                    walk(r)
+
+        walk(self.body)
+        return out
+
+
+def _uses(op: Op) -> set[int]:
+    used = set(op.args)
+    for r in op.regions:
+        for o in r.ops:
+            used |= _uses(o)
+    return used
+
+
+def _liveness(region: Region) -> None:
+    """Set each op's ``kill``: the slots defined in this region (or its parameters) whose last use it is."""
+    last: dict[int, int] = {}
+    born = dict.fromkeys(region.params, 0)
+    for i, op in enumerate(region.ops):
+        for s in _uses(op):
+            if s in born:
+                last[s] = i
+        born.update(dict.fromkeys(op.res, i))
+        for r in op.regions:
+            _liveness(r)
+    kills: dict[int, list[int]] = {}
+    for s, i in born.items():
+        kills.setdefault(last.get(s, i), []).append(s)
+    for i, op in enumerate(region.ops):
+        op.kill = () if op.name in TERMINATORS else tuple(kills.get(i, ()))
