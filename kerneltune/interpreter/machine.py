@@ -61,6 +61,7 @@ class Launch:
     seed: int | None = None  # None: blocks in order; else a seeded interleaving
     stall_ticks: int = 1 << 31
     stalls: int = 3
+    max_resumes: int = 50_000_000  # a loop that never ends but keeps changing its values
     clock: int = 0
     resumes: int = 0
     executed: set[int] = field(default_factory=set)
@@ -89,6 +90,9 @@ class Launch:
                     ready.rotate(-rng.randrange(len(ready)))
                 task, gen = ready.popleft()
                 self.resumes += 1
+                if self.resumes > self.max_resumes:
+                    raise Deadlock([f"rank {t.rank} block {t.bid} at {t.site} (no end after {self.max_resumes} "
+                                    "resumes)" for t, _ in [(task, gen), *ready]])
                 try:
                     kind, op = next(gen)
                 except StopIteration:

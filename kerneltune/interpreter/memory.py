@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ class GlobalMemory:
     def __init__(self) -> None:
         self.allocations: list[Allocation] = []
         self._starts: list[int] = []
+        self._starts_np: np.ndarray | None = None
         self._next = BASE
         self.version = 0  # counts stores and atomics: a poll that sees no new version has nothing new to see
 
@@ -62,43 +64,52 @@ class GlobalMemory:
             return f"0x{address:x}, below every allocation"
         return f"0x{address:x}, {address - a.start} bytes into {a.name} ({a.data.size} bytes)"
 
-    def _locate(self, addresses: np.ndarray, nbytes: int, where: str) -> list[tuple[Allocation, np.ndarray]]:
-        """Each allocation the lanes touch with the indices of the lanes in it; faults on any stray."""
-        starts = np.asarray(self._starts, dtype=np.int64)
-        k = np.searchsorted(starts, addresses, side="right") - 1
+    def _locate(self, addresses: np.ndarray, nbytes: int, where: str) -> list[tuple[Allocation, Any]]:
+        """Each allocation the lanes touch with the lanes in it (None: all of them); faults on any stray."""
+        if self._starts_np is None or self._starts_np.size != len(self._starts):
+            self._starts_np = np.asarray(self._starts, dtype=np.int64)
+        k = np.searchsorted(self._starts_np, addresses, side="right") - 1
+        k0 = int(k[0])
+        parts = [(k0, None)] if (k == k0).all() else [(int(kk), np.nonzero(k == kk)[0]) for kk in np.unique(k)]
         groups = []
-        for kk in np.unique(k):
-            lanes = np.nonzero(k == kk)[0]
+        for kk, lanes in parts:
             a = self.allocations[kk] if kk >= 0 else None
-            off = addresses[lanes] - (a.start if a else 0)
-            bad = lanes[(off + nbytes > a.data.size)] if a else lanes
+            mine = addresses if lanes is None else addresses[lanes]
+            bad = np.nonzero(mine + nbytes > a.end)[0] if a else np.arange(mine.size)
             if bad.size:
-                raise MemoryFault(f"{where}: a {nbytes}-byte access at {self.describe(int(addresses[bad[0]]))} "
-                                  f"leaves every allocation (lane {int(bad[0])})")
+                lane = int(bad[0]) if lanes is None else int(lanes[bad[0]])
+                raise MemoryFault(f"{where}: a {nbytes}-byte access at {self.describe(int(addresses[lane]))} "
+                                  f"leaves every allocation (lane {lane})")
             groups.append((a, lanes))
         return groups
 
     def load(self, addresses: np.ndarray, nbytes: int, where: str) -> np.ndarray:
         """``nbytes`` at each address: uint8 [lanes, nbytes]."""
         first = int(addresses[0])
-        if (addresses == first).all():
+        if addresses.size == 1 or (addresses == first).all():
             a = self.find(first)
             if a is None or first + nbytes > a.end:
                 raise MemoryFault(f"{where}: a {nbytes}-byte access at {self.describe(first)} leaves every allocation")
             row = a.data[first - a.start:first - a.start + nbytes]
             return np.broadcast_to(row, (addresses.size, nbytes)).copy()
-        out = np.empty((addresses.size, nbytes), np.uint8)
         span = np.arange(nbytes)
-        for a, lanes in self._locate(addresses, nbytes, where):
+        groups = self._locate(addresses, nbytes, where)
+        if len(groups) == 1 and groups[0][1] is None:
+            a = groups[0][0]
+            return a.data[(addresses - a.start)[:, None] + span]
+        out = np.empty((addresses.size, nbytes), np.uint8)
+        for a, lanes in groups:
             out[lanes] = a.data[(addresses[lanes] - a.start)[:, None] + span]
         return out
 
     def store(self, addresses: np.ndarray, data: np.ndarray, where: str) -> None:
         """``data`` uint8 [lanes, nbytes] to each lane's address, lanes in order."""
-        nbytes = data.shape[1]
-        span = np.arange(nbytes)
-        for a, lanes in self._locate(addresses, nbytes, where):
-            a.data[(addresses[lanes] - a.start)[:, None] + span] = data[lanes]
+        span = np.arange(data.shape[1])
+        for a, lanes in self._locate(addresses, data.shape[1], where):
+            if lanes is None:
+                a.data[(addresses - a.start)[:, None] + span] = data
+            else:
+                a.data[(addresses[lanes] - a.start)[:, None] + span] = data[lanes]
         self.version += 1
 
 

@@ -5,7 +5,8 @@ holds alike (block ids, constants and what is computed from them only), which Nu
 is None (every lane active) or a bool array of the block's lanes: inside divergent ``scf.if`` and
 ``scf.while`` only active lanes load, store and take part in atomics; arithmetic runs on every lane.
 Ops that may let another block run (a ``scf.while`` iteration: every poll loop; a release store: a
-publish) are generators that yield to the scheduler; everything else runs straight through."""
+publish) are generators that yield to the scheduler; everything else runs straight through. An
+iteration whose carried values did not change is a ``poll`` (spinning); one that changed them a ``step``."""
 
 from __future__ import annotations
 
@@ -412,6 +413,7 @@ def _cvt_pk_fp8(op: Op) -> Callable[..., None]:
 # ------------------------------------------------------------------------------------------- control flow
 def run_plain(task: Any, region: Region, env: list, mask: Any) -> None:
     for op in region.ops:
+        op.hit = True
         op.run(task, env, mask)
         for s in op.kill:
             env[s] = None
@@ -419,6 +421,7 @@ def run_plain(task: Any, region: Region, env: list, mask: Any) -> None:
 
 def run_gen(task: Any, region: Region, env: list, mask: Any) -> Iterator[Any]:
     for op in region.ops:
+        op.hit = True
         if op.generator:
             yield from op.run(task, env, mask)
         else:
@@ -560,8 +563,10 @@ def _while(op: Op) -> Callable[..., Iterator[Any]]:
             for p, v in zip(after.params, fwd, strict=True):
                 env[p] = v
             yield from run_gen(task, after, env, active)
-            args = [env[s] for s in y]
-            yield ("poll", op)
+            new = [env[s] for s in y]
+            spun = all(a is b or np.array_equal(a, b) for a, b in zip(new, args, strict=True))
+            args = new
+            yield ("poll" if spun else "step", op)  # a poll that read nothing new, or a loop that moved on
         for r, v in zip(res, results, strict=True):
             env[r] = v
     return run

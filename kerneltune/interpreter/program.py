@@ -88,6 +88,7 @@ class Op:
     kill: tuple[int, ...] = ()  # slots whose last use this op is: freed after it
     run: Callable[..., Any] | None = None  # set by ops.bind
     generator: bool = False
+    hit: bool = False  # run at least once (by any launch of the program): what coverage counts
 
 
 _FRAME = re.compile(r'"([^"]+)":(\d+):(\d+)')
@@ -192,6 +193,16 @@ class Program:
         return Op(op.name, tuple(self._new(r) for r in op.results), args,
                   tuple(parse_type(str(r.type)) for r in op.results),
                   tuple(parse_type(str(v.type)) for v in op.operands), attrs, tuple(regions), where, lines)
+
+    def coverage(self, file: str) -> tuple[set[int], set[int]]:
+        """(lines of ``file`` that some op's call chain passes through, those of ops that ran)."""
+        every, ran = set(), set()
+        for op in self.ops():
+            lines = {line for f, line in op.lines if f == file}
+            every |= lines
+            if op.hit:
+                ran |= lines
+        return every, ran
 
     def ops(self) -> list[Op]:
         """Every op of the kernel, nested ones included."""

@@ -26,12 +26,14 @@ from .reference import Dims, StepInputs, Weights
 BUILDER = "kerneltune.kernels.drafter_wide.kernel:build_wide_for"
 # The small model of the interpreted tests: the kernel's fixed head shape (16 q heads and 1 KV head of 128
 # per rank), half the hidden size and an eighth of the intermediate; a layout its static checks accept.
-SMALL_DIMS = Dims(hidden=3072, intermediate=4 * 1536)
-SMALL_MODEL = ModelDims(hidden=3072, intermediate=1536)
+# A window of 512 keys (32 blocks) keeps a request's attention to a few blocks per chunk.
+SMALL_DIMS = Dims(hidden=3072, intermediate=4 * 1536, window=512)
+SMALL_MODEL = ModelDims(hidden=3072, intermediate=1536, window=512)
 
 
 def small_layout(qpr: int = 1, layers: int = 1, w_na: int = 64) -> DrafterLayout:
-    return DrafterLayout(ng=192, threads=256, w_na=w_na, qpr=qpr, model=dataclasses.replace(SMALL_MODEL, layers=layers))
+    model = dataclasses.replace(SMALL_MODEL, layers=layers)
+    return DrafterLayout(ng=192, threads=256, w_na=w_na, qpr=qpr, model=model)
 
 
 def small_dims(layers: int = 1) -> Dims:

@@ -1,0 +1,129 @@
+"""Small AMDGPU kernels in MLIR text (the dialects FlyDSL's structured stage uses), for the
+interpreter's tests: each exercises one behaviour, parsed without FlyDSL's compile."""
+
+HEAD = 'module attributes {gpu.container_module} {\n gpu.module @m {\n'
+TAIL = ' }\n}\n'
+
+
+def kernel(params: str, body: str, lanes: int = 64, lds: int = 0) -> str:
+    glob = (f'  llvm.mlir.global external @lds() {{addr_space = 3 : i32, alignment = 16 : i64}} '
+            f': !llvm.array<{lds} x i8>\n') if lds else ''
+    attrs = f'{{known_block_size = array<i32: {lanes}, 1, 1>}}'
+    func = f'  gpu.func @k({params}) kernel attributes {attrs} {{\n'
+    return HEAD + glob + func + body + '   gpu.return\n  }\n' + TAIL
+
+
+TID = '''   %t = gpu.thread_id x
+   %ti = arith.index_cast %t : index to i32
+   %c0 = arith.constant 0 : i32
+   %c1 = arith.constant 1 : i32
+   %c2 = arith.constant 2 : i32
+   %c4_64 = arith.constant 4 : i64
+'''
+
+# out[tid] = (tid odd ? 2 tid : -tid) for tid < n: lanes past n store nothing (and would fault).
+DIVERGENT_STORE = kernel('%out: i64, %n: i32', TID + '''   %r = arith.remsi %ti, %c2 : i32
+   %odd = arith.cmpi ne, %r, %c0 : i32
+   %v = scf.if %odd -> (i32) {
+     %x = arith.muli %ti, %c2 : i32
+     scf.yield %x : i32
+   } else {
+     %y = arith.subi %c0, %ti : i32
+     scf.yield %y : i32
+   }
+   %inb = arith.cmpi slt, %ti, %n : i32
+   scf.if %inb {
+     %e = arith.extsi %ti : i32 to i64
+     %o = arith.muli %e, %c4_64 : i64
+     %a = arith.addi %out, %o : i64
+     %p = llvm.inttoptr %a : i64 to !llvm.ptr<1>
+     llvm.store %v, %p {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   }
+''')
+
+# out[tid] = the number of iterations of a loop that runs tid times, and the lane's value after
+# a shuffle xor 1 (as float32), at out[64 + tid].
+PER_LANE_LOOP = kernel('%out: i64', TID + '''   %n = scf.while (%i = %c0) : (i32) -> i32 {
+     %lt = arith.cmpi slt, %i, %ti : i32
+     scf.condition(%lt) %i : i32
+   } do {
+   ^bb0(%i: i32):
+     %i1 = arith.addi %i, %c1 : i32
+     scf.yield %i1 : i32
+   }
+   %e = arith.extsi %ti : i32 to i64
+   %o = arith.muli %e, %c4_64 : i64
+   %a = arith.addi %out, %o : i64
+   %p = llvm.inttoptr %a : i64 to !llvm.ptr<1>
+   llvm.store %n, %p {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   %f = arith.sitofp %ti : i32 to f32
+   %c64 = arith.constant 64 : i32
+   %s, %valid = gpu.shuffle xor %f, %c1, %c64 : f32
+   %c256 = arith.constant 256 : i64
+   %a2 = arith.addi %a, %c256 : i64
+   %p2 = llvm.inttoptr %a2 : i64 to !llvm.ptr<1>
+   llvm.store %s, %p2 {alignment = 4 : i64} : f32, !llvm.ptr<1>
+''')
+
+# Block 0 polls ``flag`` until it reads 1, then copies data[0] to data[1]; block 1 stores data[0] = 42
+# and publishes 1 into ``pub`` (the same word as ``flag``, or another: then nobody ever wakes block 0).
+# ``deadline`` > 0: block 0 also stops polling when s_memrealtime passes it, and stores -1 instead.
+HANDOFF = kernel('%flag: i64, %data: i64, %pub: i64, %deadline: i64', TID + '''   %true = arith.constant true
+   %b = gpu.block_id x
+   %bi = arith.index_cast %b : index to i32
+   %p = llvm.inttoptr %flag : i64 to !llvm.ptr<1>
+   %dp = llvm.inttoptr %data : i64 to !llvm.ptr<1>
+   %d1 = arith.addi %data, %c4_64 : i64
+   %dp1 = llvm.inttoptr %d1 : i64 to !llvm.ptr<1>
+   %is0 = arith.cmpi eq, %bi, %c0 : i32
+   %c0_64 = arith.constant 0 : i64
+   %timed = arith.cmpi sgt, %deadline, %c0_64 : i64
+   scf.if %is0 {
+     %v0 = llvm.load %p atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     %w = scf.while (%v = %v0) : (i32) -> i32 {
+       %ne = arith.cmpi ne, %v, %c1 : i32
+       %now = llvm.call_intrinsic "llvm.amdgcn.s.memrealtime"() : () -> i64
+       %early = arith.cmpi slt, %now, %deadline : i64
+       %untimed = arith.xori %timed, %true : i1
+       %live = arith.ori %early, %untimed : i1
+       %go = arith.andi %ne, %live : i1
+       scf.condition(%go) %v : i32
+     } do {
+     ^bb0(%v: i32):
+       rocdl.s.sleep 1
+       %v2 = llvm.load %p atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+       scf.yield %v2 : i32
+     }
+     %got = arith.cmpi eq, %w, %c1 : i32
+     %x = llvm.load %dp {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     %m1 = arith.constant -1 : i32
+     %y = arith.select %got, %x, %m1 : i32
+     llvm.store %y, %dp1 {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   } else {
+     %c42 = arith.constant 42 : i32
+     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     %pp = llvm.inttoptr %pub : i64 to !llvm.ptr<1>
+     llvm.store %c1, %pp atomic syncscope("one-as") release {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   }
+''')
+
+# An op the interpreter has no meaning for.
+UNKNOWN = kernel('%out: i64', TID + '''   %q = arith.ceildivsi %ti, %c2 : i32
+''')
+
+# LDS: lane tid writes its id to word tid, then reads word (tid + 1) % 64 back and stores it to out[tid].
+LDS_ROTATE = kernel('%out: i64', TID + '''   %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
+   %w = llvm.getelementptr %base[%ti] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+   llvm.store %ti, %w {alignment = 4 : i64} : i32, !llvm.ptr<3>
+   gpu.barrier
+   %c64 = arith.constant 64 : i32
+   %n = arith.addi %ti, %c1 : i32
+   %m = arith.remsi %n, %c64 : i32
+   %r = llvm.getelementptr %base[%m] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+   %v = llvm.load %r {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+   %e = arith.extsi %ti : i32 to i64
+   %o = arith.muli %e, %c4_64 : i64
+   %a = arith.addi %out, %o : i64
+   %p = llvm.inttoptr %a : i64 to !llvm.ptr<1>
+   llvm.store %v, %p {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''', lds=256)
