@@ -52,7 +52,8 @@ def _pytest(args: list[str]) -> tuple[int, str]:
     r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *args], cwd=ROOT,
                        capture_output=True, text=True, timeout=1800)
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", r.stdout, re.M)
-    return r.returncode, failed[0] if failed else ""
+    why = re.findall(r"^E\s+(\S.{0,200})", r.stdout, re.M)
+    return r.returncode, (failed[0] if failed else "") + (f"\n       {why[0]}" if why else "")
 
 
 def run(bug: tuple[str, str, str, str]) -> tuple[str, str, float]:

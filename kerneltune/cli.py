@@ -308,6 +308,8 @@ def verify(
                                                     "be here).")] = None,
     emulate: Annotated[bool, typer.Option(help="Check the kernel's launch in its CPU emulation instead "
                                                "(kernels that have one: drafter-wide).")] = False,
+    interpret: Annotated[bool, typer.Option(help="Run the kernel's own compiled program in the CPU interpreter "
+                                                 "on its small shapes instead (drafter-wide).")] = False,
     bucket: Annotated[list[str] | None, typer.Option(help="Check only this bucket's entry (repeatable).")] = None,
     junit: Annotated[Path | None, typer.Option(help="Also write JUnit XML here: one test case per entry and "
                                                     "fallback (passed, failed with the figures, or skipped with "
@@ -327,11 +329,19 @@ def verify(
     name = canonical_name(kernel)
     with _bad_input_is_one_line():
         plugin = load_kernel(name)
+    if emulate and interpret:
+        _fail("verify: --emulate and --interpret are two ways to check on the CPU; pick one")
     if emulate:
         given = [o for o, v in (("--table", table), ("--bucket", bucket), ("--junit", junit)) if v]
         if given:
             _fail(f"verify --emulate checks the launch in its CPU emulation, not a table: drop {', '.join(given)}")
         _verify_emulated(kernel, plugin)
+    if interpret:
+        given = [o for o, v in (("--table", table), ("--bucket", bucket)) if v]
+        if given:
+            _fail(f"verify --interpret runs the compiled kernel on its small shapes, not a table: drop "
+                  f"{', '.join(given)}")
+        _verify_interpreted(kernel, plugin, junit)
     if junit is not None:
         _writable_file(junit, "--junit")
     stamps = load_backend(plugin.backend).stamps()
@@ -455,19 +465,40 @@ def _verify_emulated(kernel: str, plugin: Kernel) -> None:
     if Capability.EMULATE not in plugin.capabilities:
         _fail(f"{kernel} has no CPU emulation")
     checks = cast(Emulation, plugin).emulate()
+    _print_checks(f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model", checks)
+    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
+
+
+def _verify_interpreted(kernel: str, plugin: Kernel, junit: Path | None) -> None:
+    from kerneltune.protocols import Capability, Interpretation
+
+    if Capability.INTERPRET not in plugin.capabilities:
+        _fail(f"{kernel} has no CPU interpreter run")
+    if junit is not None:
+        _writable_file(junit, "--junit")
+    checks = cast(Interpretation, plugin).interpret()
+    _print_checks(f"verify {kernel} --interpret: the compiled kernel, 4 ranks, every lane on the CPU", checks)
+    if junit is not None:
+        from kerneltune.report.junit import write_checks_junit
+
+        with _bad_input_is_one_line():
+            write_checks_junit(junit, kernel, "interpret", checks)
+        console.print(f"JUnit: {junit}")
+    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
+
+
+def _print_checks(title: str, checks: list) -> None:
     layouts = list(dict.fromkeys(c.layout for c in checks))
-    out = Table(title=f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model"
-                + (f" ({layouts[0]})" if len(layouts) == 1 else ""))
+    out = Table(title=title + (f" ({layouts[0]})" if len(layouts) == 1 else ""))
     columns = ("layout",) * (len(layouts) > 1) + ("shape", "numbers", "schedule", "rel. error", "bound", "blocks",
                                                   "resumes", "verdict")
     for col in columns:
         out.add_column(col)
     for c in checks:
         out.add_row(*(c.layout,) * (len(layouts) > 1), c.shape, c.numbers, c.schedule, f"{c.worst_error:.1e}",
-                    f"{c.tolerance:.1e}", str(c.blocks), str(c.resumes),
+                    "same bits" if c.tolerance < 1e-300 else f"{c.tolerance:.1e}", str(c.blocks), str(c.resumes),
                     "ok" if c.ok else f"[red]{c.error or 'mismatch'}")
     console.print(out)
-    raise typer.Exit(0 if all(c.ok for c in checks) else 1)
 
 
 def targets_table(verdicts: list[dict], title: str) -> Table:

@@ -38,6 +38,7 @@ class Capability(StrEnum):
     CHECK_SMALL = "check_small"  # SmallCheck: correctness without its hardware (interpret mode, small shapes)
     STATIC_RANK = "static_rank"  # StaticRanking: an offline compile ranks candidates where none can be timed
     EMULATE = "emulate"  # Emulation: the whole launch emulated on the CPU against a float64 model
+    INTERPRET = "interpret"  # Interpretation: the compiled program itself run lane by lane on the CPU
     BENCH = "bench"  # Benchmarks: standard shapes and the baselines a user could pick instead
     REPORT_VIEW = "report_view"  # ReportView: a kernel's own section of a bucket in the HTML report
     PROGRAM_DIGEST = "program_digest"  # ProgramDigest: what a config compiles to, blind to the source text
@@ -116,6 +117,10 @@ class EmulationCheck:
 
 class Emulation(Protocol):
     def emulate(self) -> list[EmulationCheck]: ...
+
+
+class Interpretation(Protocol):
+    def interpret(self) -> list[EmulationCheck]: ...
 
 
 class Benchmarks(Protocol):

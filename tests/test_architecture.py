@@ -30,7 +30,9 @@ def imports(path: Path, top_level_only: bool = False) -> list[str]:
 
 @pytest.mark.parametrize(("folder", "forbidden"), [("tuning", "kerneltune.kernels"), ("cli.py", "kerneltune.kernels"),
                                                    ("report", "kerneltune.kernels"), ("tables", "kerneltune.kernels"),
-                                                   ("kernels", "kerneltune.tuning")])
+                                                   ("kernels", "kerneltune.tuning"),
+                                                   ("interpreter", "kerneltune.kernels"),
+                                                   ("interpreter", "kerneltune.tuning")])
 def test_no_import_crosses_the_line(folder, forbidden):
     bad = [f"{p.relative_to(PACKAGE)}: {m}" for p in modules(folder) for m in imports(p) if m.startswith(forbidden)]
     assert not bad
@@ -38,7 +40,7 @@ def test_no_import_crosses_the_line(folder, forbidden):
 
 def test_the_engine_imports_no_gpu_framework_at_module_scope():
     bad = [f"{p.relative_to(PACKAGE)}: {m}" for folder in ("tuning", "cli.py", "registry.py", "protocols.py",
-                                                           "measure.py")
+                                                           "measure.py", "interpreter")
            for p in modules(folder) for m in imports(p, top_level_only=True) if m.split(".")[0] in FRAMEWORKS]
     assert not bad
 

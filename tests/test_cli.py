@@ -137,6 +137,32 @@ def test_verify_emulate_exits_1_when_any_emulated_check_fails(monkeypatch):
         assert r.exit_code == 3 and f"drop {extra[0]}" in r.output, r.output
 
 
+def test_verify_interpret_exits_with_its_checks_and_writes_junit(tmp_path, monkeypatch):
+    import xml.etree.ElementTree as ET
+
+    from kerneltune.kernels.drafter_wide.plugin import DrafterWidePlugin
+    from kerneltune.protocols import EmulationCheck
+
+    ok = EmulationCheck("small", "4x2 rows, against float64", 0.058, 960, 27731, tolerance=0.29,
+                        numbers="gfx942 8-bit")
+    same = EmulationCheck("small", "4x2 rows, the same bits", 0.0, 960, 9e4, tolerance=5e-324, schedule="seed 7")
+    bad = EmulationCheck("small", "4x2 rows, against float64", float("inf"), 0, 0, "MemoryFault: llvm.load at "
+                         "kernel.py:341: a 4-byte access leaves every allocation", tolerance=0.29)
+    junit = tmp_path / "i.xml"
+    for checks, code in (([ok, same], 0), ([ok, bad], 1)):
+        monkeypatch.setattr(DrafterWidePlugin, "interpret", lambda self, c=checks: c)
+        r = CliRunner().invoke(app, ["verify", "drafter-wide", "--interpret", "--junit", str(junit)])
+        assert r.exit_code == code, r.output
+        suite = ET.parse(junit).getroot().find("testsuite")
+        assert suite.get("tests") == "2" and suite.get("failures") == str(code)
+    assert "kernel.py:341" in junit.read_text()
+    for extra in (["--bucket", "x"], ["--table", "t.json"], ["--emulate"]):
+        r = CliRunner().invoke(app, ["verify", "drafter-wide", "--interpret", *extra])
+        assert r.exit_code == 3 and ("drop" in r.output or "pick one" in r.output), r.output
+    r = CliRunner().invoke(app, ["verify", "ranker-attention", "--interpret"])
+    assert r.exit_code == 3 and "no CPU interpreter run" in r.output, r.output
+
+
 def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeypatch):
     """The user's table fails and the shipped one passes: the command fails, whichever it read last. The
     kernel is given by import path: its tables are named by the kernel's own name (fake.json)."""

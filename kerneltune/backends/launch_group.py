@@ -16,6 +16,8 @@ Devices:
 - ``emulated`` (``KERNELTUNE_GROUP_DEVICE=emulated``): CPU processes stand in for the GPUs, POSIX
   shared memory for the peer buffers, gloo for the rendezvous, the host clock for timing. It runs
   the same orchestration, so everything up to the device calls is tested on CPUs.
+- ``interpret`` (``KERNELTUNE_GROUP_DEVICE=interpret``): the same CPU processes, where a kernel that has a
+  CPU interpreter run (the drafter) runs its compiled program there instead of its emulation.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .host import wall_clock_sampler
 DEVICE_ENV = "KERNELTUNE_GROUP_DEVICE"
 MATCHED = ("gpu", "gpu_count", "group_device", "runtime", "torch", "kernel_hash")
 EMULATED_RANKS = 8  # the most ranks an emulated group offers
+CPU_DEVICES = ("emulated", "interpret")  # CPU processes stand in for the GPUs
 
 
 class GroupError(RuntimeError):
@@ -354,9 +357,10 @@ class LaunchGroup:
 
 @functools.cache
 def group_device() -> str:
-    """``emulated`` where asked for, else ``rocm`` or ``cuda`` where torch sees GPUs, else ``none``."""
-    if os.environ.get(DEVICE_ENV) == "emulated":
-        return "emulated"
+    """``emulated`` or ``interpret`` where asked for, else ``rocm`` or ``cuda`` where torch sees GPUs, else
+    ``none``."""
+    if os.environ.get(DEVICE_ENV) in CPU_DEVICES:
+        return str(os.environ[DEVICE_ENV])
     try:
         import torch
     except ImportError:
@@ -373,11 +377,11 @@ class LaunchGroupBackend:
     def stamps(self) -> dict[str, Any]:
         device = group_device()
         base = {"backend": self.name, "matched": list(MATCHED), "group_device": device}
-        if device in ("none", "emulated"):
+        if device == "none" or device in CPU_DEVICES:
             import torch
 
             return {**base, "gpu": device, "device_kind": device,
-                    "gpu_count": EMULATED_RANKS if device == "emulated" else 0, "runtime": "none",
+                    "gpu_count": EMULATED_RANKS if device in CPU_DEVICES else 0, "runtime": "none",
                     "torch": torch.__version__}
         import torch
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from kerneltune.protocols import EmulationCheck
 from kerneltune.tuning.verify import EntryReport, VerifyReport
 
 
@@ -55,5 +56,22 @@ def write_junit(path: Path, kernel: str, reports: list[VerifyReport]) -> None:
                 counts[outcome] += 1
         for k, v in counts.items():
             suite.set(k, str(v))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def write_checks_junit(path: Path, kernel: str, what: str, checks: list[EmulationCheck]) -> None:
+    """``verify --interpret``: one case per check (shape, numbers, schedule), failed with its figures."""
+    root = ET.Element("testsuites", name=f"kerneltune verify {kernel} --{what}")
+    suite = ET.SubElement(root, "testsuite", name=f"{kernel} {what}", tests=str(len(checks)),
+                          failures=str(sum(not c.ok for c in checks)), skipped="0")
+    for c in checks:
+        case = ET.SubElement(suite, "testcase", name=f"{c.shape} [{c.numbers}, {c.schedule}]",
+                             classname=f"{kernel}.{what}")
+        figures = (f"layout: {c.layout}\nerror: {c.worst_error:.3g} (at most {c.tolerance:.3g})\n"
+                   f"blocks: {c.blocks}\nresumes: {c.resumes}" + (f"\nfailure: {c.error}" if c.error else ""))
+        ET.SubElement(case, "system-out").text = figures
+        if not c.ok:
+            ET.SubElement(case, "failure", message=c.error or "over its tolerance", type="wrong").text = figures
     path.parent.mkdir(parents=True, exist_ok=True)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

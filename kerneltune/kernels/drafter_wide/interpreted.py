@@ -7,6 +7,7 @@ real memory ordering between GPUs, and time."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from kerneltune.interpreter.machine import Grid, Launch
 from kerneltune.interpreter.memory import GlobalMemory
 from kerneltune.interpreter.ops import bf16_value
 from kerneltune.interpreter.program import Program, capture
+from kerneltune.protocols import EmulationCheck
 
 from .health import WORDS
 from .host_inputs import host_arrays
@@ -114,3 +116,64 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
     launch.run(grids)
     return InterpretResult([bf16_value(h).astype(np.float64) for h in outs], [h.tolist() for h in healths],
                            [[bf16_value(c.view(np.uint16)).astype(np.float64) for c in rc] for rc in caches], launch)
+
+
+# verify --interpret: the test shape of the interpreted kernel's tests, both archs, another interleaving on one.
+CHECK_SHAPE = {"requests": 4, "qpr": 2, "context": (30, 100, 5, 700), "layers": 2, "w_na": 32}
+CHECK_RUNS = (("gfx942", (None, 7)), ("gfx950", (None,)))
+
+
+def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None = None) -> list[EmulationCheck]:
+    """Per arch: the interpreted launch against the float64 model (the formats' bound) and the emulation
+    (the same bound), and each seeded interleaving against the fixed order (the same bits). A fault, a
+    deadlock, a missed deadline or an op the interpreter lacks is a failed check with its message."""
+    from kerneltune.interpreter.machine import Deadlock
+    from kerneltune.interpreter.memory import MemoryFault
+    from kerneltune.interpreter.program import CaptureFailed, UnknownOp
+
+    from .emulation import Launch as Emulation
+    from .health import DeadlineMissed, check_health
+    from .numerics import bounded_reference, frobenius_error
+    from .reference import make_inputs, make_weights
+
+    s = {**CHECK_SHAPE, **(shape or {})}
+    layout, dims = small_layout(s["qpr"], s["layers"], s["w_na"]), small_dims(s["layers"])
+    name = f"small model, ng={layout.ng} threads={layout.threads} w_na={layout.w_na}"
+    label = f"{s['requests']}x{s['qpr']} rows, ctx {'/'.join(map(str, s['context']))}, {s['layers']} layers"
+    weights = make_weights(dims, 0)
+    inputs = make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), 1)
+    ref, bound = bounded_reference(dims, weights, inputs)
+    ref = ref.numpy()
+    checks: list[EmulationCheck] = []
+    for arch, seeds in runs:
+        numbers = f"{arch} 8-bit"
+        fixed: InterpretResult | None = None
+        for seed in seeds:
+            schedule = "fixed" if seed is None else f"seed {seed}"
+            try:
+                program = capture_program(layout, arch, cache)
+                got = run_step(program, layout, dims, weights, inputs, arch, seed=seed)
+                check_health(got.health)
+            except (CaptureFailed, UnknownOp, MemoryFault, Deadlock, DeadlineMissed) as e:
+                checks.append(EmulationCheck(name, label, math.inf, 0, 0, f"{type(e).__name__}: {e}",
+                                             schedule=schedule, numbers=numbers))
+                continue
+            blocks, resumes = TP * layout.BLOCKS, got.launch.resumes
+            if fixed is None and seed is None:
+                fixed = got
+                worst = max(frobenius_error(h, ref) for h in got.h_out)
+                checks.append(EmulationCheck(name, f"{label}, against float64", worst, blocks, resumes,
+                                             tolerance=bound, numbers=numbers))
+                emulated = Emulation(layout, dims, weights, inputs, numbers=arch).run().h_out
+                apart = max(frobenius_error(a, b) for a, b in zip(got.h_out, emulated, strict=True))
+                checks.append(EmulationCheck(name, f"{label}, against the emulation", apart, blocks, resumes,
+                                             tolerance=bound, numbers=numbers))
+            elif fixed is not None:
+                diff = max(float(np.nanmax(np.abs(a - b))) if not np.array_equal(a, b, equal_nan=True) else 0.0
+                           for a, b in zip(got.h_out, fixed.h_out, strict=True))
+                checks.append(EmulationCheck(name, f"{label}, the same bits as the fixed order", diff, blocks,
+                                             resumes, tolerance=SAME_BITS, schedule=schedule, numbers=numbers))
+    return checks
+
+
+SAME_BITS = 5e-324  # a check whose error must be exactly 0

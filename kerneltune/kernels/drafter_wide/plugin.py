@@ -2,7 +2,8 @@
 group of four rank processes (``rank_program.DrafterRank``) that builds the FlyDSL megakernel, is
 checked against the reference on poisoned outputs and timed with events; that path has never run
 here (no AMD GPU). With ``KERNELTUNE_GROUP_DEVICE=emulated`` the CPU emulation stands in for the
-GPUs and the same path runs on CPUs. Without either, candidates are ranked statically: each layout's
+GPUs and the same path runs on CPUs; with ``interpret``, the kernel's compiled program in the CPU
+interpreter does. Without either, candidates are ranked statically: each layout's
 megakernel is compiled offline for the bucket's arch and ranked by spills, co-residency margin and
 instruction count (``static_rank``).
 """
@@ -44,7 +45,7 @@ class DrafterWidePlugin:
     name = "drafter_wide"
     backend = "launch-group"
     devices = TP
-    capabilities = frozenset({Capability.STATIC_RANK, Capability.EMULATE})
+    capabilities = frozenset({Capability.STATIC_RANK, Capability.EMULATE, Capability.INTERPRET})
     tunables = frozenset({"ng", "threads", "w_na"})
     tile_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
     gated_tiles: tuple[str, ...] = ()  # the bucket is the whole problem
@@ -87,7 +88,7 @@ class DrafterWidePlugin:
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
         device, count = stamps.get("group_device"), int(stamps.get("gpu_count") or 0)
-        if device == "emulated" or (device == "rocm" and count >= TP and stamps.get("arch") in ARCHS):
+        if device in ("emulated", "interpret") or (device == "rocm" and count >= TP and stamps.get("arch") in ARCHS):
             return None
         return f"{TP} AMD MI300X (gfx942) or MI355X (gfx950) GPUs with ROCm for timings"
 
@@ -143,6 +144,15 @@ class DrafterWidePlugin:
         tiles = self.heuristic(DrafterProblem())
         name = " ".join(f"{k}={v}" for k, v in tiles.items())
         return check_layouts([(name, lambda qpr: DrafterLayout(**tiles, qpr=qpr))])
+
+    def interpret(self) -> list[Any]:
+        """``kernel.py``'s own compiled program on the small model, run by the CPU interpreter for each arch,
+        against the float64 model, the emulation and another interleaving (``interpreted.check_interpreted``)."""
+        from kerneltune.paths import user_cache_dir
+
+        from .interpreted import check_interpreted
+
+        return check_interpreted(user_cache_dir() / "interpret")
 
     def static_rank(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
         """Compile offline and rank: a spilling or non-resident layout is a constraint failure;

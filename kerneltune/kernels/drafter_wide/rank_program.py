@@ -8,6 +8,8 @@ build and FlyDSL 0.5's documented launch; never run: no AMD GPU exists in this w
 On ``emulated`` the CPU emulation stands in for the four GPUs: rank 0 runs the whole launch
 (``emulation.Launch``, every block of every rank as a coroutine) and publishes each rank's ``h_out``
 into that rank's symmetric buffer with a tagged flag; every rank waits for its flag with a deadline.
+On ``interpret`` the CPU interpreter runs the kernel's compiled program for ``arch`` in the same place
+(``interpreted.run_step``), and each rank's health words travel with its ``h_out``.
 The group's rendezvous, peer buffers, flag waits and timing are the real ones; a timed step replays
 the last computed ``h_out`` through the same exchange (what it times is the group, not the kernel).
 """
@@ -22,6 +24,7 @@ import numpy as np
 
 from kerneltune.backends.launch_group import RankContext
 
+from .health import WORDS
 from .layout import TP, DrafterLayout
 from .reference import Dims
 
@@ -50,8 +53,8 @@ class DrafterRank:
         self.layout = DrafterLayout(**self.tiles, qpr=self.qpr)
         if ctx.device == "rocm":
             self.impl: Any = _RocmDrafter(self.layout, self.arch, self.wait_ticks)
-        elif ctx.device == "emulated":
-            self.impl = _EmulatedDrafter(self.layout, self.deadline_s)
+        elif ctx.device in ("emulated", "interpret"):
+            self.impl = _EmulatedDrafter(self.layout, self.deadline_s, self.arch if ctx.device == "interpret" else None)
         else:
             raise RuntimeError(f"the drafter runs on AMD gfx942/gfx950 GPUs (or emulated), not on {ctx.device}")
 
@@ -70,8 +73,10 @@ class DrafterRank:
 
 
 class _EmulatedDrafter:
-    def __init__(self, layout: DrafterLayout, deadline_s: float):
-        self.layout, self.deadline_s = layout, deadline_s
+    """``interpret``: an arch whose compiled program the CPU interpreter runs in place of the emulation."""
+
+    def __init__(self, layout: DrafterLayout, deadline_s: float, interpret: str | None = None):
+        self.layout, self.deadline_s, self.interpret = layout, deadline_s, interpret
         self.computed: list[np.ndarray] | None = None
 
     def load(self, ctx: RankContext, spec: StepSpec) -> None:
@@ -80,11 +85,11 @@ class _EmulatedDrafter:
         self.dims = Dims(layers=spec.layers)
         self.n = spec.requests * spec.qpr
         self.layout.check_rows(self.n)
-        # Every rank's h_out travels as float64 in two int32 words, then one flag word.
+        # Every rank's h_out travels as float64 in two int32 words, then its health words, then one flag word.
         self.words = 2 * self.n * self.dims.hidden
-        self.sym = ctx.symmetric("h", self.words + 1)
+        self.sym = ctx.symmetric("h", self.words + WORDS + 1)
         self.out = np.full((self.n, self.dims.hidden), np.nan)
-        self.health = 0
+        self.health = [0] * WORDS
         if ctx.rank == 0:  # the emulated device: one process runs every rank's blocks
             self.weights = make_weights(self.dims, spec.seed)
             self.inputs = make_inputs(self.dims, spec.requests, spec.qpr, list(spec.context), spec.seed + 1)
@@ -92,29 +97,40 @@ class _EmulatedDrafter:
 
     def poison(self, ctx: RankContext) -> None:
         self.out[:] = np.nan
-        self.health = 0
+        self.health = [0] * WORDS
         self.computed = None
 
     def launch(self, ctx: RankContext, step: int) -> None:
         if ctx.rank == 0:
-            if self.computed is None:
+            if self.computed is None and self.interpret is not None:
+                from kerneltune.paths import user_cache_dir
+
+                from .interpreted import capture_program, run_step
+
+                program = capture_program(self.layout, self.interpret, user_cache_dir() / "interpret")
+                run = run_step(program, self.layout, self.dims, self.weights, self.inputs, self.interpret, step=step)
+                self.computed, self.computed_health = run.h_out, run.health
+            elif self.computed is None:
                 from .emulation import Launch
 
                 self.computed = Launch(self.layout, self.dims, self.weights, self.inputs, step=step).run().h_out
+                self.computed_health = [[0] * WORDS] * TP
             for r in range(TP):
                 peer = self.sym.peer(r)
                 peer[:self.words] = self.computed[r].reshape(-1).view(np.int32)
-                peer[self.words] = step
+                peer[self.words:self.words + WORDS] = self.computed_health[r]
+                peer[self.words + WORDS] = step
         end = time.monotonic() + self.deadline_s
-        while self.sym.local[self.words] < step:
+        while self.sym.local[self.words + WORDS] < step:
             if time.monotonic() > end:
-                self.health = step
+                self.health = [step, 0, 0, 0]
                 return
             time.sleep(0.001)
         self.out[:] = self.sym.local[:self.words].view(np.float64).reshape(self.out.shape)
+        self.health = [int(w) for w in self.sym.local[self.words:self.words + WORDS]]
 
     def output(self, ctx: RankContext) -> dict[str, Any]:
-        return {"h_out": self.out.copy(), "health": [self.health, 0, 0, 0]}
+        return {"h_out": self.out.copy(), "health": list(self.health)}
 
 
 class _RocmDrafter:

@@ -46,3 +46,21 @@ def test_sweep_then_verify_on_an_emulated_group(tmp_path, monkeypatch):
                        capture_output=True, text=True, cwd=REPO, timeout=600)
     assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]
     assert "emulated-2req-x2tok" in v.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("drafter-full-model")
+def test_sweep_on_an_interpreted_group_runs_the_compiled_kernel_at_full_size(tmp_path, monkeypatch):
+    """The same path with the kernel's own compiled program in the CPU interpreter (one full-size layer):
+    the candidate is checked against the float64 model within the formats' bound, not emulated exactly."""
+    monkeypatch.setenv("KERNELTUNE_GROUP_DEVICE", "interpret")
+    space = tmp_path / "drafter.toml"
+    space.write_text(SPACE)
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", "drafter-wide", "--space", str(space),
+                        "--out", str(out), "--max-seconds", "0.1", "--compile-workers", "0"],
+                       capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    [rec] = list(Journal(out / "journals/drafter_wide-live.jsonl").records())
+    assert rec["status"] == "ok" and 1e-6 < rec["rel_error"] < 0.2, rec
+    assert rec["stamps"]["group_device"] == "interpret"
