@@ -149,8 +149,8 @@ def tagged_word(data: Any, tag: Any) -> Any:
 def row_chunk(layout: Any, base: Any, row: Any, k: int, chunk: int, wave: Any, g4: Any) -> Any:
     """Lane group ``g4``'s 32 bytes of chunk ``chunk`` of wave ``wave`` of the 8-bit row ``row``
     (``k`` bytes long): four Int64 MFMA operands, read once (nontemporal)."""
-    off = fx.Int64(row) * k + fx.Int64(ix.k_offset(layout, chunk, wave, g4))
-    return fx.generic_load(ptr(base + off, fx.Int64, 16), dtype=fx.Int64, count=4, nontemporal=True)
+    off = ix.row8_at(fx.Int64(row), k, fx.Int64(ix.k_offset(layout, chunk, wave, g4)))
+    return fx.generic_load(ptr(at(base, off), fx.Int64, 16), dtype=fx.Int64, count=4, nontemporal=True)
 
 
 def mma_chunk(a: Any, b: Any) -> Any:

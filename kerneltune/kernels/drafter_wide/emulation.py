@@ -180,7 +180,7 @@ class Launch:
     def _flags_ready(self, st: _Rank, name: str, first: int, count: int, tag: int, site: int) -> _Wait:
         if self.faults.get(f"nowait:{name}"):
             return _YIELD
-        words = ix.flag_word(self.L, name, first) + 8 * np.arange(count)
+        words = ix.flag_word(self.L, name, first + np.arange(count))
         return (lambda: bool(np.all(st.flags[words] >= tag)),
                 f"site {site} ({SITES[site]}): rank {st.rank} waits {count} {name} flags from {first} for tag {tag}")
 
@@ -208,7 +208,8 @@ class Launch:
         for t in rows:
             peer = self.ranks[ix.owner_rank(int(t))]
             at = ix.rs_pair(self.L, region, st.rank, int(t), col0, pairs) + self.faults.get("offset:rs", 0)
-            peer.sym[at], peer.sym[at + 2], peer.sym[at + 4] = y[t, 0::2], y[t, 1::2], tag
+            lo, hi, tag_at = ix.pair_slots(at)
+            peer.sym[lo], peer.sym[hi], peer.sym[tag_at] = y[t, 0::2], y[t, 1::2], tag
 
     def _partial_words(self, slot: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Where every wave's values land (waves x 4 x 64 words) and which tile element each one is."""
@@ -336,21 +337,21 @@ class Launch:
         """8-bit rows with their scales, read from this rank's scratch (dequantised)."""
         width = width or self.L.model.hidden
         at = self._cached(self._row_words, layer, data, width)
-        sc = self._scales(data, st.scratch[ix.scratch_at(self.L, layer, scale) + 4 * np.arange(self.n)])
+        sc = self._scales(data, st.scratch[ix.scratch_at(self.L, layer, scale) + ix.scale_at(np.arange(self.n))])
         rows = _gather(st.scratch, at)
         return self.num.f32(np.multiply(rows, sc[:, None], out=self._buffer("rows8", rows.shape)))
 
     def _row_words(self, layer: int, data: str, width: int) -> np.ndarray | tuple[slice, tuple[int, ...]]:
-        return _as_slice(ix.scratch_at(self.L, layer, data) + np.arange(self.n)[:, None] * width
-                         + np.arange(width)[None, :])
+        return _as_slice(ix.scratch_at(self.L, layer, data)
+                         + ix.row8_at(np.arange(self.n)[:, None], width, np.arange(width)[None, :]))
 
     def _a8_rows(self, st: _Rank, layer: int) -> np.ndarray:
         """Merged attention rows: 8-bit values with one scale per head quarter."""
         width = self.L.model.o_in
         cols = np.arange(width)
-        at = ix.scratch_at(self.L, layer, "a8") + np.arange(self.n)[:, None] * width + cols[None, :]
+        at = ix.scratch_at(self.L, layer, "a8") + ix.row8_at(np.arange(self.n)[:, None], width, cols[None, :])
         sc = self._scales("a8", st.scratch[ix.a8_scale_at(self.L, layer, np.arange(self.n)[:, None],
-                                                           cols[None, :] // (width // 4))])
+                                                           ix.quarter_of(cols[None, :], width))])
         return self.num.f32(st.scratch[at] * sc)
 
     # ------------------------------------------------------------- L: attention and merges
@@ -434,8 +435,10 @@ class Launch:
             if it + 2 < cnt:
                 fill(pair, blk - 2)
         heads = np.arange(qh)
-        at = ix.partial_at(L, layer, pidx, np.arange(L.QPR)[:, None], heads[None, :])  # [rows, heads]
-        words = np.concatenate([at.ravel(), (at + 4).ravel(), (at[..., None] + 8 + 4 * dim).ravel()])
+        rows, hs = np.arange(L.QPR)[:, None], heads[None, :]
+        words = np.concatenate([ix.partial_at(L, layer, pidx, rows, hs).ravel(),
+                                ix.partial_l(L, layer, pidx, rows, hs).ravel(),
+                                ix.partial_o(L, layer, pidx, rows[..., None], hs[..., None], dim).ravel()])
         return _store(st.scratch, words, np.concatenate([m.ravel(), lsum.ravel(), o.ravel()]))
 
     def _qkv_rows(self, st: _Rank, layer: int, rows: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -443,8 +446,8 @@ class Launch:
         rank's qkv scratch."""
         L, d = self.L, self.d
         hd, qh = d.head_dim, L.model.q_heads
-        el = ix.qkv_element(L, rows[:, None], 0, np.arange(L.QKV_N)[None, :])
-        qkv = self.num.f32(st.scratch[ix.scratch_at(L, layer, "qkv") + 2 * el])
+        qkv = self.num.f32(st.scratch[ix.scratch_at(L, layer, "qkv")
+                                      + ix.qkv_at(L, rows[:, None], 0, np.arange(L.QKV_N)[None, :])])
         w = st.w[layer]
         q = qkv[:, :qh * hd].reshape(len(rows), qh, hd)
         k = qkv[:, qh * hd:(qh + 1) * hd].reshape(len(rows), 1, hd)
@@ -465,14 +468,15 @@ class Launch:
         per_task = L.model.q_heads // 4
         i = t - r * L.QPR
         heads = range(hq * per_task, (hq + 1) * per_task)
-        ats = np.array([[ix.partial_at(L, layer, r * cpr + c, i, h) for c in range(cpr)] for h in heads])
-        m, lsum = self.num.f32(st.scratch[ats]), self.num.f32(st.scratch[ats + 4])  # [head, chunk]
-        o = self.num.f32(st.scratch[ats[..., None] + 8 + 4 * np.arange(hd)])  # [head, chunk, dim]
+        hs, parts = np.asarray(heads)[:, None], r * cpr + np.arange(cpr)[None, :]  # [head, chunk]
+        m = self.num.f32(st.scratch[ix.partial_at(L, layer, parts, i, hs)])
+        lsum = self.num.f32(st.scratch[ix.partial_l(L, layer, parts, i, hs)])
+        o = self.num.f32(st.scratch[ix.partial_o(L, layer, parts[..., None], i, hs[..., None], np.arange(hd))])
         top = m.max(axis=1, keepdims=True)
         scale = np.where(np.isneginf(m), 0.0, np.exp(m - top)).astype(self.num.dtype)
         out = np.einsum("hc,hcd->hd", scale, o) / (scale * lsum).sum(axis=1)[:, None]
         codes, amax_scale = self.num.f8(out.ravel())
-        at = ix.scratch_at(L, layer, "a8") + t * L.model.o_in + np.asarray(heads)[:, None] * hd + np.arange(hd)
+        at = ix.scratch_at(L, layer, "a8") + ix.a8_at(L, t, np.asarray(heads)[:, None], np.arange(hd))
         st.scratch[at.ravel()] = codes
         st.scratch[ix.a8_scale_at(L, layer, t, hq)] = amax_scale
 
@@ -485,9 +489,10 @@ class Launch:
         def row_sum4(region: int, tag: int, site: int) -> Block:
             pairs = np.arange(L.ROW_PAIRS)
             at = np.stack([ix.rs_pair(L, region, src, t_own, 0, pairs) for src in range(TP)])
-            yield self._tagged(st.sym, at.ravel() + 4, tag, site, f"rank {st.rank} norm block {j} waits the "
+            lo_at, hi_at, tag_at = ix.pair_slots(at)
+            yield self._tagged(st.sym, tag_at.ravel(), tag, site, f"rank {st.rank} norm block {j} waits the "
                                f"reduce-scatter of row {t_own} at {region} for tag {tag}")
-            lo, hi = self.num.f32(st.sym[at]).sum(axis=0), self.num.f32(st.sym[at + 2]).sum(axis=0)
+            lo, hi = self.num.f32(st.sym[lo_at]).sum(axis=0), self.num.f32(st.sym[hi_at]).sum(axis=0)
             return np.stack([lo, hi], axis=1).ravel()
 
         def gather(region: int, layer: int, tag: int, data: str, scale: str, flag: str, site: int) -> Block:
@@ -495,20 +500,20 @@ class Launch:
                 t = ix.gathered_row(j, c)
                 if t < n:
                     src = self.ranks[ix.owner_rank(t)].sym
-                    row = ix.ag_x8_row(L, region, t)
-                    yield self._tagged(src, np.array([row + d.hidden + 4]), tag, site,
+                    yield self._tagged(src, np.array([ix.ag_x8_tag(L, region, t)]), tag, site,
                                        f"rank {st.rank} norm block {j} waits row {t}'s all-gather for tag {tag}")
-                    words = np.append(ix.scratch_at(L, layer, data) + t * d.hidden + np.arange(d.hidden),
-                                      ix.scratch_at(L, layer, scale) + 4 * t)
-                    values = src[row + np.arange(d.hidden + 1)]  # the row, then its scale
+                    cols = np.arange(d.hidden)
+                    words = np.append(ix.scratch_at(L, layer, data) + ix.row8_at(t, d.hidden, cols),
+                                      ix.scratch_at(L, layer, scale) + ix.scale_at(t))
+                    # the row, then its scale
+                    values = src[np.append(ix.ag_x8_byte(L, region, t, cols), ix.ag_x8_scale(L, region, t))]
                     yield from self._publish(st, flag, t, tag, _store(st.scratch, words, values))
 
         def put_x8(region: int, row_values: np.ndarray, tag: int) -> None:
-            row = ix.ag_x8_row(L, region, t_own)
             codes, scale = self.num.f8(row_values)
-            st.sym[row + np.arange(d.hidden)] = codes
-            st.sym[row + d.hidden] = scale
-            st.sym[row + d.hidden + 4] = tag
+            st.sym[ix.ag_x8_byte(L, region, t_own, np.arange(d.hidden))] = codes
+            st.sym[ix.ag_x8_scale(L, region, t_own)] = scale
+            st.sym[ix.ag_x8_tag(L, region, t_own)] = tag
 
         for layer in range(self.layers):
             tag = ix.tag(self.step, layer)
@@ -528,16 +533,16 @@ class Launch:
         if t_own < n:
             res = res + (yield from row_sum4(L.Y_RSD, ftag - 1, 9))
             out = self.num.bf16(_norm(res, self.final_ln, d.eps))
-            at = ix.ag_bf_pair(L, L.Y_AGF, t_own, np.arange(L.ROW_PAIRS))
-            st.sym[at], st.sym[at + 2], st.sym[at + 4] = out[0::2], out[1::2], ftag
+            lo, hi, tag_at = ix.pair_slots(ix.ag_bf_pair(L, L.Y_AGF, t_own, np.arange(L.ROW_PAIRS)))
+            st.sym[lo], st.sym[hi], st.sym[tag_at] = out[0::2], out[1::2], ftag
         for c in range(4):
             t = ix.gathered_row(j, c)
             if t < n:
                 src = self.ranks[ix.owner_rank(t)].sym
-                at = ix.ag_bf_pair(L, L.Y_AGF, t, np.arange(L.ROW_PAIRS))
-                yield self._tagged(src, at + 4, ftag, 12, f"rank {st.rank} norm block {j} waits h_out row {t} "
+                lo, hi, tag_at = ix.pair_slots(ix.ag_bf_pair(L, L.Y_AGF, t, np.arange(L.ROW_PAIRS)))
+                yield self._tagged(src, tag_at, ftag, 12, f"rank {st.rank} norm block {j} waits h_out row {t} "
                                    f"for tag {ftag}")
-                st.h_out[t, 0::2], st.h_out[t, 1::2] = src[at], src[at + 2]
+                st.h_out[t, 0::2], st.h_out[t, 1::2] = src[lo], src[hi]
 
 
 def _as_slice(words: np.ndarray) -> np.ndarray | tuple[slice, tuple[int, ...]]:

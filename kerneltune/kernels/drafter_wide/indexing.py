@@ -14,6 +14,7 @@ from .layout import TP, DrafterLayout
 TILE = 16  # rows of one MFMA tile
 K_CHUNK = 32  # bytes of a row one lane holds per chunk: four MFMA K-steps of 8
 PAIR_BYTES = 8  # a reduce-scatter or bf16 all-gather word: two bf16 values, then a 4-byte tag
+TAG_HALF = 4  # the tag's byte offset in such a word
 
 
 def _is_int(*xs: Any) -> bool:
@@ -81,9 +82,14 @@ def k_offset(layout: DrafterLayout, chunk: Any, wave: Any, g4: Any) -> Any:
     return (chunk * layout.waves + wave) * (4 * K_CHUNK) + g4 * K_CHUNK
 
 
+def quarter_of(col: Any, k: int) -> Any:
+    """Which quarter of a K-long row column ``col`` lies in (one scale per head quarter of o_proj's input)."""
+    return col // (k // 4)
+
+
 def k_quarter(layout: DrafterLayout, chunk: Any, wave: Any, k: int) -> Any:
-    """Which quarter of a K-long row a wave's chunk lies in (one scale per head quarter of o_proj's input)."""
-    return k_offset(layout, chunk, wave, 0) // (k // 4)
+    """The quarter of a K-long row a wave's chunk lies in."""
+    return quarter_of(k_offset(layout, chunk, wave, 0), k)
 
 
 def mfma_row(lane: Any, i: Any) -> Any:
@@ -110,6 +116,51 @@ def act_element(layout: DrafterLayout, row: Any, block: Any, r: Any) -> Any:
     return row * layout.IR + block * layout.GU_R + r
 
 
+def qkv_at(layout: DrafterLayout, row: Any, block: Any, r: Any) -> Any:
+    """Byte offset of ``qkv_element`` (bf16)."""
+    return 2 * qkv_element(layout, row, block, r)
+
+
+def act_at(layout: DrafterLayout, row: Any, block: Any, r: Any) -> Any:
+    """Byte offset of ``act_element`` (bf16)."""
+    return 2 * act_element(layout, row, block, r)
+
+
+def row8_at(row: Any, k: Any, byte: Any) -> Any:
+    """Byte ``byte`` of 8-bit row ``row`` of a ``k``-byte-wide matrix (weights, x8, h8, a8 rows)."""
+    return row * k + byte
+
+
+def scale_at(row: Any) -> Any:
+    """Byte offset of row ``row``'s float32 scale (weights' rows, the x8 and h8 rows)."""
+    return 4 * row
+
+
+def bf16_at(element: Any) -> Any:
+    """Byte offset of bf16 element ``element`` of a vector (the norm weights)."""
+    return 2 * element
+
+
+def hidden_at(layout: DrafterLayout, row: Any, element: Any) -> Any:
+    """Byte offset of bf16 element ``element`` of token row ``row`` of a ``[rows, hidden]`` array (x_in, h_out)."""
+    return 2 * (row * layout.model.hidden + element)
+
+
+def weight_layer_at(layout: DrafterLayout, name: str, layer: Any) -> Any:
+    """Byte offset of layer ``layer``'s 8-bit rows of weight ``name`` (qkv, o, gu, d: layers stacked)."""
+    m = layout.model
+    rows, k = {"qkv": (layout.QKV_N, m.hidden), "o": (m.hidden, m.o_in), "gu": (2 * m.intermediate, m.hidden),
+               "d": (m.hidden, m.intermediate)}[name]
+    return layer * (rows * k)
+
+
+def scale_layer_at(layout: DrafterLayout, name: str, layer: Any) -> Any:
+    """Byte offset of layer ``layer``'s float32 row scales of weight ``name``."""
+    m = layout.model
+    rows = {"qkv": layout.QKV_N, "o": m.hidden, "gu": 2 * m.intermediate, "d": m.hidden}[name]
+    return layer * (4 * rows)
+
+
 # ----------------------------------------------------------------- peer memory
 def rs_pair(layout: DrafterLayout, region: Any, src_rank: Any, row: Any, col0: Any, p: Any) -> Any:
     """Byte offset, in the row owner's symmetric region, of source rank ``src_rank``'s partial
@@ -122,8 +173,46 @@ def ag_x8_row(layout: DrafterLayout, region: Any, row: Any) -> Any:
     return region + row * (layout.model.hidden + 8)
 
 
+def ag_x8_byte(layout: DrafterLayout, region: Any, row: Any, byte: Any) -> Any:
+    """Byte ``byte`` of an all-gathered 8-bit row's codes."""
+    return ag_x8_row(layout, region, row) + byte
+
+
+def ag_x8_scale(layout: DrafterLayout, region: Any, row: Any) -> Any:
+    return ag_x8_row(layout, region, row) + layout.model.hidden
+
+
+def ag_x8_tag(layout: DrafterLayout, region: Any, row: Any) -> Any:
+    return ag_x8_row(layout, region, row) + layout.model.hidden + 4
+
+
 def ag_bf_pair(layout: DrafterLayout, region: Any, row: Any, p: Any) -> Any:
     return region + (row * layout.ROW_PAIRS + p) * PAIR_BYTES
+
+
+def pair_slots(word: Any) -> tuple[Any, Any, Any]:
+    """Byte offsets of a tagged pair word's low bf16, high bf16 and tag (the emulation's slots)."""
+    return word, word + 2, word + TAG_HALF
+
+
+def rs_tag(layout: DrafterLayout, region: Any, src_rank: Any, row: Any, col0: Any, p: Any) -> Any:
+    """Byte offset of the tag half of ``rs_pair``'s word (data in the low 4 bytes, the tag in the high 4)."""
+    return rs_pair(layout, region, src_rank, row, col0, p) + TAG_HALF
+
+
+def ag_bf_tag(layout: DrafterLayout, region: Any, row: Any, p: Any) -> Any:
+    """Byte offset of the tag half of ``ag_bf_pair``'s word."""
+    return ag_bf_pair(layout, region, row, p) + TAG_HALF
+
+
+def peer_at(rank: Any) -> Any:
+    """Byte offset of rank ``rank``'s symmetric-region address (int64) in ``peers``."""
+    return 8 * rank
+
+
+def table_at(layout: DrafterLayout, layer: Any, slot: Any) -> Any:
+    """Byte offset of a layer's pointer-table entry (int64)."""
+    return (layer * layout.TABLE_SLOTS + slot) * 8
 
 
 # ----------------------------------------------------------------- scratch and flags
@@ -181,6 +270,21 @@ def tile_v(layout: DrafterLayout, pair: Any, key: Any, dim: Any) -> Any:
     return pair * layout.PAIR_ELEMENTS + layout.BLOCK * layout.K_ROW + dim * layout.V_ROW + key
 
 
+def tile_k_word(layout: DrafterLayout, pair: Any, key: Any, dim: Any) -> Any:
+    """LDS word (4 bytes) of ``tile_k``: ``dim`` even."""
+    return tile_k(layout, pair, key, dim) // 2
+
+
+def reduce_word(layout: DrafterLayout, wave: Any) -> Any:
+    """LDS word of ``wave``'s share of a block reduction: the pool's last ``waves`` words."""
+    return layout.pool_words - layout.waves + wave
+
+
+def amax_word(layout: DrafterLayout, i: Any) -> Any:
+    """LDS word of the row amax of token row ``i`` of a tile, after the GEMV reduction slots."""
+    return 2 * layout.waves * TILE * TILE + i
+
+
 def staged(layout: DrafterLayout, row_in_request: Any, value: Any, dim: Any) -> Any:
     """bf16 element of this step's new key (``value`` 0, normed and rotated) or value (1) of a request's
     row, staged in LDS after the tile pairs (the rows are not in the cache yet when other chunks read)."""
@@ -198,6 +302,21 @@ def partial_at(layout: DrafterLayout, layer: Any, block: Any, row_in_request: An
     per_head = (2 + layout.model.head_dim) * 4
     return (scratch_at(layout, layer, "ap") + block * layout.AP_STRIDE
             + (row_in_request * layout.model.q_heads + head) * per_head)
+
+
+def partial_l(layout: DrafterLayout, layer: Any, block: Any, row_in_request: Any, head: Any) -> Any:
+    """Byte offset of a partial's softmax sum l (after its max m, at ``partial_at``)."""
+    return partial_at(layout, layer, block, row_in_request, head) + 4
+
+
+def partial_o(layout: DrafterLayout, layer: Any, block: Any, row_in_request: Any, head: Any, dim: Any) -> Any:
+    """Byte offset of a partial's output dimension ``dim`` (float32, after m and l)."""
+    return partial_at(layout, layer, block, row_in_request, head) + 8 + 4 * dim
+
+
+def a8_at(layout: DrafterLayout, row: Any, head: Any, dim: Any) -> Any:
+    """Byte offset, in the a8 scratch, of dimension ``dim`` of ``head`` of a merged attention row (8-bit)."""
+    return row * layout.model.o_in + head * layout.model.head_dim + dim
 
 
 def a8_scale_at(layout: DrafterLayout, layer: Any, row: Any, quarter: Any) -> Any:

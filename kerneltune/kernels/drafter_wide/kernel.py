@@ -76,11 +76,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
     if L.ROW_PAIRS % threads:
         raise ValueError(f"threads {threads} must divide a row's {L.ROW_PAIRS} bf16 pairs")
     per_thread = L.ROW_PAIRS // threads
-    red_words = 2 * waves * 256
-    act_amax = red_words  # 16 words: the row amax of a token tile's act rows
-    scratch_words = L.pool_words - waves  # the block reductions' words, at the pool's end
-    if act_amax + 16 > scratch_words:
-        raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {red_words} + 16 + {waves}")
+    if ix.amax_word(L, 16) > ix.reduce_word(L, 0):  # the GEMV slots, 16 act row amaxes, the reductions' words
+        raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {ix.amax_word(L, 0)} + 16 + {waves}")
     most_flags = max(L.NG, 4 * MAX_ROWS, L.W_NA)
     heads_per_task = qh // 4
     tokens_per_wave = -(-L.QPR // waves)  # token rows (16 heads each) one attention wave accumulates
@@ -117,10 +114,10 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
 
         def peer(r: Any) -> Any:
             """Rank ``r``'s symmetric region (``peers``: 4 addresses)."""
-            return dev.ld(dev.at(peers, 8 * r), I64, 8)
+            return dev.ld(dev.at(peers, ix.peer_at(r)), I64, 8)
 
         def table(layer: Any, slot: int) -> Any:
-            return dev.ld(dev.at(tab, (layer * L.TABLE_SLOTS + slot) * 8), I64, 8)
+            return dev.ld(dev.at(tab, ix.table_at(L, layer, slot)), I64, 8)
 
         def lds(i: Any) -> Any:
             return fx.ptr_load(pool + i, result_type=fx.Vector.make_type(1, F32))[0]
@@ -142,11 +139,11 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             v = wave_max(v) if is_max else wave_sum(v)
             gpu.barrier()
             if lane == 0:
-                lds_put(scratch_words + wave, v)
+                lds_put(ix.reduce_word(L, wave), v)
             gpu.barrier()
-            total = lds(scratch_words)
+            total = lds(ix.reduce_word(L, 0))
             for w in range_constexpr(1, waves):
-                total = total.maximumf(lds(scratch_words + w)) if is_max else total + lds(scratch_words + w)
+                total = total.maximumf(lds(ix.reduce_word(L, w))) if is_max else total + lds(ix.reduce_word(L, w))
             return total
 
         def bf16_at(addr: Any) -> Any:
@@ -183,7 +180,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
 
         def rows8(base: Any, scales: Any, t: Any, k: int) -> tuple[list[Any], list[Any]]:
             row = ix.tile_row(t, l16, n_rows)
-            s = dev.ld(dev.at(scales, 4 * row), F32)
+            s = dev.ld(dev.at(scales, ix.scale_at(row)), F32)
             chunks = [dev.row_chunk(L, base, row, k, c, wave, g4) for c in range_constexpr(L.chunks(k))]
             return chunks, [s] * L.chunks(k)
 
@@ -204,12 +201,12 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 row = ix.tile_row(t, i, n_rows)
                 a = F32(0.0)
                 for k in range_constexpr(inter // WAVE):
-                    a = a.maximumf(abs_f(bf16_at(dev.at(act, 2 * (row * inter + k * WAVE + lane)))))
+                    a = a.maximumf(abs_f(bf16_at(dev.at(act, ix.act_at(L, row, 0, k * WAVE + lane)))))
                 a = wave_max(a)
                 if lane == 0:
-                    lds_put(act_amax + i, a)
+                    lds_put(ix.amax_word(L, i), a)
             gpu.barrier()
-            amax = lds(act_amax + l16).maximumf(F32(1e-12))
+            amax = lds(ix.amax_word(L, l16)).maximumf(F32(1e-12))
             inv = F32(f8_max) / amax
             row = ix.tile_row(t, l16, n_rows)
             chunks = []
@@ -217,7 +214,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 k0 = ix.k_offset(L, c, wave, g4)
                 words = []
                 for i in range_constexpr(4):
-                    v = fx.generic_load(dev.ptr(dev.at(act, 2 * (row * inter + k0 + 8 * i)), fx.BFloat16, 16),
+                    v = fx.generic_load(dev.ptr(dev.at(act, ix.act_at(L, row, 0, k0 + 8 * i)), fx.BFloat16, 16),
                                         dtype=fx.BFloat16, count=8)
                     words.append(f8_word(v.to(F32) * fx.Vector.from_elements([inv], dtype=F32).broadcast_to(8)))
                 chunks.append(words)
@@ -227,7 +224,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             return v.maximumf(-v)
 
         def tile_value(slot: int, r: Any, col: Any, w_scales: Any, w_row0: Any) -> Any:
-            return dev.red_sum(L, pool, slot, r, col) * dev.ld(dev.at(w_scales, 4 * (w_row0 + r)), F32)
+            return dev.red_sum(L, pool, slot, r, col) * dev.ld(dev.at(w_scales, ix.scale_at(w_row0 + r)), F32)
 
         def push_pairs(t: Any, c0: Any, w_scales: Any, region: int, tag: Any) -> None:
             """A reduced 16x16 tile's token rows as tagged bf16 pairs to each row's owner."""
@@ -254,11 +251,14 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
         def gemv_role(layer: Any, tag: Any) -> None:
             nt = ix.tile_count(n_rows)
             em, en = (tid // 16) % 16, tid % 16
-            qkv_w = w_qkv + I64(layer) * (L.QKV_N * hidden)
-            qkv_s = s_qkv + I64(layer) * (4 * L.QKV_N)
-            o_w, o_s = w_o + I64(layer) * (hidden * o_in), s_o + I64(layer) * (4 * hidden)
-            gu_w, gu_s = w_gu + I64(layer) * (2 * inter * hidden), s_gu + I64(layer) * (8 * inter)
-            d_w, d_s = w_d + I64(layer) * (hidden * inter), s_d + I64(layer) * (4 * hidden)
+
+            def weights_of(name: str, w: Any, s: Any) -> tuple[Any, Any]:
+                return dev.at(w, ix.weight_layer_at(L, name, layer)), dev.at(s, ix.scale_layer_at(L, name, layer))
+
+            qkv_w, qkv_s = weights_of("qkv", w_qkv, s_qkv)
+            o_w, o_s = weights_of("o", w_o, s_o)
+            gu_w, gu_s = weights_of("gu", w_gu, s_gu)
+            d_w, d_s = weights_of("d", w_d, s_d)
 
             dev.wait_flags(flag("x8f", 0), n_rows, most_flags, tag, tid, threads, deadline, health, 1, bid)
             for t in range(nt):
@@ -267,7 +267,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 gpu.barrier()
                 row = 16 * t + en
                 if (tid < 256) & (em < L.QKV_R) & (row < n_rows):
-                    st_bf16(dev.at(sc(layer, "qkv"), 2 * ix.qkv_element(L, row, bid, em)),
+                    st_bf16(dev.at(sc(layer, "qkv"), ix.qkv_at(L, row, bid, em)),
                             tile_value(0, em, en, qkv_s, bid * L.QKV_R))
                 gpu.barrier()
             dev.publish(flag("qkvf", bid), tag, tid)
@@ -288,7 +288,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                     u = dev.bf16_value(dev.bf16_bits(tile_value(1, em, en, gu_s, L.IR + g0)))
                     u = u.maximumf(F32(-7.0)).minimumf(F32(7.0))
                     a = g / (F32(1.0) + fx.exp(g * F32(-1.702))) * (u + F32(1.0))
-                    st_bf16(dev.at(sc(layer, "act"), 2 * ix.act_element(L, row, bid, em)), a)
+                    st_bf16(dev.at(sc(layer, "act"), ix.act_at(L, row, bid, em)), a)
                 gpu.barrier()
             dev.publish(flag("actf", bid), tag, tid)
 
@@ -300,13 +300,13 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             """Lane's dims (lane, lane + 64) of one head of a qkv row: raw (v), or RMSNormed with
             ``norm_w`` and rotated at the row's position (q, k)."""
             qkv = sc(layer, "qkv")
-            x0 = bf16_at(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, col0 + lane)))
-            x1 = bf16_at(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, col0 + lane + WAVE)))
+            x0 = bf16_at(dev.at(qkv, ix.qkv_at(L, row, 0, col0 + lane)))
+            x1 = bf16_at(dev.at(qkv, ix.qkv_at(L, row, 0, col0 + lane + WAVE)))
             if fx.const_expr(norm_w is None):
                 return x0, x1
             rstd = fx.rsqrt(wave_sum(x0 * x0 + x1 * x1) / F32(float(hd)) + F32(eps))
-            x0 = x0 * rstd * bf16_at(dev.at(norm_w, 2 * lane))
-            x1 = x1 * rstd * bf16_at(dev.at(norm_w, 2 * (lane + WAVE)))
+            x0 = x0 * rstd * bf16_at(dev.at(norm_w, ix.bf16_at(lane)))
+            x1 = x1 * rstd * bf16_at(dev.at(norm_w, ix.bf16_at(lane + WAVE)))
             cos = dev.ld(dev.at(cos_sin, ix.rope_at(L, row, 0, lane)), F32)
             sin = dev.ld(dev.at(cos_sin, ix.rope_at(L, row, 1, lane)), F32)
             return x0 * cos - x1 * sin, x0 * sin + x1 * cos
@@ -331,7 +331,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             x = []
             for ks in range_constexpr(hd // 16):
                 d0 = 16 * ks + 4 * g4
-                v = fx.generic_load(dev.ptr(dev.at(qkv, 2 * ix.qkv_element(L, row, 0, l16 * hd + d0)), fx.BFloat16, 8),
+                v = fx.generic_load(dev.ptr(dev.at(qkv, ix.qkv_at(L, row, 0, l16 * hd + d0)), fx.BFloat16, 8),
                                     dtype=fx.BFloat16, count=4).to(F32)
                 x.append([v[j] for j in range_constexpr(4)])
             ss = F32(0.0)
@@ -341,7 +341,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             ss = ss + ss.shuffle_xor(I32(16), I32(WAVE))
             ss = ss + ss.shuffle_xor(I32(32), I32(WAVE))
             rstd = fx.rsqrt(ss / F32(float(hd)) + F32(eps))
-            n = [[x[ks][j] * rstd * bf16_at(dev.at(norm_w, 2 * (16 * ks + 4 * g4 + j))) for j in range_constexpr(4)]
+            n = [[x[ks][j] * rstd * bf16_at(dev.at(norm_w, ix.bf16_at(16 * ks + 4 * g4 + j)))
+                  for j in range_constexpr(4)]
                  for ks in range_constexpr(hd // 16)]
             half = hd // 32  # K-steps per rotated half
             out = []
@@ -406,10 +407,9 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 value, kk, d8 = piece_of(e)
                 words = pieces[e]
                 if value == 0:
-                    at = ix.tile_k(L, pair, kk, 8 * d8) // 2
                     for h in range_constexpr(2):
                         half = fx.Vector.from_elements(words[2 * h:2 * h + 2], dtype=I32).bitcast(F32)
-                        fx.ptr_store(half, pool + at + 2 * h)
+                        fx.ptr_store(half, pool + ix.tile_k_word(L, pair, kk, 8 * d8 + 4 * h))
                 else:
                     for w in range_constexpr(4):
                         lds16_put(ix.tile_v(L, pair, kk, 8 * d8 + 2 * w), words[w])
@@ -497,13 +497,13 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                     l_run = l_run + l_run.shuffle_xor(I32(16), I32(WAVE))
                     l_run = l_run + l_run.shuffle_xor(I32(32), I32(WAVE))
                     if wave + waves * t < L.QPR:
-                        at = dev.at(scratch, ix.partial_at(L, layer, pidx, rows[t], l16))
                         if g4 == 0:
-                            dev.st(at, m_run, F32)
-                            dev.st(dev.at(at, 4), l_run, F32)
+                            dev.st(dev.at(scratch, ix.partial_at(L, layer, pidx, rows[t], l16)), m_run, F32)
+                            dev.st(dev.at(scratch, ix.partial_l(L, layer, pidx, rows[t], l16)), l_run, F32)
                         for dt in range_constexpr(hd // 16):
                             for j in range_constexpr(4):
-                                dev.st(dev.at(at, 8 + 4 * (16 * dt + 4 * g4 + j)), o[dt][j], F32)
+                                dim = 16 * dt + 4 * g4 + j
+                                dev.st(dev.at(scratch, ix.partial_o(L, layer, pidx, rows[t], l16, dim)), o[dt][j], F32)
                 dev.publish(flag("apf", pidx), tag, tid)
             for task in range(pidx, 4 * n_rows, L.W_NA):
                 t, hq, r = ix.merge_task(L, task)
@@ -515,22 +515,22 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                     top = top.maximumf(dev.ld(dev.at(scratch, ix.partial_at(L, layer, r * cpr + c, i, h)), F32))
                 num0, num1, den = F32(0.0), F32(0.0), F32(0.0)
                 for c in range(cpr):
-                    at = dev.at(scratch, ix.partial_at(L, layer, r * cpr + c, i, h))
-                    mc = dev.ld(at, F32)
+                    part = r * cpr + c
+                    mc = dev.ld(dev.at(scratch, ix.partial_at(L, layer, part, i, h)), F32)
                     f = (mc == F32(float("-inf"))).select(F32(0.0), fx.exp(mc - top))
-                    den = den + f * dev.ld(dev.at(at, 4), F32)
-                    num0 = num0 + f * dev.ld(dev.at(at, 8 + 4 * lane), F32)
-                    num1 = num1 + f * dev.ld(dev.at(at, 8 + 4 * (lane + WAVE)), F32)
+                    den = den + f * dev.ld(dev.at(scratch, ix.partial_l(L, layer, part, i, h)), F32)
+                    num0 = num0 + f * dev.ld(dev.at(scratch, ix.partial_o(L, layer, part, i, h, lane)), F32)
+                    num1 = num1 + f * dev.ld(dev.at(scratch, ix.partial_o(L, layer, part, i, h, lane + WAVE)), F32)
                 mine = wave < heads_per_task
                 out0, out1 = num0 / den, num1 / den
                 amax = block_reduce(mine.select(abs_f(out0).maximumf(abs_f(out1)), F32(0.0)), True)
                 amax = amax.maximumf(F32(1e-12))
                 inv = F32(f8_max) / amax
                 if mine:
-                    a8 = dev.at(sc(layer, "a8"), t * o_in + h * hd)
+                    a8 = sc(layer, "a8")
                     codes = f8_pair(out0 * inv, out1 * inv)
-                    dev.st(dev.at(a8, lane), fx.Int8(codes & 0xFF), fx.Int8, 1)
-                    dev.st(dev.at(a8, lane + WAVE), fx.Int8(codes.shrui(fx.Int32(8))), fx.Int8, 1)
+                    dev.st(dev.at(a8, ix.a8_at(L, t, h, lane)), fx.Int8(codes & 0xFF), fx.Int8, 1)
+                    dev.st(dev.at(a8, ix.a8_at(L, t, h, lane + WAVE)), fx.Int8(codes.shrui(fx.Int32(8))), fx.Int8, 1)
                 if tid == 0:
                     dev.st(dev.at(scratch, ix.a8_scale_at(L, layer, t, hq)), amax / F32(f8_max), F32)
                 dev.publish(flag("attf", task), tag, tid)
@@ -553,7 +553,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             for k in range_constexpr(per_thread):
                 p = pair_of(k)
                 lo, hi = res[k]
-                out.append((lo * rstd * bf16_at(dev.at(w_addr, 4 * p)), hi * rstd * bf16_at(dev.at(w_addr, 4 * p + 2))))
+                out.append((lo * rstd * bf16_at(dev.at(w_addr, ix.bf16_at(2 * p))),
+                            hi * rstd * bf16_at(dev.at(w_addr, ix.bf16_at(2 * p + 1)))))
             return out
 
         def put_x8(vals: list[Any], region: int, tag: Any) -> None:
@@ -563,45 +564,46 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 a = a.maximumf(abs_f(lo)).maximumf(abs_f(hi))
             amax = block_reduce(a, True).maximumf(F32(1e-12))
             inv = F32(f8_max) / amax
-            row = dev.at(sym, yw + ix.ag_x8_row(L, region, t_own))
             if own:
                 for k in range_constexpr(per_thread):
                     lo, hi = vals[k]
-                    dev.st(dev.at(row, 2 * pair_of(k)), fx.Int16(f8_pair(lo * inv, hi * inv)), fx.Int16, 2)
+                    dev.st(dev.at(sym, yw + ix.ag_x8_byte(L, region, t_own, 2 * pair_of(k))),
+                           fx.Int16(f8_pair(lo * inv, hi * inv)), fx.Int16, 2)
             dev.release_block()
             if own & (tid == 0):
-                dev.st(dev.at(row, hidden), amax / F32(f8_max), F32)
-                dev.st(dev.at(row, hidden + 4), I32(tag), I32, 4, release=True)
+                dev.st(dev.at(sym, yw + ix.ag_x8_scale(L, region, t_own)), amax / F32(f8_max), F32)
+                dev.st(dev.at(sym, yw + ix.ag_x8_tag(L, region, t_own)), I32(tag), I32, 4, release=True)
 
         def gather_x8(region: int, layer: Any, tag: Any, data: str, scale: str, fname: str, site: int) -> None:
             for c in range(4):
                 t = ix.gathered_row(j, c)
                 if t < n_rows:
-                    src = dev.at(peer(ix.owner_rank(t)), yw + ix.ag_x8_row(L, region, t))
-                    dev.wait_tagged(dev.at(src, hidden + 4), tag, deadline, health, site, bid)
-                    dst = dev.at(sc(layer, data), t * hidden)
+                    src = peer(ix.owner_rank(t))
+                    dev.wait_tagged(dev.at(src, yw + ix.ag_x8_tag(L, region, t)), tag, deadline, health, site, bid)
+                    dst = sc(layer, data)
                     for k in range_constexpr(-(-hidden // (8 * threads))):
                         w8 = (tid + k * threads) * 8
                         if w8 < hidden:
-                            dev.st(dev.at(dst, w8), dev.ld(dev.at(src, w8), I64, 8), I64, 8)
+                            dev.st(dev.at(dst, ix.row8_at(t, hidden, w8)),
+                                   dev.ld(dev.at(src, yw + ix.ag_x8_byte(L, region, t, w8)), I64, 8), I64, 8)
                     if tid == 0:
-                        dev.st(dev.at(sc(layer, scale), 4 * t), dev.ld(dev.at(src, hidden), F32), F32)
+                        dev.st(dev.at(sc(layer, scale), ix.scale_at(t)),
+                               dev.ld(dev.at(src, yw + ix.ag_x8_scale(L, region, t)), F32), F32)
                     dev.publish(flag(fname, t), tag, tid)
 
         def row_sum4(region: int, tag: Any, site: int) -> list[Any]:
             """The owned row's partial sums from the 4 ranks (tagged pairs in this rank's region):
             first every word this thread reads carries ``tag``, then the reads."""
-            def word(src: Any, p: Any) -> Any:
-                return dev.at(sym, yw + ix.rs_pair(L, region, src, t_read, 0, p))
-
             if own:
                 for k in range(per_thread * 4):
-                    dev.wait_tagged(dev.at(word(k % 4, pair_of(k // 4)), 4), tag, deadline, health, site, bid)
+                    word = dev.at(sym, yw + ix.rs_tag(L, region, k % 4, t_read, 0, pair_of(k // 4)))
+                    dev.wait_tagged(word, tag, deadline, health, site, bid)
             out = []
             for k in range_constexpr(per_thread):
                 lo, hi = F32(0.0), F32(0.0)
                 for src in range_constexpr(4):
-                    d = dev.ld(word(src, pair_of(k)), I32, 4, acquire=True)
+                    word = dev.at(sym, yw + ix.rs_pair(L, region, src, t_read, 0, pair_of(k)))
+                    d = dev.ld(word, I32, 4, acquire=True)
                     lo = lo + dev.bf16_value(d & 0xFFFF)
                     hi = hi + dev.bf16_value(d.shrui(fx.Int32(16)))
                 out.append((lo, hi))
@@ -611,8 +613,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             return [(a + c, b + d) for (a, b), (c, d) in zip(res, more, strict=True)]
 
         def norm_role() -> None:
-            x_row = dev.at(x_in, 2 * t_read * hidden)
-            res = [(bf16_at(dev.at(x_row, 4 * pair_of(k))), bf16_at(dev.at(x_row, 4 * pair_of(k) + 2)))
+            res = [(bf16_at(dev.at(x_in, ix.hidden_at(L, t_read, 2 * pair_of(k)))),
+                    bf16_at(dev.at(x_in, ix.hidden_at(L, t_read, 2 * pair_of(k) + 1))))
                    for k in range_constexpr(per_thread)]
             for layer in range_constexpr(L.LAYERS):
                 tag = ix.tag(step_, layer)
@@ -636,9 +638,11 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 if t < n_rows:
                     for k in range(per_thread):
                         p = pair_of(k)
-                        word = dev.at(peer(ix.owner_rank(t)), yw + ix.ag_bf_pair(L, L.Y_AGF, t, p))
-                        dev.wait_tagged(dev.at(word, 4), ftag, deadline, health, 12, bid)
-                        dev.st(dev.at(h_out, 2 * (t * hidden + 2 * p)), dev.ld(word, I32, 4, acquire=True), I32)
+                        src = peer(ix.owner_rank(t))
+                        dev.wait_tagged(dev.at(src, yw + ix.ag_bf_tag(L, L.Y_AGF, t, p)), ftag, deadline, health, 12,
+                                        bid)
+                        word = dev.at(src, yw + ix.ag_bf_pair(L, L.Y_AGF, t, p))
+                        dev.st(dev.at(h_out, ix.hidden_at(L, t, 2 * p)), dev.ld(word, I32, 4, acquire=True), I32)
 
         if bid < L.NG:
             for layer in range_constexpr(L.LAYERS):

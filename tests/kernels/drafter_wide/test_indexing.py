@@ -265,3 +265,40 @@ def test_a_row_sees_its_window_up_to_its_own_position():
     assert seen == list(range(p - L.WINDOW + 1, p + 1))
     assert not ix.key_seen(L, 30, 40, 31, 45) and not ix.key_seen(L, 46, 50, 0, 45)  # outside [lo, hi]
     assert ix.seq_len_at(3) == 12
+
+
+def test_kernel_py_computes_no_address_outside_indexing():
+    """Every offset kernel.py adds to an address comes from an ``ix.`` call (a slip in a copy of the
+    arithmetic would show in the kernel and not in the emulation, which calls the same functions): the
+    offset of ``dev.at(base, offset)`` is an ``ix.`` call (after the rank's region base ``yw``), an LDS
+    index added to ``pool``/``pool16`` is an ``ix.`` call or a helper's parameter, and no address
+    parameter of the kernel is used in any other arithmetic."""
+    import ast
+
+    from kerneltune.kernels.drafter_wide import kernel
+
+    tree = ast.parse(Path(kernel.__file__).read_text())
+    func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "drafter_wide")
+    addresses = {a.arg for a in func.args.args if getattr(a.annotation, "id", "") == "I64"} | {"pool", "pool16"}
+
+    def is_ix(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "ix")
+
+    def offset_ok(node: ast.AST) -> bool:
+        if is_ix(node):
+            return True
+        return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name)
+                and node.left.id == "yw" and is_ix(node.right))
+
+    bad = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "at"
+                and getattr(node.func.value, "id", "") == "dev" and not offset_ok(node.args[1])):
+            bad.append(f"kernel.py:{node.lineno}: dev.at offset {ast.unparse(node.args[1])}")
+        if isinstance(node, ast.BinOp) and any(getattr(x, "id", "") in addresses for x in (node.left, node.right)):
+            lds = (isinstance(node.op, ast.Add) and getattr(node.left, "id", "") in ("pool", "pool16")
+                   and (is_ix(node.right) or isinstance(node.right, ast.Name)))
+            if not lds:
+                bad.append(f"kernel.py:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, "\n".join(bad)
