@@ -122,14 +122,16 @@ def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, b
     """The samplers taking turns in every round, the order reversed every other round (A B, B A, ...); each
     turn's median over one batch of ``batch`` samples.
 
-    Two implementations timed one after the other see the GPU in different states: run AB's bench timed
-    one dense problem at 1600 and 1805 µs minutes apart on a power-capped H200. Taking turns within
-    rounds puts both under the same heat, so the ratio of two round medians is what differs between the
+    Two implementations timed one after the other see the GPU in different states: a bench timed one dense
+    problem at 1600 and 1805 µs minutes apart on a power-capped H200
+    (results/ranker_attention/2026-12-03-h200-run-ab/). Taking turns within rounds puts both under the same
+    heat, so the ratio of two round medians is what differs between the
     implementations, not between the moments.
 
     With ``settle_s`` a turn first runs its sampler for that long, untimed: under a power cap the clock follows
     the power drawn with a lag, and a turn shorter than it runs at the clock the previous turn's implementation
-    left (run AJ: in turns of 50 calls the H200 ran cuDNN at the clock ours had left, and ours at cuDNN's). With
+    left (in turns of 50 calls the H200 ran cuDNN at the clock ours had left, and ours at cuDNN's:
+    results/ranker_attention/2026-12-04-h200-run-aj/). With
     ``clocks`` each turn reads them after its timed batch.
     """
     if rounds < 1 or batch < 1 or len(samplers) < 2:

@@ -1,8 +1,8 @@
 """Re-measuring a tuned table: each bucket's search narrowed to the configs the table holds for it.
 
 After a kernel change every entry is stale (another kernel hash). Its winner, runner-ups and fallbacks are
-the configs worth timing again: run P re-measured 42 of them in two device calls, where the whole space is
-hundreds per bucket.
+the configs worth timing again: 42 of them re-measured in two device calls, where the whole space is
+hundreds per bucket (results/ranker_attention/2026-12-02-h200-run-p/).
 """
 
 from __future__ import annotations

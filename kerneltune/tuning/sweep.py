@@ -282,8 +282,9 @@ class _Sweep:
     def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> Request:
         """A worker request for one candidate. Every candidate of a bucket is checked and timed on the same
         inputs, fresh per bucket and sweep seed: a worker computes the bucket's references (and the ranker's
-        no-cap twin) once, not once per candidate (run P: most of a D=128 candidate's 26 s), and the
-        candidates' error figures compare like with like. `verify` checks the winners on other inputs."""
+        no-cap twin) once, not once per candidate (most of a D=128 candidate's 26 s,
+        results/ranker_attention/2026-12-02-h200-run-p/), and the candidates' error figures compare like with
+        like. `verify` checks the winners on other inputs."""
         seed = self.opts.search.seed
         return candidate_request(self.opts.kernel, bucket.name, fields, tiles,
                                  {**bucket.bounds, "timing_seed": inputs_seed(bucket.name, "timing inputs", seed)},

@@ -48,9 +48,10 @@ class CapImpl(enum.StrEnum):
 
     ``EXACT``: to a few float32 ulps (tanh as ex2 + rsqrt under fast math, libdevice's otherwise).
     ``TANH_INSTR``: the ``tanh.approx.f32`` instruction, one special-function op instead of two, with
-    a relative error of about 2**-11 (run P on the H200: 0.75-0.82x the exact kernel's time, the same
-    ``out`` error to three digits, 10-18x its LSE error). Packed f16x2/bf16x2 tanh, exp2 as an FMA-pipe
-    polynomial and a Newton reciprocal were A/B'd in the same run and lost on both speed and accuracy.
+    a relative error of about 2**-11 (on the H200: 0.75-0.82x the exact kernel's time, the same ``out``
+    error to three digits, 10-18x its LSE error). Packed f16x2/bf16x2 tanh, exp2 as an FMA-pipe polynomial
+    and a Newton reciprocal were A/B'd beside it and lost on both speed and accuracy
+    (results/ranker_attention/2026-12-02-h200-run-p/).
     """
 
     EXACT = "exact"

@@ -106,7 +106,8 @@ class KernelConfig:
     fast_math: bool = True
     # The softmax without a running max, p = exp2(logit), under a bounding cap of at most
     # STATIC_MAX_CAP: takes the row max and the rescale of O and l off each KV step's dependent chain
-    # (run H: 0.86-0.91x the time at D=128 with tanh caps, 0.98-1.02x at D=64).
+    # (0.86-0.91x the time at D=128 with tanh caps, 0.98-1.02x at D=64:
+    # results/ranker_attention/2026-11-30-h200-run-h/).
     static_max: bool = False
     # How the cap is evaluated (``CapImpl``): the tanh instruction is faster and less accurate in the
     # LSE; the runtime launches it only for a call whose error budget the entry's measured errors meet.
@@ -115,12 +116,14 @@ class KernelConfig:
     # FMA pipe (``exp2_fma``), the rest on the special-function unit: the two pipes share the chain.
     exp2_fma_eighths: int = 0
     # Without a cap: the row max taken on the raw logits and the scale folded into the exp2 argument's FMA,
-    # instead of a multiply per logit that only fed the max (run AG: 0.95x the time at D=64, 0.98x at D=128).
+    # instead of a multiply per logit that only fed the max (0.95x the time at D=64, 0.98x at D=128:
+    # results/ranker_attention/2026-12-03-h200-run-ag/).
     # The same function up to rounding; under a cap the kernel is the same either way.
     scale_in_exp2: bool = False
     # Where the kernel keeps a running max (no static_max): a row keeps it while a block's logits stay within 8
     # above it (log2 units, p < 2**8), and O's rescale is skipped by a branch for the rows that kept it
-    # (FlashAttention-4; run AI: 0.92-0.99x the time at D=128, 1.13x at D=64, the branch's own cost).
+    # (FlashAttention-4; 0.92-0.99x the time at D=128, 1.13x at D=64, the branch's own cost:
+    # results/ranker_attention/2026-12-04-h200-run-ai/).
     # The same function up to rounding; under static_max the kernel is the same either way.
     lazy_rescale: bool = False
     cap_method: CapMethod = CapMethod.NONE

@@ -445,8 +445,9 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         # from a global counter (tiles in (batch, head, query tile) order, the heads of one KV head
         # adjacent), loads that tile's Q into the other buffer once the compute warpgroups have released
         # it, and hands the tile over through SMEM. CTAs that drew short or padding tiles take more: a
-        # fixed stride of CTAs aliases with the tiles per head (run G: 1.26x the mean on the busiest CTA
-        # for equal rows with padding tiles), and claiming at a tile's end is greedy placement.
+        # fixed stride of CTAs aliases with the tiles per head (1.26x the mean on the busiest CTA for equal
+        # rows with padding tiles: results/ranker_attention/2026-11-30-h200-run-g/), and claiming at a tile's end is
+        # greedy placement.
         ctas = lax.axis_size("cta")
         cta = lax.axis_index("cta")
         n_tiles = problem.batch * problem.q_heads * n_q_tiles

@@ -5,8 +5,9 @@ floats) by its rows' ``exp2(m_old - m_new)``: at D=64 a tenth of the softmax's i
 FlashAttention-4 keeps the stale max while the new one is at most ``LAZY_RESCALE_LOG2`` above it, so that
 ``p = exp2(s - m)`` stays below ``2**LAZY_RESCALE_LOG2`` (exact in float32, and P's bfloat16 rounding is
 relative), and rescales only when a row's max jumps by more. Past the first blocks of a row that is rare, and
-the multiply is skipped by a branch on each row's factor. The branches are not free: run AI measured them at
-1.13x the time at D=64 (one a warp on a vote, 1.09x) against 0.98x at D=128, so the tuner decides per bucket.
+the multiply is skipped by a branch on each row's factor. The branches are not free: they took 1.13x the time at
+D=64 (one a warp on a vote, 1.09x) against 0.98x at D=128 (results/ranker_attention/2026-12-04-h200-run-ai/),
+so the tuner decides per bucket.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ its kernels (their CUPTI time back to back over the wall time per call in a loop
 A dense fraction is judged on the settled rounds where the row has them (``settled_dense_fraction``: ours
 and each dense baseline taking turns long enough for the power-capped clock to follow each one, the
 median ratio of the rounds against the faster baseline), so each is timed at its own sustained clock
-under the same heat. Rows without them (results from before run AJ) fall back to the paired rounds of
+under the same heat. Rows without them (benches recorded before settled rounds) fall back to the paired rounds of
 short turns (``paired_dense_fraction``), in which each implementation ran at the clock the other left;
-rows without those (before run AC) to the unpaired bound: the dense problem of a shape is the same
+rows without those (recorded before paired rounds) to the unpaired bound: the dense problem of a shape is the same
 whatever the cap, and each cap's rows time it again; the fastest of those timings is the bound, so one
 slow re-timing (cuDNN at T=8k varied by 10% within one bench) cannot flatter the fraction. Each verdict
 says which bound it used and carries the others' values.
