@@ -322,9 +322,8 @@ def verify(
     malformed table, an unknown kernel); 130 interrupted (the JUnit keeps every verdict reached)."""
     import tempfile
 
-    from kerneltune.protocols import Capability
-    from kerneltune.registry import canonical_name, load_backend, load_kernel
-    from kerneltune.tuning.verify import EntryReport, verify_table, worst_exit_code
+    from kerneltune.registry import canonical_name, load_kernel
+    from kerneltune.tuning.verify import EntryReport, VerifyRefused, verify_tables, worst_exit_code
 
     name = canonical_name(kernel)
     with _bad_input_is_one_line():
@@ -344,22 +343,16 @@ def verify(
         _verify_interpreted(kernel, plugin, junit)
     if junit is not None:
         _writable_file(junit, "--junit")
-    stamps = load_backend(plugin.backend).stamps()
-    need = plugin.supported_on(stamps)
-    if Capability.CHECK_SMALL not in plugin.capabilities and need is not None:
-        hint = " (`--emulate` checks the launch on the CPU)" if Capability.EMULATE in plugin.capabilities else ""
-        _fail(f"verify {kernel}: needs {need}; this machine cannot run it{hint}", EXIT_NO_HARDWARE)
-    tables = [table] if table is not None else _runtime_tables(plugin.name, str(stamps["device_kind"]), need is None)
 
     def progress(r: EntryReport) -> None:
         console.print(f"{r.bucket}: {r.correctness}, {r.verdict}", soft_wrap=True)
 
-    reports: list[VerifyReport] = []
-    for path in tables:
-        with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
-            reports.append(verify_table(name, path, Path(work), on_entry=progress, buckets=tuple(bucket or ())))
-        if reports[-1].interrupted:
-            break
+    with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
+        try:
+            run = verify_tables(name, table, Path(work), on_entry=progress, buckets=tuple(bucket or ()))
+        except VerifyRefused as e:
+            _fail(str(e), e.exit_code)
+    tables, reports = run.tables, run.reports
     for report in reports:
         _print_verify_report(name, report, plugin.tile_defaults)
     from kerneltune.tuning.compile_ahead import default_compile_workers
@@ -398,21 +391,6 @@ def _writable_file(path: Path, option: str) -> None:
         _fail(f"{option} {path}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         _fail(f"{option} {path}: {folder} is not writable")
-
-
-def _runtime_tables(name: str, kind: str, hardware_here: bool) -> list[Path]:
-    """The files the runtime reads for this device kind (the user's, then the shipped one); where the
-    kernel's hardware is absent, every shipped table instead, checked as far as this machine can."""
-    from kerneltune.tables.locations import shipped_tables_dir, table_roots
-    from kerneltune.tables.store import table_path
-
-    found = [p for p in (table_path(root, kind, name) for root in table_roots()) if p.is_file()]
-    if not found and not hardware_here:
-        found = sorted(shipped_tables_dir().glob(f"*/{name}.json"))
-    if not found:
-        where = " or ".join(str(table_path(root, kind, name)) for root in table_roots())
-        _fail(f"no tuned table for {name} on {kind} at {where}")
-    return found
 
 
 def _print_verify_report(name: str, report: VerifyReport, defaults: Mapping[str, Any]) -> None:

@@ -43,32 +43,6 @@ def test_bench_without_hopper_exits_2_naming_the_hardware():
     assert r.returncode == 2 and "Hopper" in r.stderr
 
 
-def test_verify_without_table_checks_the_tables_the_runtime_reads_for_this_device(tmp_path, monkeypatch, capsys):
-    import typer
-
-    from kerneltune import cli
-    from kerneltune.tables import locations
-
-    user, shipped = tmp_path / "user", tmp_path / "shipped"
-    for root, kind in ((user, "nvidia-h200"), (shipped, "nvidia-h200"), (shipped, "nvidia-h100")):
-        (root / kind).mkdir(parents=True)
-        (root / kind / "k.json").write_text("{}")
-    monkeypatch.setattr(locations, "table_roots", lambda: (user, shipped))
-    monkeypatch.setattr(locations, "shipped_tables_dir", lambda: shipped)
-    assert cli._runtime_tables("k", "nvidia-h200", True) == [user / "nvidia-h200/k.json",
-                                                             shipped / "nvidia-h200/k.json"]
-    # Without the kernel's GPU: every shipped table, checked as far as this machine can.
-    assert cli._runtime_tables("k", "cpu", False) == [shipped / "nvidia-h100/k.json", shipped / "nvidia-h200/k.json"]
-    # With the GPU but no table for it: bad input, naming where the runtime looked.
-    try:
-        cli._runtime_tables("k", "nvidia-b200", True)
-        raise AssertionError("no table for the device must end the command")
-    except typer.Exit as e:
-        assert e.exit_code == 3
-    err = capsys.readouterr().err
-    assert str(user / "nvidia-b200/k.json") in err and str(shipped / "nvidia-b200/k.json") in err
-
-
 def test_help_is_whole_and_names_the_exit_codes():
     """Not cut at 80 columns, no "<bool>" flags, and the exit-code scheme in the top-level help."""
     top = subprocess.run([sys.executable, "-m", "kerneltune", "--help"], capture_output=True, text=True, cwd=REPO,
@@ -166,9 +140,9 @@ def test_verify_interpret_exits_with_its_checks_and_writes_junit(tmp_path, monke
 def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeypatch):
     """The user's table fails and the shipped one passes: the command fails, whichever it read last. The
     kernel is given by import path: its tables are named by the kernel's own name (fake.json)."""
-    from kerneltune.tables import locations
     from kerneltune.tables.lookup import bucket_key
     from kerneltune.tables.store import update_table
+    from kerneltune.tuning import verify
 
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     user, shipped = tmp_path / "user", tmp_path / "shipped"
@@ -177,7 +151,11 @@ def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeyp
                  "median_us": 1000.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"}}
         update_table(root / "cpu/fake.json", "fake", "cpu",
                      lambda t, e=entry: t["entries"].update({bucket_key(e["bucket"]): e}))
-    monkeypatch.setattr(locations, "table_roots", lambda: (user, shipped))
+    monkeypatch.setattr(verify, "table_roots", lambda: (user, shipped))
+    # The device and its tables come from the timing worker: this process initialises no GPU framework.
+    from kerneltune import registry
+
+    monkeypatch.setattr(registry, "load_backend", lambda name: pytest.fail(f"the CLI process asked {name}"))
     r = CliRunner().invoke(app, ["verify", "tests.tuning.fake_kernel:PLUGIN"])
     assert r.exit_code == 1, r.output
     assert "small: correctness, correctness: max error" in r.output and "small: ok, ok" in r.output  # both read

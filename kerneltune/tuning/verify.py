@@ -14,6 +14,7 @@ verdicts reached are kept, the rest reported as not checked).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -25,8 +26,10 @@ from kerneltune.limits import COMPILE_TIMEOUT_S, REMEASURE_MAX_SECONDS, RUN_TIME
 from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner
 from kerneltune.registry import load_kernel
+from kerneltune.tables.locations import shipped_tables_dir, table_roots
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
+from kerneltune.tables.store import table_path as stored_table_path
 from kerneltune.wire import Op, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
@@ -73,10 +76,79 @@ class VerifyReport:
         return self.exit_code == EXIT_INTERRUPTED
 
 
+class VerifyRefused(RuntimeError):
+    """verify cannot start, in one line: no table to check (``EXIT_BAD_INPUT``) or no hardware to check it
+    on (``EXIT_CANNOT_RUN``)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def runtime_tables(name: str, kind: str, hardware_here: bool) -> list[Path]:
+    """The files the runtime reads for this device kind (the user's, then the shipped one); where the
+    kernel's hardware is absent, every shipped table instead, checked as far as this machine can."""
+    found = [p for p in (stored_table_path(root, kind, name) for root in table_roots()) if p.is_file()]
+    if not found and not hardware_here:
+        found = sorted(shipped_tables_dir().glob(f"*/{name}.json"))
+    if not found:
+        where = " or ".join(str(stored_table_path(root, kind, name)) for root in table_roots())
+        raise VerifyRefused(f"no tuned table for {name} on {kind} at {where}", EXIT_BAD_INPUT)
+    return found
+
+
+@dataclass
+class VerifyRun:
+    tables: list[Path]  # what was to be checked, in order
+    reports: list[VerifyReport]  # one per table checked (fewer where interrupted)
+
+
+def verify_tables(kernel_name: str, table: Path | None, work_dir: Path,
+                  on_entry: Callable[[EntryReport], None] | None = None, buckets: tuple[str, ...] = (),
+                  runner_factory: Callable[[str, Kernel, Path], Runner] | None = None) -> VerifyRun:
+    """``kerneltune verify``: ``table``, or the tables the runtime reads on the device the timing worker
+    reports (the worker, not this process, initialises the GPU framework), each checked by ``verify_table``
+    on that one worker. Raises ``VerifyRefused`` when there is no table, or no hardware and no small check."""
+    if table is not None:  # read and judged before any worker starts
+        return VerifyRun([table], [verify_table(kernel_name, table, work_dir, on_entry=on_entry, buckets=buckets,
+                                                runner_factory=runner_factory)])
+    kernel = load_kernel(kernel_name)
+    for path in _tables_of(kernel.name):
+        with contextlib.suppress(TableError, OSError, ValueError):
+            if (read := read_table(path)) is not None and _seed_ceilings(read, work_dir / "logs"):
+                break
+    runner = (runner_factory or _live_runner)(kernel_name, kernel, work_dir)
+    try:
+        stamps = runner.stamps()
+        need = kernel.supported_on(stamps)
+        if need is not None and Capability.CHECK_SMALL not in kernel.capabilities:
+            cpu = [f"`--{c}`" for c in ("emulate", "interpret") if Capability(c) in kernel.capabilities]
+            hint = f" ({' or '.join(cpu)} checks the launch on the CPU)" if cpu else ""
+            raise VerifyRefused(f"verify {kernel.name}: needs {need}; this machine cannot run it{hint}",
+                                EXIT_CANNOT_RUN)
+        tables = runtime_tables(kernel.name, str(stamps["device_kind"]), need is None)
+        reports: list[VerifyReport] = []
+        for path in tables:
+            reports.append(verify_table(kernel_name, path, work_dir, on_entry=on_entry, buckets=buckets,
+                                        runner=runner))
+            if reports[-1].interrupted:
+                break
+        return VerifyRun(tables, reports)
+    finally:
+        runner.close()
+
+
+def _tables_of(name: str) -> list[Path]:
+    """Every table of the kernel the runtime may read, any device kind (whose recorded ceilings may serve)."""
+    return sorted(p for root in table_roots() for p in root.glob(f"*/{name}.json"))
+
+
 def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: MeasureSettings | None = None,
                  on_entry: Callable[[EntryReport], None] | None = None, buckets: tuple[str, ...] = (),
-                 runner_factory: Callable[[str, Kernel, Path], Runner] | None = None) -> VerifyReport:
-    """Check every entry of the table (only those named in ``buckets``, if any) and its fallbacks.
+                 runner_factory: Callable[[str, Kernel, Path], Runner] | None = None,
+                 runner: Runner | None = None) -> VerifyReport:
+    """Check every entry of the table (only those named in ``buckets``, if any) and its fallbacks, on
+    ``runner`` (kept open) or on a worker of its own.
 
     Interrupted (``KeyboardInterrupt``: SIGINT, or SIGTERM where the CLI maps it), it returns what it checked
     and the rest as not checked, with ``EXIT_INTERRUPTED``: a CI job cut by its timeout keeps its verdicts."""
@@ -100,8 +172,10 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         return VerifyReport(table_path, [], EXIT_BAD_INPUT,
                             [f"{table_path}: no entry for bucket {', '.join(missing)} (have "
                              f"{sorted(str(e.get('bucket_name')) for e in table['entries'].values())})"])
-    _seed_ceilings(table, work_dir / "logs")
-    runner = (runner_factory or _live_runner)(kernel_name, kernel, work_dir)
+    owned = runner is None
+    if runner is None:
+        _seed_ceilings(table, work_dir / "logs")
+        runner = (runner_factory or _live_runner)(kernel_name, kernel, work_dir)
     try:
         running = runner.stamps()
         need = kernel.supported_on(running)
@@ -135,7 +209,8 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                                 [*notes, f"interrupted after {done} of {len(items)} items"],
                                 None if need is None else f"needs {need}", measured.phases)
     finally:
-        runner.close()
+        if owned:
+            runner.close()
     reports = schema_failures + reports
     code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_CANNOT_RUN if need is not None else EXIT_OK
     return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}", measured.phases)
@@ -226,15 +301,16 @@ def worst_exit_code(codes: list[int]) -> int:
     return EXIT_OK
 
 
-def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> None:
+def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> bool:
     """Hand the timing worker the ceilings the table recorded: it reuses them when GPU and driver
-    match (measuring them again takes ~20 s and verify reports no % of ceiling)."""
+    match (measuring them again takes ~20 s and verify reports no % of ceiling). Whether it had any."""
     for entry in table["entries"].values():
         stamps = entry.get("stamps", {})
         if "bf16_tflops_ceiling" in stamps:
             log_dir.mkdir(parents=True, exist_ok=True)
             (log_dir / "ceilings.json").write_text(json.dumps(stamps))
-            return
+            return True
+    return False
 
 
 def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], want: dict[str, Any],

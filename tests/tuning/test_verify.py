@@ -259,3 +259,23 @@ def test_a_wrong_output_fails_on_the_cpu_and_on_the_gpu():
         assert rep.failed and rep.verdict == "incorrect: out: 3 elements beyond atol"
         assert rep.correctness == "incorrect"
     assert _judge({1: {"status": "ok"}}, on_gpu=False).correctness == "ok (interpret mode, small shape)"
+
+
+def test_without_a_table_verify_checks_the_tables_the_runtime_reads_for_the_workers_device(tmp_path, monkeypatch):
+    from kerneltune.tuning import verify
+
+    user, shipped = tmp_path / "user", tmp_path / "shipped"
+    for root, kind in ((user, "nvidia-h200"), (shipped, "nvidia-h200"), (shipped, "nvidia-h100")):
+        (root / kind).mkdir(parents=True)
+        (root / kind / "k.json").write_text("{}")
+    monkeypatch.setattr(verify, "table_roots", lambda: (user, shipped))
+    monkeypatch.setattr(verify, "shipped_tables_dir", lambda: shipped)
+    assert verify.runtime_tables("k", "nvidia-h200", True) == [user / "nvidia-h200/k.json",
+                                                               shipped / "nvidia-h200/k.json"]
+    # Without the kernel's GPU: every shipped table, checked as far as this machine can.
+    assert verify.runtime_tables("k", "cpu", False) == [shipped / "nvidia-h100/k.json",
+                                                        shipped / "nvidia-h200/k.json"]
+    # With the GPU but no table for it: bad input, naming where the runtime looked.
+    with pytest.raises(verify.VerifyRefused, match=r"no tuned table for k on nvidia-b200 at .*user") as e:
+        verify.runtime_tables("k", "nvidia-b200", True)
+    assert e.value.exit_code == verify.EXIT_BAD_INPUT
