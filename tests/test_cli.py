@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from typer.testing import CliRunner
 
 from kerneltune import __version__
