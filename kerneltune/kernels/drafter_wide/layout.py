@@ -71,8 +71,9 @@ class DrafterLayout:
             (all(k % (self.waves * 4 * K_BYTES_PER_LANE_CHUNK) == 0 for k in (m.hidden, m.o_in, m.intermediate)),
              f"every GEMV K ({m.hidden}, {m.o_in}, {m.intermediate}) must be whole chunks of "
              f"{self.waves} waves x 4 lane groups x {K_BYTES_PER_LANE_CHUNK} B"),
-            (self.w_na >= MAX_ROWS // self.qpr, f"W_NA {self.w_na} < the {MAX_ROWS // self.qpr} requests of 64 rows"),
-            (MAX_ROWS % self.qpr == 0, f"QPR {self.qpr} must divide the {MAX_ROWS}-row maximum"),
+            (1 <= self.qpr <= WAVE, f"QPR {self.qpr}: rows per request must be in [1, {WAVE}]"),
+            (self.w_na >= MAX_ROWS // max(self.qpr, 1),
+             f"W_NA {self.w_na} < the {MAX_ROWS // max(self.qpr, 1)} requests of QPR={self.qpr} rows a launch holds"),
             (m.window % m.kv_block == 0, f"WINDOW {m.window} must be whole KV blocks of {m.kv_block}"),
             (self.pool_words * 4 <= self.lds_bytes_limit,
              f"LDS pool {self.pool_words * 4} B exceeds the {self.lds_bytes_limit} B per block"),

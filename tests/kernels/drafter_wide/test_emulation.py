@@ -68,6 +68,7 @@ def test_every_pair_of_layout_values_of_the_default_space_matches_the_model(weig
     (1, 1, [0]),  # one token, empty cache
     (16, 4, [4096 + 16 * i for i in range(16)]),  # the 64-row maximum, every window full
     (8, 8, [3, 17, 33, 250, 1000, 4095, 4097, 6000]),
+    (9, 7, [0, 5, 15, 16, 300, 4095, 4096, 4100, 6000]),  # the seed's 7 rows a request: 63 rows, not a divisor of 64
 ])
 def test_shapes_match_the_model(weights, requests, qpr, context):
     result, ref = emulate(DrafterLayout(qpr=qpr), Dims(layers=1), weights, requests, qpr, context)

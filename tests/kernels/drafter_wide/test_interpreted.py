@@ -103,3 +103,22 @@ def test_the_interpreter_reaches_the_kernels_lines(run):
     missed = sorted(every - ran)
     print(f"kernel.py: {len(ran)} of {len(every)} lines that emit IR ran; not run: {missed}")
     assert len(ran) >= 0.95 * len(every), f"{len(ran)}/{len(every)} kernel.py lines ran; missed {missed}"
+
+
+def test_seven_rows_a_request_the_seeds_case():
+    """QPR = 7 does not divide the 64-row maximum: requests of 7 rows, merged and owned as any other."""
+    from kerneltune.kernels.drafter_wide.emulation import Launch as Emulation
+    from kerneltune.kernels.drafter_wide.interpreted import capture_program, run_step, small_dims, small_layout
+    from kerneltune.kernels.drafter_wide.numerics import bounded_reference, frobenius_error
+    from kerneltune.kernels.drafter_wide.reference import make_inputs, make_weights
+
+    layout, dims = small_layout(qpr=7, layers=1, w_na=16), small_dims(1)
+    program = capture_program(layout, ARCH, Path(os.environ["KERNELTUNE_CACHE"]) / "interpret")
+    weights = make_weights(dims, 0)
+    inputs = make_inputs(dims, 2, 7, [30, 300], 1)
+    got = run_step(program, layout, dims, weights, inputs, ARCH)
+    ref, bound = bounded_reference(dims, weights, inputs)
+    assert got.health == [[0, 0, 0, 0]] * 4
+    assert max(frobenius_error(h, ref.numpy()) for h in got.h_out) <= bound
+    emulated = Emulation(layout, dims, weights, inputs, numbers=ARCH).run().h_out
+    assert max(frobenius_error(a, b) for a, b in zip(got.h_out, emulated, strict=True)) <= bound

@@ -19,7 +19,7 @@ def test_the_seeds_numbers_are_a_valid_layout():
 @pytest.mark.parametrize(("kw", "rule"), [
     (dict(ng=128), "QKV_R"), (dict(ng=256), "O_R"), (dict(threads=1024), "GEMV K"), (dict(threads=200), "THREADS"),
     (dict(threads=192), "THREADS"),
-    (dict(w_na=32), "W_NA"), (dict(qpr=3), "QPR"), (dict(lds_bytes_limit=16 * 1024), "LDS pool"),
+    (dict(w_na=32), "W_NA"), (dict(qpr=65), "QPR"), (dict(qpr=0), "QPR"), (dict(lds_bytes_limit=16 * 1024), "LDS pool"),
 ])
 def test_broken_rules_are_named(kw, rule):
     with pytest.raises(LayoutError, match=rule):
