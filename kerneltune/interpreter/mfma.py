@@ -9,6 +9,9 @@ reference's matrix-core chapter (the layouts AMD's matrix instruction calculator
   ``B[8 (l // 16) + j][l % 16]`` for ``j < 8``, one byte each, low byte first.
 - Both accumulate into D (16x16 float32): lane ``l`` holds ``D[4 (l // 16) + i][l % 16]`` for ``i < 4``.
 
+TVM's and tilelang's AMD MFMA intrinsics use the same maps (``shared_16x16_to_local_64x4_layout_A``: lane
+``i + 16 (j // 4)``, value ``j % 4`` for ``A[i][j]``; ``_B`` and ``_C``: lane ``j + 16 (i // 4)``, value ``i % 4``).
+
 Products are exact and summed in float64, then added to C and rounded to float32 once (the hardware
 adds in float32 with its own internal order; the difference is below the formats' tolerance)."""
 
