@@ -7,6 +7,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -80,6 +81,8 @@ class FakeKernel:
         if mode == "crash":
             os.abort()
         if mode == "hang":
+            if mark := os.environ.get("FAKE_KERNEL_HANG_MARK"):  # tests wait for it before they interrupt
+                Path(mark).touch()
             time.sleep(3600)
         if mode == "unwritten":
             out[: len(out) // 2] = 2 * x[: len(out) // 2]

@@ -325,18 +325,19 @@ def _children(pid):
 
 
 def _sweep_busy_with_a_hang(tmp_path, run_timeout):
-    """A sweep in its own process, once its worker has had time to start the hanging candidate's check."""
+    """A sweep in its own process, once its worker is inside the hanging candidate's check."""
     code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
             f"WorkerOptions; import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang'], "
             f"workers=WorkerOptions(compile_workers=0, compile_timeout=20, run_timeout={run_timeout})))")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 60
-    workers = []
-    while time.time() < deadline and not workers:
-        workers = _children(proc.pid)
+    mark = tmp_path / "hanging"
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "FAKE_KERNEL_HANG_MARK": str(mark)})
+    deadline = time.time() + 120  # a loaded machine starts processes slowly
+    while time.time() < deadline and not mark.exists():
         time.sleep(0.1)
+    assert mark.exists(), "the sweep's worker never started the hanging candidate"
+    workers = _children(proc.pid)
     assert workers, "the sweep started no worker"
-    time.sleep(2.0)
     return proc, workers
 
 
