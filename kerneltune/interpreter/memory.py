@@ -96,7 +96,10 @@ class GlobalMemory:
         groups = self._locate(addresses, nbytes, where)
         if len(groups) == 1 and groups[0][1] is None:
             a = groups[0][0]
-            return a.data[(addresses - a.start)[:, None] + span]
+            off = addresses - a.start
+            if not (off % nbytes).any():  # aligned to the access: one row index a lane
+                return _rows(a.data, nbytes)[off // nbytes]
+            return a.data[off[:, None] + span]
         out = np.empty((addresses.size, nbytes), np.uint8)
         for a, lanes in groups:
             out[lanes] = a.data[(addresses[lanes] - a.start)[:, None] + span]
@@ -107,10 +110,19 @@ class GlobalMemory:
         span = np.arange(data.shape[1])
         for a, lanes in self._locate(addresses, data.shape[1], where):
             if lanes is None:
-                a.data[(addresses - a.start)[:, None] + span] = data
+                off = addresses - a.start
+                if not (off % data.shape[1]).any():
+                    _rows(a.data, data.shape[1])[off // data.shape[1]] = data
+                else:
+                    a.data[off[:, None] + span] = data
             else:
                 a.data[(addresses[lanes] - a.start)[:, None] + span] = data[lanes]
         self.version += 1
+
+
+def _rows(data: np.ndarray, nbytes: int) -> np.ndarray:
+    """The allocation's bytes as rows of ``nbytes`` (a view; a tail shorter than a row left out)."""
+    return data[:data.size - data.size % nbytes].reshape(-1, nbytes)
 
 
 class SharedMemory:
@@ -127,8 +139,14 @@ class SharedMemory:
 
     def load(self, offsets: np.ndarray, nbytes: int, where: str) -> np.ndarray:
         self._check(offsets, nbytes, where)
+        if not (offsets % nbytes).any():
+            return _rows(self.data, nbytes)[offsets // nbytes]
         return self.data[offsets[:, None] + np.arange(nbytes)]
 
     def store(self, offsets: np.ndarray, data: np.ndarray, where: str) -> None:
         self._check(offsets, data.shape[1], where)
-        self.data[offsets[:, None] + np.arange(data.shape[1])] = data
+        n = data.shape[1]
+        if not (offsets % n).any():
+            _rows(self.data, n)[offsets // n] = data
+        else:
+            self.data[offsets[:, None] + np.arange(n)] = data
