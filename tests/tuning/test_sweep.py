@@ -326,7 +326,13 @@ def _children(pid):
 
 def _sweep_busy_with_a_hang(tmp_path, run_timeout):
     """A sweep in its own process, once its worker is inside the hanging candidate's check."""
-    code = (f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
+    # SIGINT as a foreground command has it: a suite started as a background job (`make test &`) runs with
+    # SIGINT ignored, which every child inherits (the sweep then never sees the interrupt). SIGUSR1: every
+    # thread's stack, for a test that finds the sweep still running.
+    dump = tmp_path / "stacks.txt"
+    code = (f"import faulthandler, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            f"faulthandler.register(signal.SIGUSR1, file=open({str(dump)!r}, 'w'), all_threads=True); "
+            f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
             f"WorkerOptions; import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang'], "
             f"workers=WorkerOptions(compile_workers=0, compile_timeout=20, run_timeout={run_timeout})))")
     mark = tmp_path / "hanging"
@@ -361,8 +367,11 @@ def test_ctrl_c_stops_a_sweep_at_once_with_its_busy_worker(tmp_path):
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
         proc.kill()
-        raise AssertionError("the sweep was still running 20 s after SIGINT") from None
+        stacks = (tmp_path / "stacks.txt").read_text() if (tmp_path / "stacks.txt").exists() else "(no dump)"
+        raise AssertionError(f"the sweep was still running 20 s after SIGINT; its threads:\n{stacks}") from None
     assert not any(os.path.exists(f"/proc/{w}") and _alive(w) for w in workers)
 
 
