@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,6 @@ class Launch:
     max_resumes: int = 50_000_000  # a loop that never ends but keeps changing its values
     clock: int = 0
     resumes: int = 0
-    executed: set[int] = field(default_factory=set)
 
     def tick(self) -> int:
         self.clock += 1

@@ -50,10 +50,6 @@ class GlobalMemory:
         self._next = a.start + (-(-max(raw.size, 1) // ALIGN) + 1) * ALIGN
         return a.start
 
-    def zeros(self, name: str, nbytes: int) -> tuple[int, np.ndarray]:
-        data = np.zeros(nbytes, np.uint8)
-        return self.allocate(name, data), data
-
     def find(self, address: int) -> Allocation | None:
         k = bisect.bisect_right(self._starts, address) - 1
         return self.allocations[k] if k >= 0 else None

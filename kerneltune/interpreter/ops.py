@@ -383,14 +383,14 @@ def _mfma(op: Op) -> Callable[..., None]:
     (r,) = op.res
     if any(op.attrs.get(k, 0) not in (0, "#rocdl<mfma_perm_b none>") for k in ("cbsz", "abid", "blgp")):
         raise KeyError(f"{op.name} with broadcast or permute controls {op.attrs}")
+    if op.name not in ("rocdl.mfma.f32.16x16x32.fp8.fp8", "rocdl.mfma.f32.16x16x16bf16.1k"):
+        raise KeyError(op.name)
     fp8_ = "fp8" in op.name
 
     def run(task: Any, env: list, mask: Any) -> None:
         n = task.lanes
         a, b, c = lanes(env[a_], n), lanes(env[b_], n), lanes(env[c_], n)
         env[r] = mfma.mfma_16x16x32_fp8(a, b, c, task.launch.arch) if fp8_ else mfma.mfma_16x16x16_bf16(a, b, c)
-    if op.name not in ("rocdl.mfma.f32.16x16x32.fp8.fp8", "rocdl.mfma.f32.16x16x16bf16.1k"):
-        raise KeyError(op.name)
     return run
 
 
@@ -430,7 +430,7 @@ def run_gen(task: Any, region: Region, env: list, mask: Any) -> Iterator[Any]:
             env[s] = None
 
 
-def _sub_mask(c: np.ndarray, mask: Any, n: int) -> tuple[Any, bool]:
+def _sub_mask(c: np.ndarray, mask: Any) -> tuple[Any, bool]:
     """(the lanes of ``mask`` where ``c`` holds, None for all of them; whether any lane is in it)."""
     if c.shape[0] == 1:
         return (mask, bool(c[0]) and (mask is None or bool(mask.any())))
@@ -456,8 +456,8 @@ def _if(op: Op) -> Callable[..., Any]:
 
     def plan(task: Any, env: list, mask: Any) -> tuple:
         c = env[cs]
-        m_then, any_then = _sub_mask(c, mask, task.lanes)
-        m_else, any_else = _sub_mask(~c, mask, task.lanes)
+        m_then, any_then = _sub_mask(c, mask)
+        m_else, any_else = _sub_mask(~c, mask)
         if not any_then and not any_else and res:  # no lane active: any values
             any_else = bool(other.ops)
             any_then = not any_else
@@ -514,7 +514,7 @@ def _for(op: Op) -> Callable[..., Any]:
             while True:
                 i = lb + k * step
                 on = i < ub
-                active, any_on = _sub_mask(on, mask, task.lanes)
+                active, any_on = _sub_mask(on, mask)
                 if not any_on:
                     break
                 env[iv] = i
@@ -556,7 +556,7 @@ def _while(op: Op) -> Callable[..., Iterator[Any]]:
             leaving = ~c if active is None else (~c & active)
             results = fwd if first else [where(leaving, f, r) for f, r in zip(fwd, results, strict=True)]
             first = False
-            stay, any_stay = _sub_mask(c, active, task.lanes)
+            stay, any_stay = _sub_mask(c, active)
             if not any_stay:
                 break
             active = stay
@@ -638,8 +638,8 @@ def _run_of(op: Op, program: Program) -> Callable[..., Any]:
         return _cvt_pk_fp8(op)
     if n.startswith("rocdl.mfma"):
         return _mfma(op)
-    for family in (_int_op, _float_op, _vector_op):
-        if dialect in ("arith", "math", "vector"):
+    if dialect in ("arith", "math", "vector"):
+        for family in (_int_op, _float_op, _vector_op):
             try:
                 return _pure(op, family(op))
             except KeyError:

@@ -27,9 +27,6 @@ class VType:
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * (self.bits // 8)
 
-    @property
-    def element(self) -> VType:
-        return VType(self.kind, self.bits, self.dtype, (), self.space)
 
 
 class UnknownType(ValueError):

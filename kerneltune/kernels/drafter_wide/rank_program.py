@@ -78,6 +78,7 @@ class _EmulatedDrafter:
     def __init__(self, layout: DrafterLayout, deadline_s: float, interpret: str | None = None):
         self.layout, self.deadline_s, self.interpret = layout, deadline_s, interpret
         self.computed: list[np.ndarray] | None = None
+        self.program: Any = None  # the interpreted kernel's Program, once read
 
     def load(self, ctx: RankContext, spec: StepSpec) -> None:
         from .reference import make_inputs, make_weights
@@ -107,8 +108,10 @@ class _EmulatedDrafter:
 
                 from .interpreted import capture_program, run_step
 
-                program = capture_program(self.layout, self.interpret, user_cache_dir() / "interpret")
-                run = run_step(program, self.layout, self.dims, self.weights, self.inputs, self.interpret, step=step)
+                if self.program is None:  # read once: a checked step after a poison runs it again
+                    self.program = capture_program(self.layout, self.interpret, user_cache_dir() / "interpret")
+                run = run_step(self.program, self.layout, self.dims, self.weights, self.inputs, self.interpret,
+                               step=step)
                 self.computed, self.computed_health = run.h_out, run.health
             elif self.computed is None:
                 from .emulation import Launch

@@ -93,7 +93,7 @@ def test_another_interleaving_of_the_blocks_gives_the_same_bits(run):
     from kerneltune.kernels.drafter_wide.interpreted import run_step
 
     again = run_step(run["program"], run["layout"], run["dims"], run["weights"], run["inputs"], ARCH, seed=7)
-    assert again.launch.resumes != run["result"].launch.resumes or again.launch.seed == 7
+    assert again.launch.resumes != run["result"].launch.resumes  # the blocks did run in another order
     for a, b in zip(again.h_out, run["result"].h_out, strict=True):
         np.testing.assert_array_equal(a, b)
 
