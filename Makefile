@@ -1,5 +1,5 @@
 # The two set-up-and-go commands of the README.
-.PHONY: demo test lint
+.PHONY: demo test test-gpu lint
 
 # Set up, then run the main job on its built-in default: the CLI's help and a sweep
 # (a replay of the shipped H200 journal on machines without a Hopper GPU).
@@ -13,6 +13,13 @@ test:
 	@bash .ci/bootstrap.sh
 	@.venv/bin/ruff check kerneltune tests
 	@.venv/bin/python -m pytest -q -n 2 --dist loadgroup
+
+# The GPU tests on a Hopper machine, with a Python whose JAX runs on CUDA (PYTHON=...): four at a time (each
+# is mostly a compile on the CPU), then the ones that judge measured times, alone on the GPU.
+PYTHON ?= python3
+test-gpu:
+	@XLA_PYTHON_CLIENT_PREALLOCATE=false $(PYTHON) -m pytest -q -m "gpu and not timing" -n 4 --dist loadgroup
+	@$(PYTHON) -m pytest -q -m "gpu and timing"
 
 lint:
 	@.venv/bin/ruff check kerneltune tests

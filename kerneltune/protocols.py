@@ -151,8 +151,9 @@ class ProgramDigest(Protocol):
 class PortableBuild(Protocol):
     """A build as bytes that another process on the same machine loads and runs: compiles then run in
     processes of their own, in parallel, while the timing worker checks and times (a compile that holds
-    its interpreter would otherwise stall the timing beside it). The bytes only ever travel from a compile
-    worker to the timing worker that started it, never through a file a user could hand in."""
+    its interpreter would otherwise stall the timing beside it). The bytes travel from a compile worker to the
+    timing worker that started it and are kept in the user's build cache (``build_cache``), never in a journal or
+    a table: they hold the compiled program and no pickle, so loading them runs nothing but that program."""
 
     def export_build(self, built: Any) -> bytes: ...
     def import_build(self, data: bytes) -> Any: ...

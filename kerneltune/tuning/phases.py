@@ -63,6 +63,7 @@ class PhaseSummary:
     first_s: float | None  # from the command's start to the first candidate journaled
     bound_s: float  # max(compile ÷ compile workers, check + timing), medians
     compile_workers: int
+    totals: Mapping[str, float]  # seconds per phase summed over every candidate, each bucket's first included
 
     @property
     def mean_wall_s(self) -> float:
@@ -85,6 +86,8 @@ class PhaseSummary:
             f"{self.mean_wall_s:.2f} s = {self.wall_over_bound:.2f} x max(compile / {self.compile_workers} "
             f"workers, check + timing) = {self.bound_s:.2f} s",
             f"median seconds per candidate: {shown}",
+            "seconds in all (every candidate, where the wall went): "
+            + ", ".join(f"{k[:-2]} {self.totals[k]:.1f}" for k in order if k in self.totals),
         ]
 
 
@@ -108,5 +111,8 @@ def summarize(records: Iterable[Mapping[str, Any]], compile_workers: int) -> Pha
     workers = max(compile_workers, 1)
     bound = max(medians.get("compile_s", 0.0) / workers,
                 medians.get("check_s", 0.0) + medians.get("timing_s", 0.0))
+    totals = {k: sum(float(r["phases"].get(k, 0.0)) for r in timed)
+              for k in (*WORKER, *ENGINE) if any(k in r["phases"] for r in timed)}
     return PhaseSummary(len(timed), len(steady), 60.0 * len(steady) / wall if wall > 0 else 0.0,
-                        busy / wall if wall > 0 else 0.0, medians, min(starts) if starts else None, bound, workers)
+                        busy / wall if wall > 0 else 0.0, medians, min(starts) if starts else None, bound, workers,
+                        totals)

@@ -25,7 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from kerneltune.build_cache import ENV as BUILD_CACHE_ENV
+from kerneltune.build_cache import BuildCache, build_key
 from kerneltune.limits import COMPILE_TIMEOUT_S
+from kerneltune.paths import user_cache_dir
 from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, Kernel, PortableBuild, SmallCheck, StaticRanking
 from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
@@ -50,8 +53,10 @@ class WorkerDied(RuntimeError):
 def worker_env(backend: Backend, cache_dir: Path | None, devices: str | None, compile_workers: int = 0,
                reference_dir: Path | None = None, compile_timeout: float = COMPILE_TIMEOUT_S) -> dict[str, str]:
     """A timing worker's environment: the backend's for ``devices`` (``Backend.worker_env``), and the engine's
-    settings the worker reads (compile cache, compile workers and their timeout, the references' folder)."""
+    settings the worker reads (compile cache, compile workers and their timeout, the references' folder, the
+    user's build cache unless ``KERNELTUNE_BUILD_CACHE`` names another folder, or none when empty)."""
     env = {**os.environ, **backend.worker_env(devices)}
+    env.setdefault(BUILD_CACHE_ENV, str(user_cache_dir() / "builds"))
     if reference_dir is not None:  # the checks' references, kept for the next worker (``reference_cache``)
         env[REFERENCE_CACHE_ENV] = str(reference_dir)
     env["PYTHONUNBUFFERED"] = "1"
@@ -186,6 +191,24 @@ def _stamps(kernel: Kernel, backend: Backend, known: Any) -> dict[str, Any]:
     return {**stamps, **ceilings}
 
 
+def _export(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> tuple[bytes, bool]:
+    """The candidate's build as bytes, from the user's build cache when this system compiled it before
+    (``build_cache``), and whether it came from there."""
+    portable = cast(PortableBuild, kernel)
+
+    def compile_() -> bytes:
+        built = kernel.build(problem, req.tiles)
+        try:
+            return portable.export_build(built)
+        finally:
+            kernel.release(built)
+
+    stamps = backend.stamps()
+    system = {k: stamps.get(k) for k in backend.matched_stamps if k != "kernel_hash"}
+    key = build_key(req.kernel, kernel.source_hash(), req.problem, req.tiles, system)
+    return BuildCache.from_env().build(key, compile_, portable.import_build)
+
+
 def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> dict[str, Any]:
     """The answer to one request (checked first: ``Request.from_json``)."""
     from kerneltune.registry import load_backend, load_kernel
@@ -218,12 +241,11 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     t0 = time.perf_counter()
     if op == Op.EXPORT:  # a compile worker's job: the build as bytes, for the timing worker that asked
         try:
-            built = kernel.build(problem, req.tiles)
-            data = cast(PortableBuild, kernel).export_build(built)
-            kernel.release(built)
+            data, cached = _export(kernel, backend, problem, req)
         except Exception as e:  # any failure to build is this candidate's compile error
             return {"status": "compile", "error": _error_text(e)}
-        return {"status": "ok", "build": base64.b64encode(data).decode(), "compile_s": time.perf_counter() - t0}
+        return {"status": "ok", "build": base64.b64encode(data).decode(), "compile_s": time.perf_counter() - t0,
+                "cached": cached}
     ahead = prefetcher.take(req) if prefetcher is not None else None
     try:
         if ahead is not None:

@@ -34,6 +34,16 @@ def test_the_summary_is_the_steady_state_of_each_bucket():
     assert "60.0 a minute" in lines[0] and "31.0 s" in lines[0] and "busy 30%" in lines[1] and "2.00 x" in lines[1]
 
 
+def test_the_totals_count_every_candidate_so_a_bucket_s_first_is_not_hidden():
+    """A verify spends most of its wall on each bucket's first config (its references): the medians leave those
+    out, the totals keep them."""
+    records = [_rec("a", 30.0, reference_s=25.0), _rec("a", 1.0), _rec("b", 20.0, reference_s=15.0), _rec("b", 1.0)]
+    s = summarize(records, compile_workers=8)
+    assert s.totals["wall_s"] == pytest.approx(52.0) and s.totals["reference_s"] == pytest.approx(40.0)
+    assert s.medians.get("reference_s", 0.0) == 0.0
+    assert "wall 52.0" in s.lines()[3] and "reference 40.0" in s.lines()[3]
+
+
 def test_the_wall_per_candidate_is_the_rate_not_the_median():
     """Compile workers finish candidates in bursts: a fast one, then a wait for the next compile. The median
     wall (0.1 s) would claim 5x the rate measured; the summary's wall per candidate is the mean."""

@@ -125,6 +125,28 @@ def test_an_export_answers_the_build_as_bytes_the_timing_worker_loads():
     assert failed["status"] == "compile" and "fake compile error" in failed["error"]
 
 
+def test_an_export_compiled_before_on_this_system_comes_from_the_build_cache(tmp_path, monkeypatch):
+    """The second export of a candidate loads the first one's build; a failed compile is never kept; the
+    timing worker's environment names the user's cache unless the caller named another folder."""
+    import base64
+
+    from kerneltune.build_cache import ENV
+    from kerneltune.paths import user_cache_dir
+
+    from .fake_kernel import PLUGIN
+
+    monkeypatch.setenv(ENV, str(tmp_path / "builds"))
+    first, again = (handle(_req("good", op="export", kernel="tests.tuning.fake_kernel:PLUGIN")) for _ in range(2))
+    assert (first["cached"], again["cached"]) == (False, True) and again["build"] == first["build"]
+    assert PLUGIN.import_build(base64.b64decode(again["build"]))["built_by"] == os.getpid()
+    for _ in range(2):
+        handle(_req("compile_error", op="export", kernel="tests.tuning.fake_kernel:PLUGIN"))
+    assert len(list((tmp_path / "builds").glob("*.npz"))) == 1
+    assert worker_env(Host(), None, None)[ENV] == str(tmp_path / "builds")
+    monkeypatch.delenv(ENV)
+    assert worker_env(Host(), None, None)[ENV] == str(user_cache_dir() / "builds")
+
+
 def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
     from kerneltune.wire import WireError
 

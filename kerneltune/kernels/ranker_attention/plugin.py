@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from kerneltune.build_cache import BuildCache, build_key
 from kerneltune.protocols import Capability, CheckResult
 from kerneltune.reference_cache import ReferenceCache
 
@@ -93,21 +94,40 @@ class RankerAttentionPlugin:
 
     def export_build(self, built: Mapping[str, Any]) -> bytes:
         """Both compiled entry points as JAX's serialized executables (the Mosaic GPU kernel inside): loaded in
-        the timing worker, they run bit-identically to the process that compiled them
-        (results/engine/2026-12-04-compile-workers/). JAX pickles them; the bytes only pass from a compile
-        worker to its timing worker (``PortableBuild``)."""
-        import pickle
+        another process, they run bit-identically to the process that compiled them
+        (results/engine/2026-12-04-compile-workers/). No pickles: an ``.npz`` of byte arrays, the argument and
+        result trees in JAX's own proto form, so that a build kept in the user's cache (``build_cache``) holds
+        the executable and nothing else that runs."""
+        import io
 
+        import numpy as np
         from jax.experimental.serialize_executable import serialize
 
-        return pickle.dumps({name: serialize(fn) for name, fn in built.items()})
+        arrays = {}
+        for name, fn in built.items():
+            exe, in_tree, out_tree = serialize(fn)
+            for part, data in (("exe", exe), ("in", in_tree.serialize_using_proto()),
+                               ("out", out_tree.serialize_using_proto())):
+                arrays[f"{name}.{part}"] = np.frombuffer(data, np.uint8)
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        return buf.getvalue()
 
     def import_build(self, data: bytes) -> dict[str, Callable[..., Any]]:
-        import pickle
+        import io
 
+        import numpy as np
         from jax.experimental.serialize_executable import deserialize_and_load
+        from jax.tree_util import PyTreeDef, default_registry
 
-        return {name: deserialize_and_load(*parts) for name, parts in pickle.loads(data).items()}
+        with np.load(io.BytesIO(data), allow_pickle=False) as f:
+            parts = {name: f[name].tobytes() for name in f.files}
+        names = sorted({name.rsplit(".", 1)[0] for name in parts})
+        return {name: deserialize_and_load(
+                    parts[f"{name}.exe"],
+                    PyTreeDef.deserialize_using_proto(default_registry, parts[f"{name}.in"]),
+                    PyTreeDef.deserialize_using_proto(default_registry, parts[f"{name}.out"]))
+                for name in names}
 
     def make_inputs(self, problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> RankerInputs:
         """The same object again for the same problem, spec and seed as the last call: verify runs an
@@ -271,9 +291,25 @@ def _inputs(problem: Problem, spec_json: str, seed: int) -> RankerInputs:
 
 @functools.cache
 def _no_cap_twin(problem: Problem) -> Callable[..., Any]:
-    """The no-cap kernel (heuristic tiles) of a capped problem's shape, built once per worker: the
-    error level a cap implementation is measured against."""
-    return _compiled(problem, KernelConfig.for_problem(problem, **heuristic_config(problem)), poisoned=True)
+    """The no-cap kernel (heuristic tiles) of a capped problem's shape, built once per worker and kept in the
+    user's build cache where the engine names one (``build_cache``): the error level a cap implementation is
+    measured against."""
+    tiles = heuristic_config(problem)
+
+    def compile_() -> bytes:
+        return PLUGIN.export_build({"poisoned": _compiled(problem, KernelConfig.for_problem(problem, **tiles),
+                                                          poisoned=True)})
+
+    cache = BuildCache.from_env()
+    if cache.folder is None:
+        return _compiled(problem, KernelConfig.for_problem(problem, **tiles), poisoned=True)
+    from kerneltune.backends.cuda_jax import MATCHED, system_stamps
+
+    stamps = system_stamps()
+    key = build_key(PLUGIN.name, kernel_source_hash(), PLUGIN.problem_dict(problem), {**tiles, "entry": "poisoned"},
+                    {k: stamps.get(k) for k in MATCHED if k != "kernel_hash"})
+    data, _ = cache.build(key, compile_, PLUGIN.import_build)
+    return PLUGIN.import_build(data)["poisoned"]
 
 
 def _compiled(problem: Problem, config: KernelConfig, *, poisoned: bool) -> Callable[..., Any]:

@@ -157,3 +157,24 @@ def test_a_wrong_candidate_after_a_right_one_fails_on_the_references_kept_on_dis
         assert PLUGIN.check(_reference_kernel(), PROBLEM, PLUGIN.make_inputs(PROBLEM, SPEC, seed=3)).error is None
     assert len(calls) == 2 * computed + 1 and "unreadable" in caplog.text
     plugin._inputs.cache_clear()
+
+
+def test_an_exported_build_loads_without_pickles_and_runs_as_compiled():
+    """The bytes kept in the user's build cache: JAX's serialized executables and their trees in proto form,
+    read with ``allow_pickle=False``, so a cache file carries no code but the compiled program."""
+    import io
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.arange(4.0)
+    built = {"plain": jax.jit(lambda a, b: (a + b, {"lse": a * b})).lower(x, x).compile(),
+             "poisoned": jax.jit(lambda a: a * 3).lower(x).compile()}
+    data = PLUGIN.export_build(built)
+    with np.load(io.BytesIO(data), allow_pickle=False) as f:
+        assert sorted(f.files) == sorted(f"{n}.{p}" for n in built for p in ("exe", "in", "out"))
+    loaded = PLUGIN.import_build(data)
+    out, tree = loaded["plain"](x, 2 * x)
+    assert np.array_equal(out, 3 * x) and np.array_equal(tree["lse"], 2 * x * x)
+    assert np.array_equal(loaded["poisoned"](x), 3 * x)

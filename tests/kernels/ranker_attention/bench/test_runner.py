@@ -34,6 +34,7 @@ at_least = 1.0
 
 
 @pytest.mark.gpu
+@pytest.mark.timing  # its paired and settled fractions are ratios of times: no other test on the GPU meanwhile
 def test_every_baseline_runs_and_agrees(tmp_path):
     shapes = tmp_path / "shapes.toml"
     shapes.write_text(SHAPES)
