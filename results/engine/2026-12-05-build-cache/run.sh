@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The user's build cache on one H200 (issue 56): `bash results/engine/2026-12-05-build-cache/run.sh CALL` from the
 # repository root, the optional packages the GPU machine lacks in .devdeps.
-#   call 1: verify of the shipped table with an empty user cache (cold), then again on the same machine (warm).
-#   call 2 (the same machine): the GPU tests as `make test-gpu` runs them.
+#   calls 1 and 2: verify of the shipped table with an empty user cache (cold), then again on the same machine
+#           (warm); call 1 with verify's references written to disk, call 2 without.
+#   call 3 (the machine of call 2): the GPU tests as `make test-gpu` runs them.
 set -uo pipefail
 export PYTHONPATH=.:.devdeps PYTHONUNBUFFERED=1 KERNELTUNE_TABLES=/tmp/kt-user XLA_PYTHON_CLIENT_PREALLOCATE=false
 export KERNELTUNE_CACHE=/tmp/kt-cache
@@ -18,13 +19,13 @@ step() {  # step NAME TIMEOUT CMD...: console to NAME.txt, wall seconds and exit
   echo "$name rc=$rc wall_ms=$(( ($(date +%s%N) - t0) / 1000000 ))" | tee -a "$R/steps.txt"
 }
 case $1 in
-1)
+1|2)
   rm -rf /tmp/kt-cache
   step verify-cold 260 python3 -m kerneltune verify ranker-attention --junit "$R/verify-cold.xml"
   (ls /tmp/kt-cache/builds | wc -l; du -sb /tmp/kt-cache/builds) > "$R/build-cache-size.txt" 2>&1
   step verify-warm 200 python3 -m kerneltune verify ranker-attention --junit "$R/verify-warm.xml"
   ;;
-2)
+3)
   if command -v make > /dev/null; then
     step gpu-tests 560 make test-gpu PYTHON=python3
   else
