@@ -4,6 +4,7 @@
 #   calls 1 and 2: verify of the shipped table with an empty user cache (cold), then again on the same machine
 #           (warm); call 1 with verify's references written to disk, call 2 without.
 #   call 3 (the machine of call 2): the GPU tests as `make test-gpu` runs them.
+#   call 4 (the same machine): the third unseen bucket's exhaustive sweep, for the warm-start record.
 set -uo pipefail
 export PYTHONPATH=.:.devdeps PYTHONUNBUFFERED=1 KERNELTUNE_TABLES=/tmp/kt-user XLA_PYTHON_CLIENT_PREALLOCATE=false
 export KERNELTUNE_CACHE=/tmp/kt-cache
@@ -32,6 +33,11 @@ case $1 in
     echo "no make here: the Makefile's two commands" > "$R/no-make.txt"
     step gpu-tests 560 bash -c 'python3 -m pytest -q -m "gpu and not timing" -n 4 --dist loadgroup --durations=10 && python3 -m pytest -q -m "gpu and timing" --durations=5'
   fi
+  ;;
+4)
+  step sweep-clamp 420 python3 -m kerneltune sweep ranker-attention --space search_spaces/ranker_attention_unseen.toml \
+    --bucket d128-gqa4-clamp-long --out kerneltune-out/clamp
+  cp -r kerneltune-out/clamp/journals "$R/"
   ;;
 esac
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv > "$R/gpu-after.csv"
