@@ -4,7 +4,11 @@ Tuned tables already say which configs win shapes like this one; a search that s
 a near-best config in a few candidates and the sampler then searches around it (Optuna's
 ``enqueue_trial``). The nearest buckets are found as the runtime finds them (``bucket_distance``: the
 kernel's hard fields equal, then the fewest and smallest differences), in the sweep's own tables and the
-tables the runtime reads. A config that the space or the kernel refuses for this problem is left out.
+tables the runtime reads. A config that the space or the kernel refuses for this problem is repaired: one field
+changed, the one its refusal names first (a neighbour bucket's winner that leans on ``static_max`` under a cap of
+44 or less becomes the same tiles without it where the cap is 50); one beyond repair is left out. Without the
+repair, the third unseen bucket's search started from refused configs and needed 10 of its 28 candidates, as a cold
+search did (results/engine/2026-12-05-build-cache/).
 """
 
 from __future__ import annotations
@@ -47,9 +51,22 @@ def warm_configs(kernel: Kernel, problem: Any, device_kind: str, out: Path, para
     for _, entry in nearest:
         for item in [entry, *entry.get("runner_ups", ()), *entry.get("fallbacks", ())]:
             tiles = _in_space({**kernel.tile_defaults, **(item.get("config") or {})}, params)
-            if tiles is not None and config_key(tiles) not in configs and check(tiles) is None:
+            if tiles is not None and (why := check(tiles)) is not None:
+                tiles = _repaired(tiles, params, check, why)
+            if tiles is not None and config_key(tiles) not in configs:
                 configs[config_key(tiles)] = tiles
     return tuple(configs.values())
+
+
+def _repaired(tiles: Mapping[str, Any], params: Mapping[str, list[Any]], check: Callable[[dict[str, Any]], str | None],
+              why: str) -> dict[str, Any] | None:
+    """The refused config with one field changed so that ``check`` accepts it, trying the fields the refusal
+    ``why`` names first, each field's values in the space's order; None if no single change will do."""
+    for name in sorted(params, key=lambda n: n not in why):
+        for value in params[name]:
+            if value != tiles[name] and check(changed := {**tiles, name: value}) is None:
+                return changed
+    return None
 
 
 def _in_space(config: Mapping[str, Any], params: Mapping[str, list[Any]]) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ def _table(root, entries, kind="cpu"):
     update_table(table_path(root, kind, "fake"), "fake", kind, put)
 
 
-def test_the_nearest_buckets_first_each_config_once_refused_ones_left_out(tmp_path, monkeypatch):
+def test_the_nearest_buckets_first_each_config_once_refused_ones_repaired(tmp_path, monkeypatch):
     kernel = load_kernel(FAKE)
     monkeypatch.setattr(kernel, "hard_bucket_fields", ())  # n as a size: buckets of other n are near ones
     _table(tmp_path / "tables", {4: ({"mode": "slow", "work": 2}, [{"mode": "good", "work": 3}]),
@@ -34,8 +34,21 @@ def test_the_nearest_buckets_first_each_config_once_refused_ones_left_out(tmp_pa
                                  3: ({"mode": "good", "work": 2}, [{"mode": "slow", "work": 2}])})
     got = warm_configs(kernel, kernel.problem({"n": 2}), "cpu", tmp_path, PARAMS,
                        lambda t: "too much work" if t["work"] > 2 else None)
-    # n=3 (distance log2 1.5) then n=4 (1); n=64 is third and left out; work 3 refused; each config once.
-    assert got == ({"mode": "good", "work": 2}, {"mode": "slow", "work": 2}, {"mode": "bad", "work": 1})
+    # n=3 (distance log2 1.5) then n=4 (1); n=64 is third and left out; each config once; work 3 refused, and
+    # repaired in the field its refusal names (n=4's runner-up good/3 becomes good/1, not slow/3 or bad/3).
+    assert got == ({"mode": "good", "work": 2}, {"mode": "slow", "work": 2}, {"mode": "bad", "work": 1},
+                   {"mode": "good", "work": 1})
+
+
+def test_a_refused_config_beyond_one_change_is_left_out(tmp_path):
+    kernel = load_kernel(FAKE)
+    _table(tmp_path / "tables", {2: ({"mode": "slow", "work": 3}, [])})
+    only_good_1 = warm_configs(kernel, kernel.problem({"n": 2}), "cpu", tmp_path, PARAMS,
+                               lambda t: None if t == {"mode": "good", "work": 1} else "refused")
+    assert only_good_1 == ({"mode": "good", "work": 1},)  # the fallback bad/1, one change away; slow/3 is two
+    unnamed = warm_configs(kernel, kernel.problem({"n": 2}), "cpu", tmp_path, PARAMS,
+                           lambda t: None if t["mode"] == "good" else "excluded by a constraint of the space")
+    assert unnamed == ({"mode": "good", "work": 3}, {"mode": "good", "work": 1})  # the first field that will do
 
 
 @pytest.mark.parametrize("kind", ["../../escaped", "/abs", "", "UPPER"])
