@@ -85,7 +85,7 @@ def gpu_clocks() -> dict[str, Any]:
 
 # NVML's clock event reasons that are not a slowdown: GPU idle (0x1) and the applications clocks
 # setting (0x2). Every other bit is one: 0x4 is the software power cap, which a sustained tensor-core
-# loop on the H200 hits (1710-1770 MHz against 1980: results/ranker_attention/2026-12-01-h200-run-k/).
+# loop on the H200 hits (1710-1770 MHz against 1980: lab-2026-12:results/ranker_attention/2026-12-01-h200-run-k/).
 _NOT_THROTTLING = 0x1 | 0x2
 
 
