@@ -1,8 +1,9 @@
 """Carry a tuned table across a kernel change that left its configs' programs as they were.
 
 The kernel hash covers every file that decides what compiles, so any edit (a comment, a refactor, another
-config's code path) makes every entry stale, and each bucket is due a re-measure on the GPU (runs AA-AB spent
-about 850 s of device time re-checking entries whose programs had not changed). A kernel that digests
+config's code path) makes every entry stale, and each bucket is due a re-measure on the GPU (two re-measures spent
+about 850 s of device time re-checking entries whose programs had not changed:
+results/ranker_attention/2026-12-03-h200-run-ab/). A kernel that digests
 its programs (``ProgramDigest``) lets this step, on any host, tell the two apart:
 
 - an entry under the current hash gets each of its configs' digests recorded (``program_digest``), so the

@@ -247,7 +247,7 @@ def bench_shape(shape: BenchShape, method: CapMethod, cap: float | None, which: 
     dense = {d: paired[d] for d in DENSE_IMPLS if d in paired}
     if "kerneltune" in paired and dense:
         ours = next(r for r in rows if r["impl"] == "kerneltune")
-        # Short turns (comparable with runs AC-AI), then settled ones with each side's clocks.
+        # Short turns (comparable with the benches before settled turns), then settled ones with each side's clocks.
         for key, turns in (("paired", dict(rounds=PAIRED_ROUNDS)),
                            ("settled", dict(rounds=SETTLED_ROUNDS, settle_s=SETTLE_S, clocks=gpu_clocks))):
             try:
