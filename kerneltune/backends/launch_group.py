@@ -9,10 +9,10 @@ answer in time ends the whole group, so a kernel that hangs its flags costs a ti
 worker.
 
 Devices:
-- ``cuda`` / ``rocm``: torch.distributed (NCCL/RCCL) for the rendezvous, torch symmetric memory for
-  the peer buffers (CUDA IPC / HIP IPC), events for timing. ``cuda`` is how the group is proven on
-  NVIDIA GPUs with a stand-in kernel (``kerneltune/kernels/peer_exchange``); ``rocm`` is what the
-  drafter needs and has never run here (no AMD GPU in this workplace).
+- ``cuda`` / ``rocm``: torch.distributed (NCCL/RCCL) for the rendezvous, events for timing; the peer buffers
+  in torch symmetric memory on ``cuda``, uncached HIP memory over HIP IPC on ``rocm`` (``hip_peer_memory``).
+  ``cuda`` is how the group is proven on NVIDIA GPUs with a stand-in kernel (``kerneltune/kernels/peer_exchange``);
+  ``rocm`` is what the drafter needs and has never run here (no AMD GPU in this workplace).
 - ``emulated`` (``KERNELTUNE_GROUP_DEVICE=emulated``): CPU processes stand in for the GPUs, POSIX
   shared memory for the peer buffers, gloo for the rendezvous, the host clock for timing. It runs
   the same orchestration, so everything up to the device calls is tested on CPUs.
@@ -97,6 +97,7 @@ class RankContext:
         self.rank, self.size, self.device, self.workdir, self.group_id = rank, size, device, workdir, group_id
         self._owned: list[Any] = []
         self._opened: list[Any] = []
+        self._hip_buffers: list[Any] = []
         self.torch_device: Any = None
 
     @property
@@ -119,7 +120,14 @@ class RankContext:
         dist.barrier()
 
     def symmetric(self, name: str, words: int) -> SymmetricBuffer:
-        """Collective: every rank allocates ``words`` int32 words under ``name``, zeroed, and sees its peers'."""
+        """Collective: every rank allocates ``words`` int32 words under ``name``, zeroed, and sees its peers'.
+        On ``rocm`` they are uncached device memory shared over HIP IPC (``hip_peer_memory``: why)."""
+        if self.device == "rocm":
+            from .hip_peer_memory import allocate
+
+            buffer = allocate(words, self.rank, self.size, self.torch_device)
+            self._hip_buffers.append(buffer)
+            return buffer
         if self.on_gpu:
             import torch
             import torch.distributed as dist
@@ -181,6 +189,8 @@ class RankContext:
 
         with contextlib.suppress(Exception):
             self.barrier()  # no rank unlinks a buffer a peer still reads
+        for buffer in self._hip_buffers:
+            buffer.close()
         for shm in self._opened:
             shm.close()
         for shm in self._owned:

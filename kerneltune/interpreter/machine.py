@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -64,6 +64,11 @@ class Launch:
     max_resumes: int = 50_000_000  # a loop that never ends but keeps changing its values
     clock: int = 0
     resumes: int = 0
+    lines: dict[int, dict[tuple[int, int], np.ndarray]] = field(default_factory=dict)  # each rank's held peer lines
+
+    def held_lines(self, rank: int) -> dict[tuple[int, int], np.ndarray]:
+        """The lines of other ranks' memory rank ``rank``'s L2 holds in this launch (``GlobalMemory.load_plain``)."""
+        return self.lines.setdefault(rank, {})
 
     def tick(self) -> int:
         self.clock += 1

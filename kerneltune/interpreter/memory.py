@@ -4,7 +4,14 @@ Every allocation sits at its own address, 4 KiB aligned, with an unmapped gap af
 that leaves its allocation fails (``MemoryFault``, naming the op's source line, the lane, the address
 and the allocation it is nearest) instead of reading a neighbour. Accesses are whole lanes at once: a
 load gathers each active lane's bytes, a store scatters them (lanes that store to one address: the
-highest lane's value lands, one of the orders hardware may choose)."""
+highest lane's value lands, one of the orders hardware may choose).
+
+An allocation may belong to a rank (``owner``): a plain load by another rank is answered from that rank's L2
+(``load_plain``). The first such read of a 128-byte line keeps a copy of it, and every later plain read of the
+line by that rank, in the same launch, gets the copy, whatever the owner wrote since: the worst CDNA3 allows for
+peer memory that is not mapped uncached, where no acquire invalidates the line. Atomic loads (acquire or relaxed,
+at system scope: ``sc0 sc1``) always read memory. So a kernel that reads a peer's data with plain loads reads a
+stale line once the peer rewrites it, and its check fails."""
 
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ import numpy as np
 
 BASE = 0x1000_0000_0000  # far from 0: a null or small integer used as an address faults
 ALIGN = 4096
+LINE = 128  # bytes of an L2 cache line on CDNA3
 
 
 class MemoryFault(RuntimeError):
@@ -27,6 +35,7 @@ class Allocation:
     name: str
     start: int
     data: np.ndarray  # uint8, the allocation's bytes (may be a view of the caller's array)
+    owner: int | None = None  # the rank whose device memory it is (None: every rank's own)
 
     @property
     def end(self) -> int:
@@ -40,11 +49,14 @@ class GlobalMemory:
         self._starts_np: np.ndarray | None = None
         self._next = BASE
         self.version = 0  # counts stores and atomics: a poll that sees no new version has nothing new to see
+        self.owned = False  # any allocation belongs to a rank: plain loads may be stale (``load_plain``)
 
-    def allocate(self, name: str, data: np.ndarray) -> int:
-        """Place ``data`` (any array, its bytes shared, not copied) and return its address."""
+    def allocate(self, name: str, data: np.ndarray, owner: int | None = None) -> int:
+        """Place ``data`` (any array, its bytes shared, not copied), on rank ``owner``'s device if given, and
+        return its address."""
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        a = Allocation(name, self._next, raw)
+        a = Allocation(name, self._next, raw, owner)
+        self.owned = self.owned or owner is not None
         self.allocations.append(a)
         self._starts.append(a.start)
         self._next = a.start + (-(-max(raw.size, 1) // ALIGN) + 1) * ALIGN
@@ -99,6 +111,26 @@ class GlobalMemory:
         out = np.empty((addresses.size, nbytes), np.uint8)
         for a, lanes in groups:
             out[lanes] = a.data[(addresses[lanes] - a.start)[:, None] + span]
+        return out
+
+    def load_plain(self, addresses: np.ndarray, nbytes: int, where: str, reader: int,
+                   held: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
+        """A plain load by rank ``reader``: as ``load``, but the bytes of another rank's allocation come from
+        the lines ``held`` (that rank's L2: allocation start and line index to the line's bytes), each kept
+        at its first read."""
+        out = self.load(addresses, nbytes, where)
+        for a, lanes in self._locate(addresses, nbytes, where):
+            if a.owner is None or a.owner == reader:
+                continue
+            sel = slice(None) if lanes is None else lanes
+            offs = (addresses[sel] - a.start)[:, None] + np.arange(nbytes)
+            lines = offs // LINE
+            seen = np.unique(lines)
+            table = np.zeros((seen.size, LINE), np.uint8)
+            for i, line in enumerate(seen.tolist()):
+                kept = held.setdefault((a.start, line), a.data[line * LINE:(line + 1) * LINE].copy())
+                table[i, :kept.size] = kept
+            out[sel] = table[np.searchsorted(seen, lines), offs % LINE]
         return out
 
     def store(self, addresses: np.ndarray, data: np.ndarray, where: str) -> None:

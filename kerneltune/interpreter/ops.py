@@ -249,6 +249,7 @@ def _load(op: Op) -> Callable[..., None]:
     align = int(op.attrs.get("alignment", 1) or 1)
     nbytes = t.nbytes
     shape = t.shape
+    plain = space != 3 and not op.attrs.get("ordering", 0)  # an atomic load reads memory, never a held line
 
     def run(task: Any, env: list, mask: Any) -> None:
         p = env[pslot]
@@ -256,8 +257,13 @@ def _load(op: Op) -> Callable[..., None]:
             env[r] = np.zeros((1, *shape), t.dtype)
             return
         addrs, sel = _active_addresses(p, mask, align, op)
-        raw = _memory(task, space).load(addrs, nbytes, f"{op.name} at {op.where}") if addrs.size else \
-            np.zeros((0, nbytes), np.uint8)
+        where = f"{op.name} at {op.where}"
+        if not addrs.size:
+            raw = np.zeros((0, nbytes), np.uint8)
+        elif plain and task.memory.owned:
+            raw = task.memory.load_plain(addrs, nbytes, where, task.rank, task.launch.held_lines(task.rank))
+        else:
+            raw = _memory(task, space).load(addrs, nbytes, where)
         vals = np.ascontiguousarray(raw).view(t.dtype).reshape((addrs.size, *shape))
         if sel is None:
             env[r] = vals

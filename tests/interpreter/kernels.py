@@ -127,3 +127,49 @@ LDS_ROTATE = kernel('%out: i64', TID + '''   %base = llvm.mlir.addressof @lds : 
    %p = llvm.inttoptr %a : i64 to !llvm.ptr<1>
    llvm.store %v, %p {alignment = 4 : i64} : i32, !llvm.ptr<1>
 ''', lds=256)
+
+# Rank 0 reads word 0 of ``peer`` (rank 1's memory) with a plain load, polls ``flag`` until rank 1 has written
+# words 0 and 32 (another 128-byte line) and published, then reads word 0 plainly again, word 0 with a relaxed
+# system-scope load and word 32 plainly: into out[0..3].
+PEER_READ = kernel('%peer: i64, %out: i64, %flag: i64, %reader: i32', TID + '''   %p0 = llvm.inttoptr %peer : i64 to !llvm.ptr<1>
+   %c128 = arith.constant 128 : i64
+   %a32 = arith.addi %peer, %c128 : i64
+   %p32 = llvm.inttoptr %a32 : i64 to !llvm.ptr<1>
+   %fp = llvm.inttoptr %flag : i64 to !llvm.ptr<1>
+   %o0 = llvm.inttoptr %out : i64 to !llvm.ptr<1>
+   %c8_64 = arith.constant 8 : i64
+   %c12_64 = arith.constant 12 : i64
+   %a1 = arith.addi %out, %c4_64 : i64
+   %o1 = llvm.inttoptr %a1 : i64 to !llvm.ptr<1>
+   %a2 = arith.addi %out, %c8_64 : i64
+   %o2 = llvm.inttoptr %a2 : i64 to !llvm.ptr<1>
+   %a3 = arith.addi %out, %c12_64 : i64
+   %o3 = llvm.inttoptr %a3 : i64 to !llvm.ptr<1>
+   %is_reader = arith.cmpi eq, %reader, %c1 : i32
+   scf.if %is_reader {
+     %v0 = llvm.load %p0 {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     llvm.store %v0, %o0 {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     %f0 = llvm.load %fp atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     %w = scf.while (%f = %f0) : (i32) -> i32 {
+       %ne = arith.cmpi ne, %f, %c1 : i32
+       scf.condition(%ne) %f : i32
+     } do {
+     ^bb0(%f: i32):
+       rocdl.s.sleep 1
+       %f2 = llvm.load %fp atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+       scf.yield %f2 : i32
+     }
+     %v1 = llvm.load %p0 {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     llvm.store %v1, %o1 {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     %v2 = llvm.load %p0 atomic syncscope("one-as") monotonic {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     llvm.store %v2, %o2 {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     %v3 = llvm.load %p32 {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     llvm.store %v3, %o3 {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   } else {
+     %c7 = arith.constant 7 : i32
+     %c9 = arith.constant 9 : i32
+     llvm.store %c7, %p0 {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.store %c9, %p32 {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.store %c1, %fp atomic syncscope("one-as") release {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   }
+''', lanes=1)

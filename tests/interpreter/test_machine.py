@@ -55,3 +55,30 @@ def test_launch_helper_runs_many_blocks():
     out = np.zeros(8, np.int32)
     run, _ = launch(DIVERGENT_STORE, {"out": out}, [8], blocks=3)
     assert run.resumes == 3
+
+
+def _peer_read(owner: int | None) -> list[int]:
+    from kerneltune.interpreter.machine import Grid, Launch
+    from kerneltune.interpreter.memory import GlobalMemory
+    from kerneltune.interpreter.program import Program
+
+    from .kernels import PEER_READ
+
+    mem = GlobalMemory()
+    peer, out, flag = np.full(64, 5, np.int32), np.zeros(4, np.int32), np.zeros(2, np.int32)
+    a = [mem.allocate("rank 1 peer", peer, owner=owner), mem.allocate("rank 0 out", out, owner=0),
+         mem.allocate("rank 1 flag", flag, owner=1)]
+    Launch(Program(PEER_READ), mem, "gfx942").run([Grid([*a, 1], 1, rank=0), Grid([*a, 0], 1, rank=1)])
+    return out.tolist()
+
+
+def test_a_plain_load_of_a_peer_line_read_before_gets_the_stale_line():
+    """Rank 0 read word 0 of rank 1's buffer before rank 1 rewrote it: a plain load after the tag's acquire still
+    gets the line its L2 kept (5); a relaxed system-scope load gets the new word (7); a line read first after
+    the write is fresh (9)."""
+    assert _peer_read(owner=1) == [5, 5, 7, 9]
+
+
+def test_a_ranks_own_memory_is_never_stale():
+    assert _peer_read(owner=0) == [5, 7, 7, 9]  # the reader's own buffer
+    assert _peer_read(owner=None) == [5, 7, 7, 9]  # no owner: memory as before

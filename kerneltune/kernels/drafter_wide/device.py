@@ -5,7 +5,10 @@ and ``while`` into structured control flow, as it does the kernel's own body.
 
 Raw addresses are ``Int64`` byte addresses, as the launcher receives them. Ordinary data moves
 with plain loads and stores; flags and tagged words move with system-scope acquire loads and
-release stores, because the words a rank polls are written by its peers over the fabric. The
+release stores, because the words a rank polls are written by its peers over the fabric; the data
+behind a peer's tag is read with system-scope relaxed loads (``coherent``), which gfx942 and gfx950
+issue with ``sc0 sc1`` so that no cache of this GPU answers them from a line it held before the peer
+wrote (LLVM AMDGPUUsage, "Memory Model GFX942"; ``backends/hip_peer_memory.py`` says why). The
 GEMV tile is one 16x16 MFMA output (``mfma_f32_16x16x32_fp8_fp8``): each lane holds 32 bytes
 of a weight row and 32 of a token row per chunk, and both operands use the same lane-to-K
 mapping, so the permutation of K inside a chunk cancels in the dot product.
@@ -39,10 +42,14 @@ def at(base: Any, offset: Any) -> Any:
     return base + fx.Int64(offset)
 
 
-def ld(addr: Any, dtype: Any, align: int = 4, *, acquire: bool = False, stream: bool = False) -> Any:
-    """One load; ``acquire`` for a word a peer publishes, ``stream`` (nontemporal) for weights read once."""
+def ld(addr: Any, dtype: Any, align: int = 4, *, acquire: bool = False, coherent: bool = False,
+       stream: bool = False) -> Any:
+    """One load; ``acquire`` for a word a peer publishes, ``coherent`` for data a peer wrote (read after its
+    tag's acquire), ``stream`` (nontemporal) for weights read once."""
     if acquire:
         return fx.generic_load(ptr(addr, dtype, align), memory_order=fx.AtomicOrdering.Acquire, syncscope=SYSTEM)
+    if coherent:
+        return fx.generic_load(ptr(addr, dtype, align), memory_order=fx.AtomicOrdering.Monotonic, syncscope=SYSTEM)
     return fx.generic_load(ptr(addr, dtype, align), nontemporal=stream)
 
 

@@ -79,11 +79,13 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
     layout.check_rows(n)
     mem = GlobalMemory()
     host = host_arrays(layout, inputs, dims.rope_theta)
-    syms = [mem.allocate(f"rank {r} sym", np.zeros(layout.Y_BYTES, np.uint8)) for r in range(TP)]
+    # Every buffer on its rank's device: another rank's plain loads of a symmetric region may be stale
+    # (``GlobalMemory.load_plain``), so the kernel must read its peers' data with system-scope loads.
+    syms = [mem.allocate(f"rank {r} sym", np.zeros(layout.Y_BYTES, np.uint8), owner=r) for r in range(TP)]
     grids, outs, healths, caches = [], [], [], []
     for r in range(TP):
         def put(name: str, a: np.ndarray, r: int = r) -> int:
-            return mem.allocate(f"rank {r} {name}", np.ascontiguousarray(a))
+            return mem.allocate(f"rank {r} {name}", np.ascontiguousarray(a), owner=r)
 
         packed = pack_rank(dims, weights, r, arch)
         w = {k: (put(f"w_{k}", p.data.numpy()), put(f"s_{k}", p.scale.numpy())) for k, p in packed.items()}

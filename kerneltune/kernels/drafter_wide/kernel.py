@@ -585,10 +585,11 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                         w8 = (tid + k * threads) * 8
                         if w8 < hidden:
                             dev.st(dev.at(dst, ix.row8_at(t, hidden, w8)),
-                                   dev.ld(dev.at(src, yw + ix.ag_x8_byte(L, region, t, w8)), I64, 8), I64, 8)
+                                   dev.ld(dev.at(src, yw + ix.ag_x8_byte(L, region, t, w8)), I64, 8, coherent=True),
+                                   I64, 8)
                     if tid == 0:
                         dev.st(dev.at(sc(layer, scale), ix.scale_at(t)),
-                               dev.ld(dev.at(src, yw + ix.ag_x8_scale(L, region, t)), F32), F32)
+                               dev.ld(dev.at(src, yw + ix.ag_x8_scale(L, region, t)), F32, coherent=True), F32)
                     dev.publish(flag(fname, t), tag, tid)
 
         def row_sum4(region: int, tag: Any, site: int) -> list[Any]:
