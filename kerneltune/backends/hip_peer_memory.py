@@ -33,7 +33,7 @@ class HipError(RuntimeError):
 
 
 class _IpcHandle(ctypes.Structure):
-    _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
+    _fields_ = [("reserved", ctypes.c_ubyte * IPC_HANDLE_BYTES)]  # bytes, NULs included (c_char would cut at one)
 
 
 @functools.cache
@@ -102,8 +102,7 @@ def allocate(words: int, rank: int, size: int, device: Any) -> UncachedPeerBuffe
         if r == rank:
             ptrs.append(int(mine.value or 0))
             continue
-        theirs, peer = _IpcHandle(), ctypes.c_void_p()
-        theirs.reserved = raw
+        theirs, peer = _IpcHandle.from_buffer_copy(raw), ctypes.c_void_p()
         _check(hip.hipIpcOpenMemHandle(ctypes.byref(peer), theirs, IPC_LAZY_ENABLE_PEER_ACCESS),
                f"hipIpcOpenMemHandle(rank {r})")
         ptrs.append(int(peer.value or 0))

@@ -131,7 +131,8 @@ LDS_ROTATE = kernel('%out: i64', TID + '''   %base = llvm.mlir.addressof @lds : 
 # Rank 0 reads word 0 of ``peer`` (rank 1's memory) with a plain load, polls ``flag`` until rank 1 has written
 # words 0 and 32 (another 128-byte line) and published, then reads word 0 plainly again, word 0 with a relaxed
 # system-scope load and word 32 plainly: into out[0..3].
-PEER_READ = kernel('%peer: i64, %out: i64, %flag: i64, %reader: i32', TID + '''   %p0 = llvm.inttoptr %peer : i64 to !llvm.ptr<1>
+PEER_READ = kernel('%peer: i64, %out: i64, %flag: i64, %reader: i32', TID + '''\
+   %p0 = llvm.inttoptr %peer : i64 to !llvm.ptr<1>
    %c128 = arith.constant 128 : i64
    %a32 = arith.addi %peer, %c128 : i64
    %p32 = llvm.inttoptr %a32 : i64 to !llvm.ptr<1>
