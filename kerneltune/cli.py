@@ -415,25 +415,20 @@ def _print_verify_report(name: str, report: VerifyReport, defaults: Mapping[str,
         console.print(escape(note), soft_wrap=True)
 
 
-def _print_modelled_ranking(journal: Path, buckets: list[str], defaults: Mapping[str, Any], top: int = 10) -> None:
-    """A compile-only sweep's candidates by the kernel's cost model, with the rank the older static score
-    (``static.isa_score``) gave each: modelled figures, never measurements."""
+def _print_modelled_ranking(journal: Path, buckets: list[str], defaults: Mapping[str, Any]) -> None:
     from kerneltune.report.configs import config_text
-    from kerneltune.tuning.journal import Journal
+    from kerneltune.report.modelled import modelled_ranking
 
-    recs = [r for r in Journal(journal).records() if r["status"] == "ok" and "modelled" in r]
     for bucket in buckets:
-        ranked = sorted((r for r in recs if r["bucket"] == bucket), key=lambda r: r["score"])
-        if not ranked:
+        rows = modelled_ranking(journal, bucket)
+        if not rows:
             continue
-        by_isa = {r["key"]: i + 1 for i, r in enumerate(sorted(ranked, key=lambda r: r["static"]["isa_score"]))}
         out = Table(title=f"{bucket}: modelled, not measured (cost model rank beside the static score's)")
         for col in ("model rank", "config", "µs/layer", "of floor", "static-score rank", "static score"):
             out.add_column(col, overflow="fold")
-        for i, r in enumerate(ranked[:top]):
-            m = r["modelled"]
-            out.add_row(str(i + 1), config_text(r["tiles"], defaults), f"{m['us_per_layer']:.1f}",
-                        f"{m['fraction_of_floor']:.2f}", str(by_isa[r["key"]]), f"{r['static']['isa_score']:.0f}")
+        for r in rows:
+            out.add_row(str(r.rank), config_text(r.tiles, defaults), f"{r.us_per_layer:.1f}",
+                        f"{r.fraction_of_floor:.2f}", str(r.static_rank), f"{r.static_score:.0f}")
         console.print(out)
 
 
@@ -591,19 +586,15 @@ def report(
         console.print(f"CSV: {csv} ({len(frame)} rows)")
     bench_result, targets = None, None
     if bench:
-        import json
+        from kerneltune.report.bench_result import read_bench_result
 
         try:
-            bench_result = json.loads(bench.read_text())
-            targets = (list(bench_result["targets"]), "recorded by the run") if "targets" in bench_result else (
-                [], "no targets: the run recorded none")
-            if not isinstance(bench_result.get("rows"), list):
-                raise ValueError("it has no rows")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            _fail(f"{bench}: not a readable `kerneltune bench` result ({e})")
-        verdicts, source = targets
-        console.print(targets_table(verdicts, f"bench targets ({source})") if verdicts else f"bench: {source}",
-                      soft_wrap=True)
+            read = read_bench_result(bench)
+        except ValueError as e:
+            _fail(str(e))
+        bench_result, targets = read.data, (read.targets, read.source)
+        console.print(targets_table(read.targets, f"bench targets ({read.source})") if read.targets
+                      else f"bench: {read.source}", soft_wrap=True)
     if html:
         with _bad_input_is_one_line():
             render_html(frame, len(journal_files(results)), base, html, bench_result, targets)
