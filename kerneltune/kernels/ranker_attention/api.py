@@ -20,7 +20,8 @@ from .heuristics import heuristic_config
 from .kernel import Forward, build_forward
 
 KERNEL_NAME = "ranker_attention"
-_SOURCES = ("kernel.py", "cap.py", "bounds.py", "config.py", "accuracy.py", "exp2_fma.py", "lazy_rescale.py")
+_SOURCES = ("kernel.py", "tile_steps.py", "cap.py", "bounds.py", "config.py", "accuracy.py", "exp2_fma.py",
+            "lazy_rescale.py")
 
 
 @functools.cache

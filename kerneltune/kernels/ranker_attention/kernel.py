@@ -20,8 +20,6 @@ never loaded.
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
 
 import jax
@@ -34,23 +32,21 @@ from jaxlib.mlir import ir
 from jaxlib.mlir.dialects import memref as memref_dialect
 
 from .bounds import SegmentBounds
-from .cap import CapImpl, CapMethod, cap_forward, tanh_factors
 from .config import KernelConfig, Problem, static_max_refusal
-from .exp2_fma import EXP2_FLOOR, exp2_mixed
-from .lazy_rescale import lazy_max, rescale_rows
+from .tile_steps import (
+    Softmax,
+    Tile,
+    Warpgroup,
+    candidate_steps,
+    epilogue,
+    history_steps,
+    prologue,
+    row_layout,
+)
 
-LOG2E = math.log2(math.e)
-LN2 = math.log(2.0)
-# Running max before any key is seen: finite, so a fully masked block gives
-# alpha = exp2(0) = 1 and p = exp2(-inf) = 0 instead of NaN.
-_M_INIT = -1e30
 _HOPPER_SMS = 132
 
 Forward = Callable[[jax.Array, jax.Array, jax.Array, jax.Array], tuple[jax.Array, jax.Array]]
-
-
-def _row_layout():
-    return plgpu.Layout.WGMMA.reduce(1)
 
 
 def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
@@ -61,20 +57,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
     p_in_registers = config.p_in_registers and not interpret
     n_q_tiles = problem.seq_len // (2 * block_q)
 
-    def logits_to_log2(qk):
-        return cap_forward(qk, config.cap_method, config.cap_params, pre=config.sm_scale, post=LOG2E,
-                           tanh_from_exp2=config.fast_math and config.cap_impl == CapImpl.EXACT)
-
-    # The tanh instruction's cap, every logit within +-cap (static max) and a share of the exp2 on the FMA
-    # pipe: the cap's outer multiply goes into the exp2 (``exp2_mixed``'s scale), where the FMA pipe's share
-    # folds it into its rounding and needs no clamp; a masked logit becomes 2**-126 there, as the clamp made it.
-    fused_outer = (config.static_max and config.exp2_fma_eighths > 0 and config.cap_impl == CapImpl.TANH_INSTR
-                   and config.cap_method.is_tanh)
-    if fused_outer:
-        tanh_inner, tanh_outer = tanh_factors(config.cap_params, pre=config.sm_scale, post=LOG2E)
-    # No cap: the row max on the raw logits (a positive scale keeps their order), the scale in the exp2's FMA.
-    scale_in_exp2 = config.scale_in_exp2 and config.cap_method is CapMethod.NONE and not config.static_max
-    log2_scale = config.sm_scale * LOG2E
+    softmax = Softmax.of(config, interpret)
 
     def kernel(q_ref, k_ref, v_ref, bounds_ref, out_ref, lse_ref, counter_ref, scoped):
         smem, (k_ready, v_ready, q_ready), (k_consumed, v_consumed), schedule, handoff = scoped
@@ -137,7 +120,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
                 zeros = jnp.zeros((block_q, head_dim), jnp.float32)
                 qo_smem[...] = plgpu.layout_cast(zeros, plgpu.Layout.WGMMA).astype(q_ref.dtype)
                 no_keys = jnp.full((block_q,), -jnp.inf, jnp.float32)
-                lse_smem[...] = plgpu.layout_cast(no_keys, _row_layout())
+                lse_smem[...] = plgpu.layout_cast(no_keys, row_layout())
                 plgpu.commit_smem()
                 plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
                 plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
@@ -176,210 +159,14 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
 
             @pl.when(tile["valid"] & rows_used)
             def _compute():
-                m_i = plgpu.layout_cast(jnp.full((block_q,), 0.0 if config.static_max else _M_INIT, jnp.float32),
-                                        _row_layout())
-                l_i = plgpu.layout_cast(jnp.zeros((block_q,), jnp.float32), _row_layout())
-                acc = plgpu.layout_cast(jnp.zeros((block_q, head_dim), jnp.float32), plgpu.Layout.WGMMA)
-
-                @pl.when(total_steps > 0)
-                def _():
-                    plgpu.barrier_wait(k_ready.at[ring(0)])
-
-                pl.when(wg == 1)(schedule_point)
-
-                def ids(step, width=block_kv):
-                    shape = (block_q, width)
-                    rows = plgpu.broadcasted_iota(jnp.int32, shape, 0, layout=plgpu.Layout.WGMMA)
-                    cols = plgpu.broadcasted_iota(jnp.int32, shape, 1, layout=plgpu.Layout.WGMMA)
-                    return rows + q_base, cols + kv_block(step) * block_kv
-
-                def history_mask(step, width=block_kv):
-                    _, kv_ids = ids(step, width)
-                    return bounds.query_in_history(kv_ids)
-
-                def diagonal_mask(step, width=block_kv):
-                    q_ids, kv_ids = ids(step, width)
-                    return (q_ids == kv_ids) & bounds.query_in_candidates(kv_ids)
-
-                def kv_step(step, carry, mask_fn, width=block_kv):
-                    """One KV block; ``width < block_kv``: only its first ``width`` keys (the rest hold none
-                    this tile keeps)."""
-                    acc, m_i, l_i = carry
-                    slot = ring(step)
-                    keys = pl.ds(0, width)
-
-                    def compute_qk(acc_ref):
-                        plgpu.wgmma(acc_ref, qo_smem, k_smem.at[slot, keys].transpose((1, 0)))
-                        schedule_point()
-                        return acc_ref[...]
-
-                    qk = pl.run_scoped(compute_qk, plgpu.ACC((block_q, width), jnp.float32))
-                    plgpu.barrier_arrive(k_consumed.at[slot])
-
-                    if fused_outer:  # the exp2 takes the cap's outer multiply: s * tanh_outer is the logit
-                        s, scale, masked = jnp.tanh(qk * tanh_inner), tanh_outer, EXP2_FLOOR / tanh_outer
-                    elif scale_in_exp2:  # s is the raw logit: the scale comes in below
-                        s, scale, masked = qk, None, -jnp.inf
-                    else:
-                        s, scale, masked = logits_to_log2(qk), None, -jnp.inf
-                    if mask_fn is not None:
-                        s = jnp.where(mask_fn(step, width), s, masked)
-                    if config.static_max:  # every logit within +-cap: p = exp2(logit) needs no max
-                        m_new = m_i
-                        p = exp2_mixed(s, config.exp2_fma_eighths, interpret=interpret, scale=scale)
-                        l_i = l_i + p.sum(axis=1)
-                    else:
-                        m_new = jnp.maximum(m_i, s.max(axis=1) * log2_scale if scale_in_exp2 else s.max(axis=1))
-                        if config.lazy_rescale:  # only here: under static_max there is no max to keep
-                            m_new, alpha = lazy_max(m_i, m_new)
-                        else:
-                            alpha = jnp.exp2(m_i - m_new)
-                        logits = s * log2_scale if scale_in_exp2 else s  # with the subtraction: one FMA a logit
-                        p = exp2_mixed(logits - lax.broadcast_in_dim(m_new, s.shape, [0]), config.exp2_fma_eighths,
-                                       interpret=interpret)
-                        if config.lazy_rescale:
-                            acc = rescale_rows(acc, alpha, interpret=interpret)
-                        else:
-                            acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p.sum(axis=1)
-                    p16 = p.astype(q_ref.dtype)
-                    if p_in_registers:
-                        acc, l_i, m_new, p16 = lax.optimization_barrier((acc, l_i, m_new, p16))
-                    if config.schedule_barrier:
-                        plgpu.barrier_arrive(schedule)
-                    plgpu.barrier_wait(v_ready.at[slot])
-                    if config.schedule_barrier:
-                        plgpu.barrier_wait(schedule)
-
-                    def wait_next_k():
-                        nxt = step + 1
-
-                        @pl.when(nxt < total_steps)
-                        def _():
-                            plgpu.barrier_wait(k_ready.at[ring(nxt)])
-
-                    if p_in_registers:
-                        def compute_pv(acc_ref):
-                            plgpu.wgmma(acc_ref, p16, v_smem.at[slot, keys])
-                            wait_next_k()
-
-                        acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
-                    else:
-                        p_smem = p_smem2.at[wg, :, keys]
-                        p_smem[...] = p16
-                        plgpu.commit_smem()
-                        if interpret:
-                            # Interpret mode has no run_state over accumulators: fresh one, then add.
-                            def compute_pv_fresh(acc_ref):
-                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
-                                wait_next_k()
-                                return acc_ref[...]
-
-                            acc = acc + pl.run_scoped(
-                                compute_pv_fresh, plgpu.ACC((block_q, head_dim), jnp.float32)
-                            )
-                        else:
-                            def compute_pv(acc_ref):
-                                plgpu.wgmma(acc_ref, p_smem, v_smem.at[slot, keys])
-                                wait_next_k()
-
-                            acc = pl.run_state(compute_pv)(plgpu.ACC.init(acc))
-                    plgpu.barrier_arrive(v_consumed.at[slot])
-                    return acc, m_new, l_i
-
-                def diagonal_step(step, carry):
-                    """The diagonal of a candidate block: each row's logit with its own key, q.k in registers,
-                    then p times its own V row; the barriers as ``kv_step`` meets them."""
-                    acc, m_i, l_i = carry
-                    slot = ring(step)
-                    block_start = kv_block(step) * block_kv
-                    # This warpgroup's rows are one 64-row slice of the block (its first or, with 128-key blocks,
-                    # its second), or outside it (64-key blocks): then every row is masked below.
-                    rows_2d = plgpu.broadcasted_iota(jnp.int32, (block_q, head_dim), 0,
-                                                     layout=plgpu.Layout.WGMMA) + q_base
-
-                    def own_rows(ref):
-                        lower_rows = plgpu.load(ref.at[slot, pl.ds(0, block_q)], layout=plgpu.Layout.WGMMA)
-                        if block_kv == block_q:
-                            return lower_rows.astype(jnp.float32)
-                        upper_rows = plgpu.load(ref.at[slot, pl.ds(block_q, block_q)],
-                                                layout=plgpu.Layout.WGMMA)
-                        return jnp.where(rows_2d - block_start >= block_q, upper_rows.astype(jnp.float32),
-                                         lower_rows.astype(jnp.float32))
-
-                    schedule_point()
-                    q = plgpu.load(qo_smem, layout=plgpu.Layout.WGMMA).astype(jnp.float32)
-                    qk = (q * own_rows(k_smem)).sum(axis=1)
-                    plgpu.barrier_arrive(k_consumed.at[slot])
-                    rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
-                    own_key_here = (rows >= block_start) & (rows < block_start + block_kv)
-                    s = jnp.where(own_key_here & bounds.query_in_candidates(rows), logits_to_log2(qk), -jnp.inf)
-                    if config.static_max:
-                        m_new = m_i
-                        p = jnp.exp2(s)
-                        l_i = l_i + p
-                    else:
-                        m_new = jnp.maximum(m_i, s)
-                        alpha = jnp.exp2(m_i - m_new)
-                        p = jnp.exp2(s - m_new)
-                        acc = acc * lax.broadcast_in_dim(alpha, acc.shape, [0])
-                        l_i = l_i * alpha + p
-                    if config.schedule_barrier:
-                        plgpu.barrier_arrive(schedule)
-                    plgpu.barrier_wait(v_ready.at[slot])
-                    if config.schedule_barrier:
-                        plgpu.barrier_wait(schedule)
-                    acc = acc + lax.broadcast_in_dim(p, acc.shape, [0]) * own_rows(v_smem)
-
-                    @pl.when(step + 1 < total_steps)
-                    def _():
-                        plgpu.barrier_wait(k_ready.at[ring(step + 1)])
-
-                    plgpu.barrier_arrive(v_consumed.at[slot])
-                    return acc, m_new, l_i
-
-                carry = (acc, m_i, l_i)
-                if config.mask_interior:
-                    carry = lax.fori_loop(
-                        0, hist_steps, functools.partial(kv_step, mask_fn=history_mask), carry
-                    )
-                else:
-                    lead = jnp.minimum(hist_steps, jnp.where(lax.rem(hl, block_kv) != 0, 1, 0))
-                    tail = jnp.minimum(hist_steps - lead, jnp.where(lax.rem(hu, block_kv) != 0, 1, 0))
-                    masked = functools.partial(kv_step, mask_fn=history_mask)
-                    carry = lax.fori_loop(0, lead, masked, carry)
-                    carry = lax.fori_loop(
-                        lead, hist_steps - tail, functools.partial(kv_step, mask_fn=None), carry
-                    )
-                    # Mosaic GPU's wgmma takes K (P.V's key dim) in multiples of 64: 128-key blocks only.
-                    half = block_kv // 2
-                    if half % 64 == 0:
-                        half_tail = jnp.where((tail > 0) & (lax.rem(hu, block_kv) <= half), 1, 0)
-                        carry = lax.fori_loop(hist_steps - tail, hist_steps - half_tail, masked, carry)
-                        carry = lax.fori_loop(hist_steps - half_tail, hist_steps,
-                                              functools.partial(kv_step, mask_fn=history_mask, width=half), carry)
-                    else:
-                        carry = lax.fori_loop(hist_steps - tail, hist_steps, masked, carry)
-                # A warpgroup's rows are one block or one half of it; with 64-key blocks under 128-row
-                # warpgroups they would span two, so that tile keeps the block-wide diagonal step.
-                if block_kv in (block_q, 2 * block_q):
-                    carry = lax.fori_loop(hist_steps, total_steps, diagonal_step, carry)
-                else:
-                    carry = lax.fori_loop(
-                        hist_steps, total_steps, functools.partial(kv_step, mask_fn=diagonal_mask), carry
-                    )
-                acc, m_i, l_i = carry
-                pl.when(wg == 0)(schedule_point)
-
-                rows = plgpu.broadcasted_iota(jnp.int32, (block_q,), 0, layout=_row_layout()) + q_base
-                row_valid = bounds.query_in_history(rows) | bounds.query_in_candidates(rows)
-                inv_l = jnp.where(row_valid, 1.0 / l_i, 0.0)
-                acc = acc * lax.broadcast_in_dim(inv_l, acc.shape, [0])
-                qo_smem[...] = acc.astype(q_ref.dtype)
-                lse_smem[...] = jnp.where(row_valid, (m_i + jnp.log2(l_i)) * LN2, -jnp.inf)
-                plgpu.commit_smem()
-                plgpu.copy_smem_to_gmem(qo_smem, out_ref.at[batch, pl.ds(q_base, block_q), q_head])
-                plgpu.copy_smem_to_gmem(lse_smem, lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
+                w = Warpgroup(softmax, problem, p_in_registers, q_ref.dtype, wg, k_smem, v_smem, p_smem2, k_ready,
+                              v_ready, k_consumed, v_consumed, schedule)
+                t = Tile(bounds, hist_steps, total_steps, kv_block, q_base, qo_smem, lse_smem, step_base, stages)
+                carry = prologue(w, t)
+                carry = history_steps(w, t, carry)
+                carry = candidate_steps(w, t, carry)
+                epilogue(w, t, carry, out_ref.at[batch, pl.ds(q_base, block_q), q_head],
+                         lse_ref.at[batch, q_head, pl.ds(q_base, block_q)])
 
             return step_base + total_steps
 
