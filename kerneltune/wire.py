@@ -37,6 +37,7 @@ class Status(StrEnum):
     TIMEOUT = "timeout"
     CORRECTNESS = "correctness"
     UNSUPPORTED = "unsupported"
+    CONSTRAINT = "constraint"  # a static ranking's refusal: the layout spills or its grid cannot be resident
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

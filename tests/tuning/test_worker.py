@@ -98,6 +98,36 @@ def test_a_worker_that_asks_for_a_restart_is_replaced_before_the_next_candidate(
         worker.close()
 
 
+class _StaticKernel(FakeKernel):
+    """Ranked by an offline compile, as the drafter is: more than one unit of work is not co-resident."""
+
+    capabilities = frozenset({Capability.STATIC_RANK})
+
+    def static_rank(self, problem, tiles):
+        if tiles["work"] > 1:
+            return {"status": "constraint", "error": "not co-resident: BLOCKS 304 > 256 CUs", "static": {"vgpr": 9}}
+        return {"status": "ok", "static": {"vgpr": 9}, "score": 1.0}
+
+
+STATIC = _StaticKernel()
+
+
+def test_a_layout_the_static_ranking_refuses_comes_back_as_a_constraint(tmp_path):
+    """Not as a worker that broke the protocol (a compile-only sweep once journaled 20 such layouts as
+    runtime failures)."""
+    env = {**worker_env(load_backend("host"), None, None),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    try:
+        for work, status in ((2, "constraint"), (1, "ok")):
+            req = Request.from_json({**_req("good", op="static", kernel="tests.tuning.test_worker:STATIC"),
+                                     "tiles": {"mode": "good", "work": work}})
+            reply = worker.request(req, timeout=120)
+            assert reply["status"] == status and reply["static"] == {"vgpr": 9}, reply
+    finally:
+        worker.close()
+
+
 def test_measured_ceilings_are_kept_per_system_in_the_users_cache(tmp_path, monkeypatch):
     """A second run on the same system reuses them (measuring takes ~20 s); another driver's are kept beside."""
     from kerneltune.tuning.runners import known_ceilings, remember_ceilings

@@ -3,20 +3,23 @@
 Its figures are modelled, never measured: a compile-only sweep journals them under ``modelled`` and
 writes no table, so a measured entry always outranks them (only timed records become entries,
 ``tuning/table_writer.py``). Per layer and rank (the four ranks are symmetric), the phases run one after
-another, each ending in a flag round trip:
+another, each ending in a flag round trip. It counts what ``kernel.py`` does, loop by loop:
 
-* the QKV, o_proj, gate/up and down GEMVs: their 8-bit weights streamed from HBM, split over the NG
-  G blocks, against the MFMA cycles of their 16x16 tiles on the busiest CU;
+* the QKV, o_proj, gate/up and down GEMVs: a G block runs its 16-row weight tile once per 16-row token tile,
+  so its 8-bit weights stream from HBM once and are read again from L2 for every further token tile (up to
+  3 more at 64 rows); each token tile's 8-bit operand rows are read from L2 by every G block; the down
+  projection's bf16 act rows are read twice per (output tile, token tile), once for their row amax and once
+  to quantise; all against the MFMA cycles of the 16x16 tiles on the busiest CU;
 * attention: the KV cache of every request's window (bf16 K and V) streamed by the request's
-  ``cpr = W_NA // requests`` chunk blocks, so a request on one block is bound by one CU's bandwidth;
+  ``cpr = W_NA // requests`` chunk blocks, so a request on one block is bound by one CU's bandwidth; the
+  merge reads every chunk's partial (float32 O, max and sum per head and row) from global memory twice;
 * the reduce-scatters of o_proj's and down's partial sums and the all-gathers of the normed rows,
-  over the xGMI link to each peer.
+  over the xGMI link to each peer, and ``ROUND_TRIPS_PER_LAYER`` flag round trips.
 
-What it ignores (README, "The drafter's cost model"): caches (weights are streamed once per step, so
-there is little to reuse; Infinity Cache is not modelled), the attention's MFMA, softmax and LDS time
-(taken as hidden under its KV stream) and the barriers between its tile pairs, instruction issue and
-latency inside a block, the norms' arithmetic, clock throttling, and contention between the G blocks'
-and the attention blocks' streams.
+What it ignores (README, "The drafter's cost model"): the Infinity Cache (a weight re-read that misses L2 is
+counted as an L2 hit), the attention's MFMA, softmax and LDS time (taken as hidden under its KV stream) and
+the barriers between its tile pairs, instruction issue and latency inside a block, the norms' arithmetic,
+clock throttling, and contention between the G blocks' and the attention blocks' streams.
 """
 
 from __future__ import annotations
@@ -42,16 +45,27 @@ class ArchFigures:
     hbm_bytes_per_s: float
     fp8_flops_per_clock_per_cu: int
     xgmi_bytes_per_s: float  # one link, one direction; each TP4 peer sits on its own link
+    l2_bytes_per_s: float  # every XCD's L2 together, read
+
+    @property
+    def bytes_per_s_per_cu(self) -> float:
+        """What one CU pulls at most from HBM: ``CU_SHARE`` times its even share."""
+        return CU_SHARE * self.hbm_bytes_per_s / self.cus
+
+    @property
+    def l2_bytes_per_s_per_cu(self) -> float:
+        return CU_SHARE * self.l2_bytes_per_s / self.cus
 
 
 ARCHS = {
     # AMD Instinct MI300X data sheet: 304 CUs, 2100 MHz peak engine clock, 5.3 TB/s HBM3, 2614.9 TFLOPS FP8
     # dense (= 304 x 4096 FLOPs/clock x 2.1 GHz), 7 Infinity Fabric links of 128 GB/s peak (both directions).
-    "gfx942": ArchFigures("MI300X", 304, 2.1e9, 5.3e12, 4096, 64e9),
+    # AMD CDNA 3 white paper: each of the 8 XCDs' 4 MB L2 has 16 channels of 128 bytes a clock.
+    "gfx942": ArchFigures("MI300X", 304, 2.1e9, 5.3e12, 4096, 64e9, 8 * 16 * 128 * 2.1e9),
     # AMD Instinct MI355X data sheet and AMD's ISSCC 2026 paper: 256 CUs (8 XCDs x 32), 2400 MHz peak,
     # 8 TB/s HBM3E, 8192 FP8 FLOPs/clock/CU (about 5 PFLOPS dense), Infinity Fabric links of 153.6 GB/s
-    # (both directions).
-    "gfx950": ArchFigures("MI355X", 256, 2.4e9, 8.0e12, 8192, 76.8e9),
+    # (both directions). The L2 taken as CDNA 3's per XCD (an assumption: 8 x 16 channels x 128 bytes a clock).
+    "gfx950": ArchFigures("MI355X", 256, 2.4e9, 8.0e12, 8192, 76.8e9, 8 * 16 * 128 * 2.4e9),
 }
 
 # Assumptions, not published figures (README): one CU pulls at most twice its even share of the HBM
@@ -77,6 +91,7 @@ class Modelled:
     floor_us_per_layer: float  # the 8-bit weights streamed once at the HBM peak
     phases_us: dict[str, float]
     hbm_bytes: int
+    l2_bytes: int  # weight re-reads, operand rows, the down projection's amax passes, the merge's partials
     xgmi_bytes_per_peer: int
     mfma_cycles_busiest_cu: float
 
@@ -93,31 +108,47 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
     a = ARCHS[arch]
     m = layout.model
     n = requests * layout.qpr
-    n_tiles = ix.TILE * math.ceil(n / ix.TILE)  # token rows padded to whole MFMA tiles
-    per_cu_bw = CU_SHARE * a.hbm_bytes_per_s / a.cus
+    nt = math.ceil(n / ix.TILE)  # token tiles: each G block runs its weight tile once per token tile
     g_per_cu = math.ceil(layout.ng / a.cus)  # G blocks sharing the busiest CU
 
-    def gemv(rows: int, k: int) -> tuple[float, int, float]:
-        weight = rows * (k + SCALE_BYTES)
-        stream = max(weight / a.hbm_bytes_per_s, weight / layout.ng * g_per_cu / per_cu_bw)
-        cycles = 2 * n_tiles * rows * k / layout.ng * g_per_cu / a.fp8_flops_per_clock_per_cu
-        return max(stream, cycles / a.clock_hz), weight, cycles
+    def stream(nbytes: float, aggregate: float, per_cu: float) -> float:
+        """Seconds to move ``nbytes`` spread evenly over the G blocks: the aggregate rate or the busiest CU's."""
+        return max(nbytes / aggregate, nbytes / layout.ng * g_per_cu / per_cu)
 
+    def gemv(rows: int, k: int, operand_bytes: float) -> tuple[float, int, float, float]:
+        """(seconds, HBM bytes, L2 bytes, MFMA cycles on the busiest CU) of one GEMV over every token tile."""
+        weight = rows * (k + SCALE_BYTES)
+        l2 = (nt - 1) * weight + operand_bytes  # weights again for each further token tile, and the operands
+        t = stream(weight, a.hbm_bytes_per_s, a.bytes_per_s_per_cu) + stream(l2, a.l2_bytes_per_s,
+                                                                              a.l2_bytes_per_s_per_cu)
+        cycles = 2 * ix.TILE * nt * rows * k / layout.ng * g_per_cu / a.fp8_flops_per_clock_per_cu
+        return max(t, cycles / a.clock_hz), weight, l2, cycles
+
+    def operands(k: int, tiles_per_block: int) -> float:
+        """Each G block reads each token tile's 16 8-bit rows of ``k`` once per weight tile it owns."""
+        return layout.ng * tiles_per_block * nt * ix.TILE * (k + SCALE_BYTES)
+
+    down_act = layout.ng * (layout.D_R // ix.TILE) * nt * 2 * ix.TILE * m.intermediate * KV_BYTES  # amax, quantise
     phases: dict[str, float] = {}
-    hbm, cycles = 0, 0.0
-    for name, rows, k in (("qkv", m.qkv_rows, m.hidden), ("o_proj", m.hidden, m.o_in),
-                          ("gate_up", 2 * m.intermediate, m.hidden), ("down", m.hidden, m.intermediate)):
-        t, weight, c = gemv(rows, k)
-        phases[name], hbm, cycles = t, hbm + weight, cycles + c
+    hbm, l2, cycles = 0, 0.0, 0.0
+    for name, rows, k, extra in (
+            ("qkv", m.qkv_rows, m.hidden, operands(m.hidden, 1)),
+            ("o_proj", m.hidden, m.o_in, operands(m.o_in, layout.O_R // ix.TILE)),
+            ("gate_up", 2 * m.intermediate, m.hidden, operands(m.hidden, 1)),  # one read serves gate and up
+            ("down", m.hidden, m.intermediate, down_act)):
+        t, weight, read, c = gemv(rows, k, extra)
+        phases[name], hbm, l2, cycles = t, hbm + weight, l2 + read, cycles + c
     floor = floor_us(hbm, arch)
 
     keys = min(context + layout.qpr, m.window)
     kv_request = keys * m.head_dim * m.kv_heads * 2 * KV_BYTES
     cpr = max(ix.chunks_per_request(layout, n), 1)
     chunk_per_cu = math.ceil(requests * cpr / a.cus)
+    merge = 2 * requests * cpr * layout.qpr * m.q_heads * (m.head_dim + 2) * 4  # each partial read twice
     phases["attention"] = max(requests * kv_request / a.hbm_bytes_per_s,
-                              kv_request / cpr * chunk_per_cu / per_cu_bw)
+                              kv_request / cpr * chunk_per_cu / a.bytes_per_s_per_cu) + merge / a.l2_bytes_per_s
     hbm += requests * kv_request
+    l2 += merge
 
     rows_per_owner = math.ceil(n / TP)
     rs = rows_per_owner * layout.ROW_PAIRS * (4 + TAG_BYTES)  # to each peer: its rows' bf16 pairs, tagged
@@ -126,5 +157,5 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
     phases["all_gather"] = 2 * ag / a.xgmi_bytes_per_s
     phases["flags"] = ROUND_TRIPS_PER_LAYER * FLAG_ROUND_TRIP_S
     total = sum(phases.values())
-    return Modelled(total * 1e6, floor, {k: v * 1e6 for k, v in phases.items()}, hbm, 2 * (rs + ag),
+    return Modelled(total * 1e6, floor, {k: v * 1e6 for k, v in phases.items()}, hbm, round(l2), 2 * (rs + ag),
                     cycles)
