@@ -5,18 +5,18 @@ writes no table, so a measured entry always outranks them (only timed records be
 ``tuning/table_writer.py``). Per layer and rank (the four ranks are symmetric), the phases run one after
 another, each ending in a flag round trip. It counts what ``kernel.py`` does, loop by loop:
 
-* the QKV, o_proj, gate/up and down GEMVs: a G block runs its 16-row weight tile once per 16-row token tile,
-  so its 8-bit weights stream from HBM once and are read again from L2 for every further token tile (up to
-  3 more at 64 rows); each token tile's 8-bit operand rows are read from L2 by every G block; the down
-  projection's bf16 act rows are read twice per (output tile, token tile), once for their row amax and once
-  to quantise; all against the MFMA cycles of the 16x16 tiles on the busiest CU;
+* the QKV, o_proj, gate/up and down GEMVs: a G block holds its 16-row weight tile in registers across every
+  16-row token tile, so its 8-bit weights stream from HBM once; each token tile's 8-bit operand rows are read
+  from L2 by every G block; the down projection's bf16 act rows are read twice per (output tile, token tile),
+  once for their row amax and once to quantise; all against the MFMA cycles of the 16x16 tiles on the busiest
+  CU;
 * attention: the KV cache of every request's window (bf16 K and V) streamed by the request's
   ``cpr = W_NA // requests`` chunk blocks, so a request on one block is bound by one CU's bandwidth; the
   merge reads every chunk's partial (float32 O, max and sum per head and row) from global memory twice;
 * the reduce-scatters of o_proj's and down's partial sums and the all-gathers of the normed rows,
   over the xGMI link to each peer, and ``ROUND_TRIPS_PER_LAYER`` flag round trips.
 
-What it ignores (README, "The drafter's cost model"): the Infinity Cache (a weight re-read that misses L2 is
+What it ignores (README, "The drafter's cost model"): the Infinity Cache (an operand read that misses L2 is
 counted as an L2 hit), the attention's MFMA, softmax and LDS time (taken as hidden under its KV stream) and
 the barriers between its tile pairs, instruction issue and latency inside a block, the norms' arithmetic,
 clock throttling, and contention between the G blocks' and the attention blocks' streams.
@@ -91,7 +91,7 @@ class Modelled:
     floor_us_per_layer: float  # the 8-bit weights streamed once at the HBM peak
     phases_us: dict[str, float]
     hbm_bytes: int
-    l2_bytes: int  # weight re-reads, operand rows, the down projection's amax passes, the merge's partials
+    l2_bytes: int  # operand rows, the down projection's act passes, the merge's partials
     xgmi_bytes_per_peer: int
     mfma_cycles_busiest_cu: float
 
@@ -118,7 +118,7 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
     def gemv(rows: int, k: int, operand_bytes: float) -> tuple[float, int, float, float]:
         """(seconds, HBM bytes, L2 bytes, MFMA cycles on the busiest CU) of one GEMV over every token tile."""
         weight = rows * (k + SCALE_BYTES)
-        l2 = (nt - 1) * weight + operand_bytes  # weights again for each further token tile, and the operands
+        l2 = operand_bytes
         t = stream(weight, a.hbm_bytes_per_s, a.bytes_per_s_per_cu) + stream(l2, a.l2_bytes_per_s,
                                                                               a.l2_bytes_per_s_per_cu)
         cycles = 2 * ix.TILE * nt * rows * k / layout.ng * g_per_cu / a.fp8_flops_per_clock_per_cu

@@ -169,13 +169,17 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             return fx.Vector.from_elements([v], dtype=F32).broadcast_to(4)
 
         # ------------------------------------------------------------ G: GEMV tiles
-        def gemv(w_base: Any, w_row: Any, k: int, b_chunks: list[Any], b_scales: list[Any], slot: int) -> None:
-            """This wave's share of one 16x16 tile (weight rows x token rows) into LDS ``slot``;
+        def weights(w_base: Any, w_row: Any, k: int) -> list[Any]:
+            """This lane's chunks of the 8-bit weight row ``w_row``, loaded once and held in registers across
+            the flag wait and every token tile, as the seed does (one HBM read a step, not one a token tile)."""
+            return [dev.row_chunk(L, w_base, w_row, k, c, wave, g4) for c in range_constexpr(L.chunks(k))]
+
+        def gemv(a_chunks: list[Any], b_chunks: list[Any], b_scales: list[Any], slot: int) -> None:
+            """This wave's share of one 16x16 tile (held weight rows x token rows) into LDS ``slot``;
             each chunk's product carries the lane's token-row scale of that chunk."""
             acc = fx.Vector.filled(4, 0.0, F32)
-            for c in range_constexpr(L.chunks(k)):
-                a = dev.row_chunk(L, w_base, w_row, k, c, wave, g4)
-                acc = acc + dev.mma_chunk(a, b_chunks[c]) * splat(b_scales[c])
+            for c in range_constexpr(len(a_chunks)):
+                acc = acc + dev.mma_chunk(a_chunks[c], b_chunks[c]) * splat(b_scales[c])
             dev.red_store(L, pool, slot, acc, wave, lane)
 
         def rows8(base: Any, scales: Any, t: Any, k: int) -> tuple[list[Any], list[Any]]:
@@ -236,14 +240,18 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 addr = dev.at(peer(ix.owner_rank(row)), yw + ix.rs_pair(L, region, rank, row, c0, p))
                 dev.st(addr, dev.tagged_word(dev.bf16_pair(lo, hi), tag), I64, 8, release=True)
 
-        def to_owners(w_base: Any, w_scales: Any, k: int, rows: int, operands: Any, region: int, tag: Any) -> None:
+        def to_owners(w_base: Any, w_scales: Any, k: int, rows: int, operands: Any, region: int, tag: Any,
+                      wait: Any) -> None:
             """o_proj and down: this block's ``rows`` output columns of every token row, as partial
-            sums pushed to each token row's owner."""
+            sums pushed to each token row's owner; the first weight tile loads before ``wait``."""
             for tt in range_constexpr(rows // 16):
                 c0 = bid * rows + 16 * tt
+                held = weights(w_base, c0 + l16, k)
+                if tt == 0:
+                    wait()
                 for t in range(ix.tile_count(n_rows)):
                     b, s = operands(t)
-                    gemv(w_base, c0 + l16, k, b, s, 0)
+                    gemv(held, b, s, 0)
                     gpu.barrier()
                     push_pairs(t, c0, w_scales, region, tag)
                     gpu.barrier()
@@ -260,10 +268,11 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             gu_w, gu_s = weights_of("gu", w_gu, s_gu)
             d_w, d_s = weights_of("d", w_d, s_d)
 
+            wq = weights(qkv_w, bid * L.QKV_R + ix.smin(l16, L.QKV_R - 1), hidden)
             dev.wait_flags(flag("x8f", 0), n_rows, most_flags, tag, tid, threads, deadline, health, 1, bid)
             for t in range(nt):
                 b, s = rows8(sc(layer, "x8"), sc(layer, "xs"), t, hidden)
-                gemv(qkv_w, bid * L.QKV_R + ix.smin(l16, L.QKV_R - 1), hidden, b, s, 0)
+                gemv(wq, b, s, 0)
                 gpu.barrier()
                 row = 16 * t + en
                 if (tid < 256) & (em < L.QKV_R) & (row < n_rows):
@@ -272,15 +281,17 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 gpu.barrier()
             dev.publish(flag("qkvf", bid), tag, tid)
 
-            dev.wait_flags(flag("attf", 0), 4 * n_rows, most_flags, tag, tid, threads, deadline, health, 2, bid)
-            to_owners(o_w, o_s, o_in, L.O_R, lambda t: a8_rows(layer, t), L.Y_RSO, tag)
+            to_owners(o_w, o_s, o_in, L.O_R, lambda t: a8_rows(layer, t), L.Y_RSO, tag, lambda: dev.wait_flags(
+                flag("attf", 0), 4 * n_rows, most_flags, tag, tid, threads, deadline, health, 2, bid))
 
-            dev.wait_flags(flag("h8f", 0), n_rows, most_flags, tag, tid, threads, deadline, health, 3, bid)
             g0 = bid * L.GU_R
+            w_gate = weights(gu_w, g0 + ix.smin(l16, L.GU_R - 1), hidden)
+            w_up = weights(gu_w, L.IR + g0 + ix.smin(l16, L.GU_R - 1), hidden)
+            dev.wait_flags(flag("h8f", 0), n_rows, most_flags, tag, tid, threads, deadline, health, 3, bid)
             for t in range(nt):
                 b, s = rows8(sc(layer, "h8"), sc(layer, "hs"), t, hidden)
-                gemv(gu_w, g0 + ix.smin(l16, L.GU_R - 1), hidden, b, s, 0)
-                gemv(gu_w, L.IR + g0 + ix.smin(l16, L.GU_R - 1), hidden, b, s, 1)
+                gemv(w_gate, b, s, 0)
+                gemv(w_up, b, s, 1)
                 gpu.barrier()
                 row = 16 * t + en
                 if (tid < 256) & (em < L.GU_R) & (row < n_rows):
@@ -292,8 +303,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
                 gpu.barrier()
             dev.publish(flag("actf", bid), tag, tid)
 
-            dev.wait_flags(flag("actf", 0), L.NG, most_flags, tag, tid, threads, deadline, health, 4, bid)
-            to_owners(d_w, d_s, inter, L.D_R, lambda t: act_rows(layer, t), L.Y_RSD, tag)
+            to_owners(d_w, d_s, inter, L.D_R, lambda t: act_rows(layer, t), L.Y_RSD, tag, lambda: dev.wait_flags(
+                flag("actf", 0), L.NG, most_flags, tag, tid, threads, deadline, health, 4, bid))
 
         # ------------------------------------------------------------ L: attention and merges
         def head_vec(row: Any, col0: Any, layer: Any, norm_w: Any = None) -> tuple:
