@@ -6,10 +6,11 @@ writes no table, so a measured entry always outranks them (only timed records be
 another, each ending in a flag round trip. It counts what ``kernel.py`` does, loop by loop:
 
 * the QKV, o_proj, gate/up and down GEMVs: a G block holds its 16-row weight tile in registers across every
-  16-row token tile, so its 8-bit weights stream from HBM once; each token tile's 8-bit operand rows are read
-  from L2 by every G block; the down projection's bf16 act rows are read twice per (output tile, token tile),
-  once for their row amax and once to quantise; all against the MFMA cycles of the 16x16 tiles on the busiest
-  CU;
+  16-row token tile where it fits (``DrafterLayout.holds_weights``), so its 8-bit weights stream from HBM once;
+  else it loads them again for each token tile, nontemporal, so from HBM each time; each token tile's 8-bit
+  operand rows are read from L2 by every G block; the down projection's bf16 act rows are read twice per
+  (output tile, token tile), once for their row amax and once to quantise; all against the MFMA cycles of the
+  16x16 tiles on the busiest CU;
 * attention: the KV cache of every request's window (bf16 K and V) streamed by the request's
   ``cpr = W_NA // requests`` chunk blocks, so a request on one block is bound by one CU's bandwidth; the
   merge reads every chunk's partial (float32 O, max and sum per head and row) from global memory twice;
@@ -116,11 +117,12 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
         return max(nbytes / aggregate, nbytes / layout.ng * g_per_cu / per_cu)
 
     def gemv(rows: int, k: int, operand_bytes: float) -> tuple[float, int, float, float]:
-        """(seconds, HBM bytes, L2 bytes, MFMA cycles on the busiest CU) of one GEMV over every token tile."""
+        """(seconds, weight bytes, L2 bytes, MFMA cycles on the busiest CU) of one GEMV over every token tile."""
         weight = rows * (k + SCALE_BYTES)
+        streamed = weight if layout.holds_weights else nt * weight
         l2 = operand_bytes
-        t = stream(weight, a.hbm_bytes_per_s, a.bytes_per_s_per_cu) + stream(l2, a.l2_bytes_per_s,
-                                                                              a.l2_bytes_per_s_per_cu)
+        t = stream(streamed, a.hbm_bytes_per_s, a.bytes_per_s_per_cu) + stream(l2, a.l2_bytes_per_s,
+                                                                                a.l2_bytes_per_s_per_cu)
         cycles = 2 * ix.TILE * nt * rows * k / layout.ng * g_per_cu / a.fp8_flops_per_clock_per_cu
         return max(t, cycles / a.clock_hz), weight, l2, cycles
 
@@ -139,6 +141,8 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
         t, weight, read, c = gemv(rows, k, extra)
         phases[name], hbm, l2, cycles = t, hbm + weight, l2 + read, cycles + c
     floor = floor_us(hbm, arch)
+    if not layout.holds_weights:
+        hbm *= nt
 
     keys = min(context + layout.qpr, m.window)
     kv_request = keys * m.head_dim * m.kv_heads * 2 * KV_BYTES

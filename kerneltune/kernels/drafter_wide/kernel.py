@@ -76,6 +76,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
     if L.ROW_PAIRS % threads:
         raise ValueError(f"threads {threads} must divide a row's {L.ROW_PAIRS} bf16 pairs")
     per_thread = L.ROW_PAIRS // threads
+    hold = L.holds_weights  # weights in registers across the token tiles where they fit (``HELD_CHUNKS``)
     if ix.amax_word(L, 16) > ix.reduce_word(L, 0):  # the GEMV slots, 16 act row amaxes, the reductions' words
         raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {ix.amax_word(L, 0)} + 16 + {waves}")
     most_flags = max(L.NG, 4 * MAX_ROWS, L.W_NA)
@@ -169,17 +170,24 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             return fx.Vector.from_elements([v], dtype=F32).broadcast_to(4)
 
         # ------------------------------------------------------------ G: GEMV tiles
-        def weights(w_base: Any, w_row: Any, k: int) -> list[Any]:
-            """This lane's chunks of the 8-bit weight row ``w_row``, loaded once and held in registers across
-            the flag wait and every token tile, as the seed does (one HBM read a step, not one a token tile)."""
-            return [dev.row_chunk(L, w_base, w_row, k, c, wave, g4) for c in range_constexpr(L.chunks(k))]
+        def weights(w_base: Any, w_row: Any, k: int) -> Any:
+            """This lane's chunks of the 8-bit weight row ``w_row``. Where they fit (``hold``) they load once
+            and stay in registers across the flag wait and every token tile, as the seed holds them (one HBM
+            read a step, not one a token tile); else ``gemv`` loads them chunk by chunk for each token tile."""
+            if fx.const_expr(hold):
+                return [dev.row_chunk(L, w_base, w_row, k, c, wave, g4) for c in range_constexpr(L.chunks(k))]
+            return w_base, w_row, k
 
-        def gemv(a_chunks: list[Any], b_chunks: list[Any], b_scales: list[Any], slot: int) -> None:
-            """This wave's share of one 16x16 tile (held weight rows x token rows) into LDS ``slot``;
-            each chunk's product carries the lane's token-row scale of that chunk."""
+        def gemv(w: Any, b_chunks: list[Any], b_scales: list[Any], slot: int) -> None:
+            """This wave's share of one 16x16 tile (weight rows x token rows) into LDS ``slot``; each
+            chunk's product carries the lane's token-row scale of that chunk."""
             acc = fx.Vector.filled(4, 0.0, F32)
-            for c in range_constexpr(len(a_chunks)):
-                acc = acc + dev.mma_chunk(a_chunks[c], b_chunks[c]) * splat(b_scales[c])
+            for c in range_constexpr(len(b_chunks)):
+                if fx.const_expr(hold):  # noqa: SIM108 (a trace-time choice, as the kernel writes them)
+                    a = w[c]
+                else:
+                    a = dev.row_chunk(L, *w, c, wave, g4)
+                acc = acc + dev.mma_chunk(a, b_chunks[c]) * splat(b_scales[c])
             dev.red_store(L, pool, slot, acc, wave, lane)
 
         def rows8(base: Any, scales: Any, t: Any, k: int) -> tuple[list[Any], list[Any]]:
@@ -247,7 +255,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
             for tt in range_constexpr(rows // 16):
                 c0 = bid * rows + 16 * tt
                 held = weights(w_base, c0 + l16, k)
-                if tt == 0:
+                if fx.const_expr(tt == 0):
                     wait()
                 for t in range(ix.tile_count(n_rows)):
                     b, s = operands(t)

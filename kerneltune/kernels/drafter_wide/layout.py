@@ -18,6 +18,11 @@ TP = 4
 WAVE = 64
 TILE_ROWS = 16  # one MFMA tile of token rows / weight rows
 K_BYTES_PER_LANE_CHUNK = 32  # 8-bit weights: one 32-byte chunk per lane and chunk index
+# The most chunks of a weight row a lane holds in registers across the token tiles: the seed's 512 threads.
+# The offline compile of 2026-12-05 (results/drafter_wide/2026-12-05-peer-coherence/) put holding them at 212
+# VGPRs with 512 threads (6 chunks a row; one block per CU either way) but at 360 with 256 threads (12 chunks):
+# one block per CU instead of two, where no layout of the MI355X's 64 x 1 bucket is co-resident.
+HELD_CHUNKS = 6
 NORM_BLOCKS = 16
 MAX_ROWS = NORM_BLOCKS * TP  # each norm block owns one row per rank
 TAG_BYTES = 4
@@ -161,6 +166,11 @@ class DrafterLayout:
     def chunks(self, k: int) -> int:
         """32-byte chunks each lane reads of a K-long 8-bit weight row."""
         return k // (self.waves * 4 * K_BYTES_PER_LANE_CHUNK)
+
+    @property
+    def holds_weights(self) -> bool:
+        """Whether a G block holds its weight tile in registers across the token tiles (``HELD_CHUNKS``)."""
+        return self.chunks(self.model.hidden) <= HELD_CHUNKS
 
     # ----------------------------------------------------------------- peer memory (bytes)
     @property

@@ -1,20 +1,25 @@
 """The cost model's figures at the space's buckets: every layout of search_spaces/drafter_wide.toml that the
-layout accepts, the best by modelled time with its phases. `python3 modelled.py` from the repository root (CPU)."""
+offline compile found feasible (its journal's ok records: no spill, the grid co-resident), the best by modelled
+time with its phases. `python3 modelled.py JOURNAL` from the repository root (CPU)."""
 
 import itertools
+import json
+import sys
 import tomllib
 
 from kerneltune.kernels.drafter_wide.cost_model import model
 from kerneltune.kernels.drafter_wide.layout import DrafterLayout, LayoutError
 
 space = tomllib.load(open("search_spaces/drafter_wide.toml", "rb"))
+feasible = {(r["bucket"], r["tiles"]["ng"], r["tiles"]["threads"], r["tiles"]["w_na"])
+            for r in map(json.loads, open(sys.argv[1])) if r["status"] == "ok"}
 params = space["params"]
 print("bucket | layouts | best (ng, threads, w_na) | us/layer | floor us | x floor | phases us")
 for bucket in space["buckets"]:
     p = bucket["problem"]
     modelled = []
     for ng, threads, w_na in itertools.product(params["ng"], params["threads"], params["w_na"]):
-        if w_na < 64 // p["qpr"]:
+        if (bucket["name"], ng, threads, w_na) not in feasible:
             continue
         try:
             layout = DrafterLayout(ng=ng, threads=threads, w_na=w_na, qpr=p["qpr"])

@@ -63,3 +63,15 @@ def test_what_the_kernel_reads_again_is_counted_from_l2():
     assert four_tiles.phases_us["down"] > 2 * one_tile.phases_us["down"]  # the act passes grow with the tiles
     # Only the KV cache grows: 12 more requests, each a full window of K and V; the weights stream once.
     assert four_tiles.hbm_bytes - one_tile.hbm_bytes == 12 * m.window * 128 * 2 * 2
+
+
+def test_weights_not_held_stream_from_hbm_for_every_token_tile():
+    """With 256 threads a weight row is 12 chunks a lane, too many to hold (``HELD_CHUNKS``): the kernel loads
+    them again, nontemporal, for each token tile."""
+    held, reread = DrafterLayout(qpr=4), DrafterLayout(qpr=4, threads=256)
+    assert held.holds_weights and not reread.holds_weights
+    a, b = (model(layout, "gfx942", requests=16, context=0) for layout in (held, reread))
+    kv = 16 * 4 * 128 * 2 * 2
+    assert a.floor_us_per_layer == b.floor_us_per_layer
+    assert b.hbm_bytes - kv == 4 * (a.hbm_bytes - kv)  # 64 rows: 4 token tiles, the weights read 4 times
+    assert b.phases_us["gate_up"] > 2 * a.phases_us["gate_up"]
