@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -38,10 +38,17 @@ class ArrayCache:
 
     label = "array cache"
     log = logging.getLogger("kerneltune.cache")
+    env = ""  # the environment variable a worker reads its folder from (``from_env``)
 
     def __init__(self, folder: Path | None):
         self.folder = folder
         self.seconds = 0.0  # time spent loading or computing, for the phase accounting
+
+    @classmethod
+    def from_env(cls) -> Self:
+        """The cache in the folder ``cls.env`` names; none kept where it is unset or empty."""
+        folder = os.environ.get(cls.env) if cls.env else None
+        return cls(Path(folder) if folder else None)
 
     def path(self, key: Mapping[str, Any]) -> Path | None:
         if self.folder is None:

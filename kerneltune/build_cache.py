@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,11 +38,7 @@ def build_key(kernel: str, source_hash: str, problem: Mapping[str, Any], tiles: 
 class BuildCache(ArrayCache):
     label = "build cache"
     log = logging.getLogger("kerneltune.builds")
-
-    @classmethod
-    def from_env(cls) -> BuildCache:
-        folder = os.environ.get(ENV)
-        return cls(Path(folder) if folder else None)
+    env = ENV
 
     def build(self, key: Mapping[str, Any], compile_: Callable[[], bytes],
               loads: Callable[[bytes], object]) -> tuple[bytes, bool]:

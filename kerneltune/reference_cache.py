@@ -11,8 +11,6 @@ working folder's ``references/``); without it nothing is kept.
 from __future__ import annotations
 
 import logging
-import os
-from pathlib import Path
 
 from kerneltune.array_cache import ArrayCache
 
@@ -22,8 +20,4 @@ ENV = "KERNELTUNE_REFERENCE_CACHE"
 class ReferenceCache(ArrayCache):
     label = "reference cache"
     log = logging.getLogger("kerneltune.references")
-
-    @classmethod
-    def from_env(cls) -> ReferenceCache:
-        folder = os.environ.get(ENV)
-        return cls(Path(folder) if folder else None)
+    env = ENV
