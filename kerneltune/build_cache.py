@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,9 +30,11 @@ _BUILD = "build"
 
 
 def build_key(kernel: str, source_hash: str, problem: Mapping[str, Any], tiles: Mapping[str, Any],
-              system: Mapping[str, Any]) -> dict[str, Any]:
+              stamps: Mapping[str, Any], matched: Sequence[str]) -> dict[str, Any]:
+    """What a build is made from: the kernel and its sources, the problem, the tiles, and the system stamps a
+    table entry is matched on (``matched``), the kernel's own hash left to ``source_hash``."""
     return {"kernel": kernel, "source": source_hash, "problem": dict(problem), "tiles": dict(tiles),
-            "system": dict(system)}
+            "system": {k: stamps.get(k) for k in matched if k != "kernel_hash"}}
 
 
 class BuildCache(ArrayCache):

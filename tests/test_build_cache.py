@@ -9,7 +9,12 @@ import pytest
 
 from kerneltune.build_cache import BuildCache, build_key
 
-KEY = build_key("fake", "src1", {"n": 2}, {"mode": "good", "work": 1}, {"gpu": "H200", "jax": "0.11.2"})
+KEY = build_key("fake", "src1", {"n": 2}, {"mode": "good", "work": 1},
+                {"gpu": "H200", "jax": "0.11.2", "kernel_hash": "abc", "clocks": 1980}, ("gpu", "jax", "kernel_hash"))
+
+
+def test_the_key_holds_the_matched_stamps_but_the_kernels_own_hash():
+    assert KEY["system"] == {"gpu": "H200", "jax": "0.11.2"} and KEY["source"] == "src1"
 
 
 class Compiles:

@@ -203,9 +203,8 @@ def _export(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> tup
         finally:
             kernel.release(built)
 
-    stamps = backend.stamps()
-    system = {k: stamps.get(k) for k in backend.matched_stamps if k != "kernel_hash"}
-    key = build_key(req.kernel, kernel.source_hash(), req.problem, req.tiles, system)
+    key = build_key(req.kernel, kernel.source_hash(), req.problem, req.tiles, backend.stamps(),
+                    backend.matched_stamps)
     return BuildCache.from_env().build(key, compile_, portable.import_build)
 
 

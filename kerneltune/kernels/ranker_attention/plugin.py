@@ -295,21 +295,25 @@ def _no_cap_twin(problem: Problem) -> Callable[..., Any]:
     user's build cache where the engine names one (``build_cache``): the error level a cap implementation is
     measured against."""
     tiles = heuristic_config(problem)
-
-    def compile_() -> bytes:
-        return PLUGIN.export_build({"poisoned": _compiled(problem, KernelConfig.for_problem(problem, **tiles),
-                                                          poisoned=True)})
-
+    config = KernelConfig.for_problem(problem, **tiles)
     cache = BuildCache.from_env()
     if cache.folder is None:
-        return _compiled(problem, KernelConfig.for_problem(problem, **tiles), poisoned=True)
+        return _compiled(problem, config, poisoned=True)
     from kerneltune.backends.cuda_jax import MATCHED, system_stamps
 
-    stamps = system_stamps()
-    key = build_key(PLUGIN.name, kernel_source_hash(), PLUGIN.problem_dict(problem), {**tiles, "entry": "poisoned"},
-                    {k: stamps.get(k) for k in MATCHED if k != "kernel_hash"})
-    data, _ = cache.build(key, compile_, PLUGIN.import_build)
-    return PLUGIN.import_build(data)["poisoned"]
+    built: dict[str, Callable[..., Any]] = {}  # the twin, as compiled here or loaded from the cache
+
+    def compile_() -> bytes:
+        built["poisoned"] = _compiled(problem, config, poisoned=True)
+        return PLUGIN.export_build(built)
+
+    def loads(data: bytes) -> None:
+        built.update(PLUGIN.import_build(data))
+
+    key = build_key(PLUGIN.name, kernel_source_hash(), PLUGIN.problem_dict(problem),
+                    {**tiles, "entry": "poisoned"}, system_stamps(), MATCHED)
+    cache.build(key, compile_, loads)
+    return built["poisoned"]
 
 
 def _compiled(problem: Problem, config: KernelConfig, *, poisoned: bool) -> Callable[..., Any]:

@@ -178,3 +178,31 @@ def test_an_exported_build_loads_without_pickles_and_runs_as_compiled():
     out, tree = loaded["plain"](x, 2 * x)
     assert np.array_equal(out, 3 * x) and np.array_equal(tree["lse"], 2 * x * x)
     assert np.array_equal(loaded["poisoned"](x), 3 * x)
+
+
+def test_the_no_cap_twin_is_compiled_once_per_system_then_loaded_from_the_build_cache(tmp_path, monkeypatch):
+    """A worker that needs the twin again (a new verify, a resumed sweep) loads it; a CPU-compiled stand-in
+    takes the kernel's place, as the cache only moves executables."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from kerneltune.build_cache import ENV
+
+    compiled = []
+
+    def fake_compiled(problem, config, poisoned):
+        compiled.append(config)
+        x = jnp.arange(4.0)
+        return jax.jit(lambda a: a * 2).lower(x).compile()
+
+    monkeypatch.setenv(ENV, str(tmp_path / "builds"))
+    monkeypatch.setattr(plugin, "_compiled", fake_compiled)
+    problem = Problem(batch=2, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
+    outputs = []
+    for _ in range(2):
+        plugin._no_cap_twin.cache_clear()  # a fresh worker
+        outputs.append(np.asarray(plugin._no_cap_twin(problem)(jnp.arange(4.0))))
+    plugin._no_cap_twin.cache_clear()
+    assert len(compiled) == 1 and len(list((tmp_path / "builds").glob("*.npz"))) == 1
+    assert all(np.array_equal(o, [0.0, 2.0, 4.0, 6.0]) for o in outputs)
