@@ -116,15 +116,15 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
         """Seconds to move ``nbytes`` spread evenly over the G blocks: the aggregate rate or the busiest CU's."""
         return max(nbytes / aggregate, nbytes / layout.ng * g_per_cu / per_cu)
 
-    def gemv(rows: int, k: int, operand_bytes: float) -> tuple[float, int, float, float]:
-        """(seconds, weight bytes, L2 bytes, MFMA cycles on the busiest CU) of one GEMV over every token tile."""
+    def gemv(rows: int, k: int, l2: float) -> tuple[float, int, int, float]:
+        """(seconds, weight bytes, HBM bytes, MFMA cycles on the busiest CU) of one GEMV over every token tile,
+        ``l2`` bytes of it read from L2."""
         weight = rows * (k + SCALE_BYTES)
         streamed = weight if layout.holds_weights else nt * weight
-        l2 = operand_bytes
         t = stream(streamed, a.hbm_bytes_per_s, a.bytes_per_s_per_cu) + stream(l2, a.l2_bytes_per_s,
                                                                                 a.l2_bytes_per_s_per_cu)
         cycles = 2 * ix.TILE * nt * rows * k / layout.ng * g_per_cu / a.fp8_flops_per_clock_per_cu
-        return max(t, cycles / a.clock_hz), weight, l2, cycles
+        return max(t, cycles / a.clock_hz), weight, streamed, cycles
 
     def operands(k: int, tiles_per_block: int) -> float:
         """Each G block reads each token tile's 16 8-bit rows of ``k`` once per weight tile it owns."""
@@ -132,17 +132,15 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
 
     down_act = layout.ng * (layout.D_R // ix.TILE) * nt * 2 * ix.TILE * m.intermediate * KV_BYTES  # amax, quantise
     phases: dict[str, float] = {}
-    hbm, l2, cycles = 0, 0.0, 0.0
+    weights, hbm, l2, cycles = 0, 0, 0.0, 0.0
     for name, rows, k, extra in (
             ("qkv", m.qkv_rows, m.hidden, operands(m.hidden, 1)),
             ("o_proj", m.hidden, m.o_in, operands(m.o_in, layout.O_R // ix.TILE)),
             ("gate_up", 2 * m.intermediate, m.hidden, operands(m.hidden, 1)),  # one read serves gate and up
             ("down", m.hidden, m.intermediate, down_act)):
-        t, weight, read, c = gemv(rows, k, extra)
-        phases[name], hbm, l2, cycles = t, hbm + weight, l2 + read, cycles + c
-    floor = floor_us(hbm, arch)
-    if not layout.holds_weights:
-        hbm *= nt
+        phases[name], weight, streamed, c = gemv(rows, k, extra)
+        weights, hbm, l2, cycles = weights + weight, hbm + streamed, l2 + extra, cycles + c
+    floor = floor_us(weights, arch)
 
     keys = min(context + layout.qpr, m.window)
     kv_request = keys * m.head_dim * m.kv_heads * 2 * KV_BYTES
