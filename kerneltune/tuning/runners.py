@@ -93,7 +93,7 @@ def device_groups(gpus: Sequence[str], devices: int) -> list[str]:
 
 
 class LiveRunner:
-    def __init__(self, kernel: str, routes: Sequence[str], compile_workers: int, log_dir: Path, cache_dir: Path,
+    def __init__(self, kernel: str, routes: Sequence[str], compile_workers: int, log_dir: Path, cache_dir: Path | None,
                  compile_timeout: float, run_timeout: float, reference_dir: Path | None = None):
         make_folder(log_dir)
         self.kernel = kernel

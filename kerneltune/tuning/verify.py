@@ -259,13 +259,13 @@ class _Measurements:
 
 
 def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
-    """References stay in the worker's memory, not on disk: one worker serves a whole verify, and writing a
-    bucket's references (1-2 GB at D=128) cost about 30 of the 116-120 s the shipped table spent on references,
-    for no reader (results/engine/2026-12-05-build-cache/). Builds go to the user's build cache, so a second
-    verify on this system compiles nothing."""
+    """Nothing kept in the run's temporary folder but its logs: one worker serves a whole verify, so its references
+    stay in the worker's memory (writing a bucket's, 1-2 GB at D=128, cost about 30 of the 116-120 s the shipped
+    table spent on references, for no reader: results/engine/2026-12-05-build-cache/), and builds go to the
+    user's build cache, not to a framework compile cache that the folder's deletion would discard."""
     gpus = tuple(str(i) for i in range(kernel.devices))
     return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), default_compile_workers(), work_dir / "logs",
-                      work_dir / "compile-cache", COMPILE_TIMEOUT_S, RUN_TIMEOUT_S, None)
+                      None, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S)
 
 
 def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
