@@ -3,7 +3,7 @@
 Its figures are modelled, never measured: a compile-only sweep journals them under ``modelled`` and
 writes no table, so a measured entry always outranks them (only timed records become entries,
 ``tuning/table_writer.py``). Per layer and rank (the four ranks are symmetric), the phases run one after
-another, each ending in a flag round trip. It counts what ``kernel.py`` does, loop by loop:
+another, each ending in a flag round trip. It counts what the kernel does, loop by loop:
 
 * the QKV, o_proj, gate/up and down GEMVs: a G block holds its 16-row weight tile in registers across every
   16-row token tile where it fits (``DrafterLayout.holds_weights``), so its 8-bit weights stream from HBM once;

@@ -1,5 +1,5 @@
 """The drafter's compiled program run by the CPU interpreter (``kerneltune.interpreter``): all four
-ranks' grids of ``kernel.py``'s module over one fake global memory laid out as the GPU runner lays it
+ranks' grids of the kernel's module over one fake global memory laid out as the GPU runner lays it
 out (``rocm_runner.step_tensors``, ``rank_program``, ``api.DrafterWide``), so that every lane of the
 kernel's own code runs here, with bounds-checked memory and cooperative blocks. What it cannot show:
 real memory ordering between GPUs, and time."""

@@ -1,6 +1,6 @@
 """The megakernel's number formats, for the emulation, and the error they allow against float64.
 
-``Formats(arch)`` rounds where ``kernel.py`` rounds: 8-bit rows with a float32 scale (``amax`` over the
+``Formats(arch)`` rounds where the kernel rounds: 8-bit rows with a float32 scale (``amax`` over the
 row or head quarter, codes ``v · f8_max / amax`` by round-to-nearest-even, as ``v_cvt_pk_fp8_f32``),
 bf16 where the kernel stores bf16 (qkv, act, the reduce-scatter pairs, the K/V cache and the attention's
 LDS tiles, the norm weights, h_out) or feeds a bf16 MFMA (the attention's q and P), and float32

@@ -19,6 +19,7 @@ from typing import Any
 
 from kerneltune.protocols import Capability, CheckResult
 
+from .kernel import KERNEL_FILES
 from .layout import TP, DrafterLayout, LayoutError
 from .offline_compile import ARCHS
 
@@ -84,7 +85,7 @@ class DrafterWidePlugin:
         here = Path(__file__).parent
         # Everything the compiled kernel is built from: its constants come from the reference too.
         return source_hash(here / n for n in ("layout.py", "indexing.py", "health.py", "reference.py", "device.py",
-                                               "kernel.py", "offline_compile.py"))
+                                               *KERNEL_FILES, "offline_compile.py"))
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
         device, count = stamps.get("group_device"), int(stamps.get("gpu_count") or 0)
@@ -146,7 +147,7 @@ class DrafterWidePlugin:
         return check_layouts([(name, lambda qpr: DrafterLayout(**tiles, qpr=qpr))])
 
     def interpret(self) -> list[Any]:
-        """``kernel.py``'s own compiled program on the small model, run by the CPU interpreter for each arch,
+        """The kernel's own compiled program on the small model, run by the CPU interpreter for each arch,
         against the float64 model, the emulation and another interleaving (``interpreted.check_interpreted``)."""
         from kerneltune.paths import user_cache_dir
 

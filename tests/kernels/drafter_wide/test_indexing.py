@@ -267,19 +267,25 @@ def test_a_row_sees_its_window_up_to_its_own_position():
     assert ix.seq_len_at(3) == 12
 
 
-def test_kernel_py_computes_no_address_outside_indexing():
-    """Every offset kernel.py adds to an address comes from an ``ix.`` call (a slip in a copy of the
-    arithmetic would show in the kernel and not in the emulation, which calls the same functions): the
-    offset of ``dev.at(base, offset)`` is an ``ix.`` call (after the rank's region base ``yw``), an LDS
-    index added to ``pool``/``pool16`` is an ``ix.`` call or a helper's parameter, and no address
-    parameter of the kernel is used in any other arithmetic."""
+def test_the_kernel_computes_no_address_outside_indexing():
+    """Every offset the kernel's code (``kernel.KERNEL_FILES``) adds to an address comes from an ``ix.`` call
+    (a slip in a copy of the arithmetic would show in the kernel and not in the emulation, which calls the same
+    functions): the offset of ``dev.at(base, offset)`` is an ``ix.`` call (after the rank's region base
+    ``yw``), an LDS index added to ``pool``/``pool16`` is an ``ix.`` call or a helper's parameter, and no
+    address (a kernel parameter, read by name or as an attribute) is used in any other arithmetic."""
     import ast
 
     from kerneltune.kernels.drafter_wide import kernel
 
-    tree = ast.parse(Path(kernel.__file__).read_text())
-    func = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "drafter_wide")
+    here = Path(kernel.__file__).parent
+    trees = {name: ast.parse((here / name).read_text()) for name in kernel.KERNEL_FILES}
+    func = next(n for n in ast.walk(trees["kernel.py"]) if isinstance(n, ast.FunctionDef) and n.name == "drafter_wide")
     addresses = {a.arg for a in func.args.args if getattr(a.annotation, "id", "") == "I64"} | {"pool", "pool16"}
+    assert len(addresses) == 23
+
+    def name(node: ast.AST) -> str:
+        """``x`` of ``x``, ``a.x`` or ``self.args.x``."""
+        return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
     def is_ix(node: ast.AST) -> bool:
         return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -288,17 +294,21 @@ def test_kernel_py_computes_no_address_outside_indexing():
     def offset_ok(node: ast.AST) -> bool:
         if is_ix(node):
             return True
-        return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and isinstance(node.left, ast.Name)
-                and node.left.id == "yw" and is_ix(node.right))
+        return (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and name(node.left) == "yw"
+                and is_ix(node.right))
 
-    bad = []
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "at"
-                and getattr(node.func.value, "id", "") == "dev" and not offset_ok(node.args[1])):
-            bad.append(f"kernel.py:{node.lineno}: dev.at offset {ast.unparse(node.args[1])}")
-        if isinstance(node, ast.BinOp) and any(getattr(x, "id", "") in addresses for x in (node.left, node.right)):
-            lds = (isinstance(node.op, ast.Add) and getattr(node.left, "id", "") in ("pool", "pool16")
-                   and (is_ix(node.right) or isinstance(node.right, ast.Name)))
-            if not lds:
-                bad.append(f"kernel.py:{node.lineno}: {ast.unparse(node)}")
+    bad, ats = [], 0
+    for file, tree in trees.items():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "at"
+                    and getattr(node.func.value, "id", "") == "dev"):
+                ats += 1
+                if not offset_ok(node.args[1]):
+                    bad.append(f"{file}:{node.lineno}: dev.at offset {ast.unparse(node.args[1])}")
+            if isinstance(node, ast.BinOp) and any(name(x) in addresses for x in (node.left, node.right)):
+                lds = (isinstance(node.op, ast.Add) and name(node.left) in ("pool", "pool16")
+                       and (is_ix(node.right) or isinstance(node.right, ast.Name)))
+                if not lds:
+                    bad.append(f"{file}:{node.lineno}: {ast.unparse(node)}")
+    assert ats > 50, f"only {ats} dev.at calls: the kernel's files moved?"
     assert not bad, "\n".join(bad)
