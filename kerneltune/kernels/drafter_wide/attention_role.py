@@ -126,25 +126,39 @@ class AttentionRole(Block):
         piece = ix.smin(self.tid + e * L.threads, pieces_total(L) - 1)
         return piece // (L.BLOCK * hd // 8), (piece // (hd // 8)) % L.BLOCK, piece % (hd // 8)
 
-    def fill_load(self, r: Any, blk: Any, lo: Any, hi: Any, p_first: Any, cache: Any, nblk: Any) -> list[Any]:
-        """This thread's pieces (8 bf16 as 4 Int32) of block ``blk``'s K and V, as the tiles take them: cached keys
-        through the page table, this step's keys from the staging rows, zeros outside ``[lo, hi]`` (masked, and
-        never NaN under a zero weight)."""
+    def fill_cached(self, r: Any, blk: Any, lo: Any, hi: Any, cache: Any, nblk: Any) -> list[Any]:
+        """This thread's pieces (8 bf16 as 4 Int32) of block ``blk``'s K and V as the cache holds them, through the
+        page table (keys clamped into ``[lo, hi]``, so every read is of a mapped page). They do not depend on this
+        step's qkv, so the chunk's first two blocks load before its wait."""
+        L = self.L
+        out = []
+        for e in range_constexpr(fill_pieces(L)):
+            value, kk, d8 = self.piece_of(e)
+            held = ix.smin(ix.smax(blk * L.BLOCK + kk, lo), hi)
+            page = dev.ld(dev.at(self.args.block_table, ix.page_at(L, r, self.args.bt_width, held)), I32)
+            out.append(fx.generic_load(dev.ptr(dev.at(cache, ix.cache_at(L, ix.page_slot(L, page, held), nblk, value,
+                                                                          8 * d8)), I32, 16), dtype=I32, count=4))
+        return out
+
+    def fill_fresh(self, cached: list[Any], blk: Any, lo: Any, hi: Any, p_first: Any) -> list[Any]:
+        """The pieces as the tiles take them: ``cached`` (``fill_cached``) for the keys before this step's,
+        this step's keys from the staging rows, zeros outside ``[lo, hi]`` (masked, and never NaN under a zero
+        weight)."""
         L = self.L
         out = []
         for e in range_constexpr(fill_pieces(L)):
             value, kk, d8 = self.piece_of(e)
             key = blk * L.BLOCK + kk
-            held = ix.smin(ix.smax(key, lo), hi)
-            page = dev.ld(dev.at(self.args.block_table, ix.page_at(L, r, self.args.bt_width, held)), I32)
-            cached = fx.generic_load(dev.ptr(dev.at(cache, ix.cache_at(L, ix.page_slot(L, page, held), nblk, value,
-                                                                        8 * d8)), I32, 16), dtype=I32, count=4)
             new = fx.ptr_load(self.pool16 + ix.staged(L, ix.smin(ix.smax(key - p_first, 0), L.QPR - 1), value, 8 * d8),
                               result_type=fx.Vector.make_type(8, fx.Int16)).bitcast(I32)
             inside = (key >= lo) & (key <= hi)
             fresh = key >= p_first
-            out.append([inside.select(fresh.select(new[w], cached[w]), I32(0)) for w in range_constexpr(4)])
+            out.append([inside.select(fresh.select(new[w], cached[e][w]), I32(0)) for w in range_constexpr(4)])
         return out
+
+    def fill_load(self, r: Any, blk: Any, lo: Any, hi: Any, p_first: Any, cache: Any, nblk: Any) -> list[Any]:
+        """Block ``blk``'s pieces, cached and fresh (``fill_cached``, ``fill_fresh``)."""
+        return self.fill_fresh(self.fill_cached(r, blk, lo, hi, cache, nblk), blk, lo, hi, p_first)
 
     @flyc.jit
     def fill_store(self, pair: Any, pieces: list[Any]) -> None:
@@ -223,12 +237,14 @@ class AttentionRole(Block):
             lo, hi, b0w, b1w = ix.window(L, p_first, seq_len)
             q0, cnt = ix.chunk(c, b1w - b0w + 1, cpr)
             b_a = b1w - q0  # the chunk's blocks, newest first: b_a, b_a - 1, .., b_a - cnt + 1
+            # The first two blocks' cached keys and values load under the wait for this step's qkv, as the seed's.
+            first = [self.fill_cached(r, b_a - pair, lo, hi, cache, nblk) for pair in range_constexpr(2)]
             self.wait_flags(self.flag("qkvf", 0), L.NG, tag, 5)
             self.stage_rows(r, layer, kn, cache, nblk, c == 0)
             gpu.barrier()
             for pair in range_constexpr(2):
                 if pair < cnt:
-                    self.fill_store(pair, self.fill_load(r, b_a - pair, lo, hi, p_first, cache, nblk))
+                    self.fill_store(pair, self.fill_fresh(first[pair], b_a - pair, lo, hi, p_first))
             gpu.barrier()
             rows = [ix.smin(wave + waves * t, L.QPR - 1) for t in range_constexpr(tokens_per_wave)]
             qs = [self.q_operand(r * L.QPR + i, layer, qn) for i in rows]

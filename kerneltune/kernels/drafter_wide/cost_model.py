@@ -13,7 +13,7 @@ another, each ending in a flag round trip. It counts what the kernel does, loop 
   16x16 tiles on the busiest CU;
 * attention: the KV cache of every request's window (bf16 K and V) streamed by the request's
   ``cpr = W_NA // requests`` chunk blocks, so a request on one block is bound by one CU's bandwidth; the
-  merge reads every chunk's partial (float32 O, max and sum per head and row) from global memory twice;
+  merge reads every chunk's partial (float32 O, max and sum per head and row) from global memory once;
 * the reduce-scatters of o_proj's and down's partial sums and the all-gathers of the normed rows,
   over the xGMI link to each peer, and ``ROUND_TRIPS_PER_LAYER`` flag round trips.
 
@@ -146,7 +146,7 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
     kv_request = keys * m.head_dim * m.kv_heads * 2 * KV_BYTES
     cpr = max(ix.chunks_per_request(layout, n), 1)
     chunk_per_cu = math.ceil(requests * cpr / a.cus)
-    merge = 2 * requests * cpr * layout.qpr * m.q_heads * (m.head_dim + 2) * 4  # each partial read twice
+    merge = requests * cpr * layout.qpr * m.q_heads * (m.head_dim + 2) * 4  # each partial read once
     phases["attention"] = max(requests * kv_request / a.hbm_bytes_per_s,
                               kv_request / cpr * chunk_per_cu / a.bytes_per_s_per_cu) + merge / a.l2_bytes_per_s
     hbm += requests * kv_request

@@ -280,6 +280,12 @@ def reduce_word(layout: DrafterLayout, wave: Any) -> Any:
     return layout.pool_words - layout.waves + wave
 
 
+def merge_max_word(layout: DrafterLayout, wave: Any, c: Any) -> Any:
+    """LDS word of chunk ``c``'s running max for ``wave``'s head in a merge task (``c < cpr <= W_NA``): the tile
+    pairs' words, which the block's attention chunk has finished with."""
+    return wave * layout.W_NA + c
+
+
 def amax_word(layout: DrafterLayout, i: Any) -> Any:
     """LDS word of the row amax of token row ``i`` of a tile, after the GEMV reduction slots."""
     return 2 * layout.waves * TILE * TILE + i

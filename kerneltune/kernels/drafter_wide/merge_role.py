@@ -1,7 +1,8 @@
 """The L blocks' merge tasks, after their attention chunks: a task is one token row's quarter of the heads
 (``indexing.merge_task``); it waits for every chunk of the row's request, merges their partials (max, sum,
 output) into the attention output and quantises it per row and head quarter (``indexing.a8_scale_at``) for
-o_proj, then publishes its flag."""
+o_proj, then publishes its flag. Each chunk's (max, sum, output) is read from the scratch once: the maxima
+through LDS (``indexing.merge_max_word``) between the pass that finds the row's max and the one that sums."""
 
 from __future__ import annotations
 
@@ -32,12 +33,14 @@ class MergeRole(Block):
             h = hq * heads_per_task + ix.smin(wave, heads_per_task - 1)
             i = t - r * L.QPR
             top = F32(float("-inf"))
-            for c in range(cpr):
-                top = top.maximumf(dev.ld(dev.at(scratch, ix.partial_at(L, layer, r * cpr + c, i, h)), F32))
+            for c in range(cpr):  # each chunk's max read once and kept in LDS for the second pass, as the seed's
+                mc = dev.ld(dev.at(scratch, ix.partial_at(L, layer, r * cpr + c, i, h)), F32)
+                self.lds_put(ix.merge_max_word(L, wave, c), mc)
+                top = top.maximumf(mc)
             num0, num1, den = F32(0.0), F32(0.0), F32(0.0)
             for c in range(cpr):
                 part = r * cpr + c
-                mc = dev.ld(dev.at(scratch, ix.partial_at(L, layer, part, i, h)), F32)
+                mc = self.lds(ix.merge_max_word(L, wave, c))
                 f = (mc == F32(float("-inf"))).select(F32(0.0), fx.exp(mc - top))
                 den = den + f * dev.ld(dev.at(scratch, ix.partial_l(L, layer, part, i, h)), F32)
                 num0 = num0 + f * dev.ld(dev.at(scratch, ix.partial_o(L, layer, part, i, h, lane)), F32)
