@@ -208,3 +208,30 @@ def test_each_outcome_s_detail_names_every_program_it_is_about(tmp_path, monkeyp
     no_problem = {k: v for k, v in entry(4).items() if k != "problem"}
     [item] = rekey_table(KERNEL, table(tmp_path / "p", no_problem)).items
     assert (item.outcome, item.detail) == (UNKNOWN, "the entry records no problem to lower")
+
+
+def test_every_foreign_stamp_is_named_and_the_digest_is_taken_under_the_entry_s_stamps(monkeypatch):
+    """A digest depends on what the entry was measured under (the ranker's: the JAX that lowers it), so it is
+    computed with the entry's stamps; an entry measured under other digest stamps names each of them."""
+    from kerneltune.tuning.rekey import _judge
+
+    kernel = DigestingKernel()
+    monkeypatch.setattr(DigestingKernel, "digest_stamps", ("numpy", "jax"))
+    e = entry(2, numpy="0.1")
+    e["stamps"]["jax"] = "0.2"
+    outcome, detail, _ = _judge(kernel, e, "hash-a", {"numpy": "1.0", "jax": "2.0"})
+    assert (outcome, detail) == (FOREIGN, "measured under numpy '0.1' (running '1.0'), jax '0.2' (running '2.0'): "
+                                          "its digests do not compare here")
+    seen = []
+    monkeypatch.setattr(DigestingKernel, "program_digest", lambda self, p, tiles, stamps: seen.append(stamps) or "d")
+    assert _judge(kernel, e, "hash-a", dict(e["stamps"]))[0] == RECORDED
+    assert seen == [e["stamps"]]
+
+
+def test_a_long_reason_is_cut_to_500_characters():
+    from kerneltune.tuning.rekey import _judge
+
+    alien = entry(2)
+    alien["problem"] = {"m" * 1000: 2}
+    outcome, detail, _ = _judge(DigestingKernel(), alien, "hash-a", dict(alien["stamps"]))
+    assert outcome == UNKNOWN and len(detail) == 500 and detail.startswith("its problem is not one this source")

@@ -35,14 +35,6 @@ class Comparison:
         return not self.errors
 
 
-def row_validity(bounds: np.ndarray, seq_len: int) -> np.ndarray:
-    """[B, T] True for rows in the history or the candidates."""
-    ids = np.arange(seq_len)[None, :]
-    b = np.asarray(bounds)
-    hl, hu, cl, cu = (b[:, i][:, None] for i in range(4))
-    return ((ids >= hl) & (ids < hu)) | ((ids >= cl) & (ids < cu))
-
-
 def compare(out: Any, lse: Any, ref_out: Any, ref_lse: Any, bounds: np.ndarray, dtype: str,
             cap_method: CapMethod) -> Comparison:
     """Compare kernel outputs (out [B,T,H,D], lse [B,H,T]) with a reference.

@@ -182,3 +182,48 @@ def test_no_valid_row_and_an_empty_batch_pass_with_zero_errors():
     c = compare(empty, np.zeros((0, 1, 64)), empty, np.zeros((0, 1, 64)), np.zeros((0, 4), np.int32), "bfloat16",
                 CapMethod.NONE)
     assert c.ok and (c.max_abs, c.rel_fro, c.lse_max_abs) == (0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("writes", ["the reference", "nothing", "another scale's reference", "no cap"])
+def test_the_interpret_check_judges_what_the_kernel_wrote_over_poisoned_outputs(monkeypatch, writes):
+    """``check_interpret`` on a stand-in kernel: it gets the interpreted, poisoned forward, fresh inputs of the
+    seed, NaN outputs of the right shapes, and passes only the outputs of the float64 reference with the
+    problem's scale and cap (a kernel that writes nothing leaves NaN, which fails)."""
+    import jax.numpy as jnp
+
+    from kerneltune.kernels.ranker_attention import kernel
+    from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
+    from kerneltune.kernels.ranker_attention.inputs import make_tensors
+    from kerneltune.kernels.ranker_attention.verify import check_interpret
+
+    problem = Problem(batch=1, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0,
+                      sm_scale=0.5)
+    config = KernelConfig.for_problem(problem)
+    bounds = np.array([[8, 60, 60, 100]], np.int32)
+    seen = {}
+
+    def build_forward(p, c, *, interpret, poisoned):
+        seen.update(problem=p, config=c, interpret=interpret, poisoned=poisoned)
+
+        def forward(q, k, v, b, out0, lse0):
+            seen.update(q=np.asarray(q.astype(jnp.float32)), out0=out0, lse0=lse0, bounds=np.asarray(b))
+            if writes == "nothing":
+                return out0, lse0
+            scale = p.scale * (1.01 if writes == "another scale's reference" else 1.0)
+            cap = {"cap_method": CapMethod.NONE} if writes == "no cap" else {"cap_method": p.cap_method, "cap": p.cap}
+            o, lse = reference_f64(*(np.asarray(x.astype(jnp.float32)) for x in (q, k, v)), np.asarray(b),
+                                   sm_scale=scale, **cap)
+            return jnp.asarray(o, out0.dtype), jnp.asarray(lse, jnp.float32)
+
+        return forward
+
+    monkeypatch.setattr(kernel, "build_forward", build_forward)
+    c = check_interpret(problem, config, bounds, seed=3)
+    assert (seen["problem"], seen["config"], seen["interpret"], seen["poisoned"]) == (problem, config, True, True)
+    q = np.asarray(jnp.asarray(make_tensors(problem, 3)[0], "bfloat16").astype(jnp.float32))
+    np.testing.assert_array_equal(seen["q"], q)
+    np.testing.assert_array_equal(seen["bounds"], bounds)
+    assert seen["out0"].shape == (1, 128, 2, 64) and seen["out0"].dtype == jnp.bfloat16
+    assert seen["lse0"].shape == (1, 2, 128) and seen["lse0"].dtype == jnp.float32
+    assert bool(jnp.isnan(seen["out0"]).all()) and bool(jnp.isnan(seen["lse0"]).all())
+    assert c.ok is (writes == "the reference"), c.errors

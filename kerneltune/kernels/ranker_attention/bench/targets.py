@@ -59,7 +59,7 @@ def parse_targets(entries: list[dict[str, Any]], where: str) -> list[Target]:
         except KeyError as e:
             raise ValueError(f"{where}: targets[{i}]: missing field {e}") from None
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{where}: targets[{i}] ({t.get('name', '?')}): {e}") from None
+            raise ValueError(f"{where}: targets[{i}] ({t['name']}): {e}") from None  # a name: no KeyError
     return targets
 
 

@@ -54,6 +54,11 @@ def test_the_dense_bound_is_the_fastest_timing_of_the_shapes_dense_problem():
             row("a", "none", "cudnn_dense", 3.27, dense_tflops=553.0)]
     [v] = evaluate([Target("dense", "dense_fraction", ("tanh",), (128,), 0.9)], rows, HEAD_DIMS)
     assert v["value"] == pytest.approx(400 / 553) and v["verdict"] == "missed"
+    # A slow machine's rates: under 1 TFLOP/s the bound is still the dense timing's, nothing else.
+    slow = [row("a", "tanh", "kerneltune", 1.0, useful_tflops=0.3),
+            row("a", "tanh", "cudnn_dense", 3.0, dense_tflops=0.5)]
+    [v] = evaluate([Target("dense", "dense_fraction", ("tanh",), (128,), 0.5)], slow, HEAD_DIMS)
+    assert v["value"] == pytest.approx(0.3 / 0.5) and v["verdict"] == "met"
 
 
 def test_a_paired_fraction_is_judged_before_the_unpaired_bound_and_says_so():
