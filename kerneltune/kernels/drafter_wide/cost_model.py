@@ -8,8 +8,8 @@ another, each ending in a flag round trip. It counts what the kernel does, loop 
 * the QKV, o_proj, gate/up and down GEMVs: a G block holds its 16-row weight tile in registers across every
   16-row token tile where it fits (``DrafterLayout.holds_weights``), so its 8-bit weights stream from HBM once;
   else it loads them again for each token tile, nontemporal, so from HBM each time; each token tile's 8-bit
-  operand rows are read from L2 by every G block; the down projection's bf16 act rows are read twice per
-  (output tile, token tile), once for their row amax and once to quantise; all against the MFMA cycles of the
+  operand rows are read from L2 by every G block; the down projection's bf16 act rows are read once per
+  (output tile, token tile), quantised chunk by chunk as they are read; all against the MFMA cycles of the
   16x16 tiles on the busiest CU;
 * attention: the KV cache of every request's window (bf16 K and V) streamed by the request's
   ``cpr = W_NA // requests`` chunk blocks, so a request on one block is bound by one CU's bandwidth; the
@@ -130,7 +130,7 @@ def model(layout: DrafterLayout, arch: str, requests: int, context: int) -> Mode
         """Each G block reads each token tile's 16 8-bit rows of ``k`` once per weight tile it owns."""
         return layout.ng * tiles_per_block * nt * ix.TILE * (k + SCALE_BYTES)
 
-    down_act = layout.ng * (layout.D_R // ix.TILE) * nt * 2 * ix.TILE * m.intermediate * KV_BYTES  # amax, quantise
+    down_act = layout.ng * (layout.D_R // ix.TILE) * nt * ix.TILE * m.intermediate * KV_BYTES  # quantised as read
     phases: dict[str, float] = {}
     weights, hbm, l2, cycles = 0, 0, 0.0, 0.0
     for name, rows, k, extra in (

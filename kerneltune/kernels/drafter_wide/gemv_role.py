@@ -18,7 +18,7 @@ from flydsl.expr import gpu, range_constexpr
 
 from . import device as dev
 from . import indexing as ix
-from .block import F32, I64, Block
+from .block import F32, I32, I64, Block
 from .layout import WAVE
 
 
@@ -61,33 +61,29 @@ class GemvRole(Block):
             scales.append(dev.ld(dev.at(self.args.scratch, ix.a8_scale_at(L, layer, row, quarter)), F32))
         return chunks, scales
 
-    @flyc.jit
     def act_rows(self, layer: Any, t: Any) -> tuple[list[Any], list[Any]]:
-        """The tile's bf16 act rows, quantised here with each row's amax (found first)."""
-        L, inter, n_rows, lane = self.L, self.L.model.intermediate, self.args.n_rows, self.lane
+        """The tile's bf16 act rows, quantised as they are read, as the seed's: each chunk (128 aligned values of
+        a token row, held by its 4 lane groups: ``indexing.CHUNK_K``) with its own amax, found by two shuffles,
+        so no pass over the whole row comes first."""
+        L, inter, f8_max = self.L, self.L.model.intermediate, F32(self.f8_max)
         act = self.sc(layer, "act")
-        for i in range(self.wave, 16, L.waves):
-            row = ix.tile_row(t, i, n_rows)
-            a = F32(0.0)
-            for k in range_constexpr(inter // WAVE):
-                a = a.maximumf(self.abs_f(self.bf16_at(dev.at(act, ix.act_at(L, row, 0, k * WAVE + lane)))))
-            a = self.wave_max(a)
-            if lane == 0:
-                self.lds_put(ix.amax_word(L, i), a)
-        gpu.barrier()
-        amax = self.lds(ix.amax_word(L, self.l16)).maximumf(F32(1e-12))
-        inv = F32(self.f8_max) / amax
-        row = ix.tile_row(t, self.l16, n_rows)
-        chunks = []
+        row = ix.tile_row(t, self.l16, self.args.n_rows)
+        chunks, scales = [], []
         for c in range_constexpr(L.chunks(inter)):
             k0 = ix.k_offset(L, c, self.wave, self.g4)
-            words = []
-            for i in range_constexpr(4):
-                v = fx.generic_load(dev.ptr(dev.at(act, ix.act_at(L, row, 0, k0 + 8 * i)), fx.BFloat16, 16),
-                                    dtype=fx.BFloat16, count=8)
-                words.append(self.f8_word(v.to(F32) * fx.Vector.from_elements([inv], dtype=F32).broadcast_to(8)))
-            chunks.append(words)
-        return chunks, [amax / F32(self.f8_max)] * L.chunks(inter)
+            vals = [fx.generic_load(dev.ptr(dev.at(act, ix.act_at(L, row, 0, k0 + 8 * i)), fx.BFloat16, 16),
+                                    dtype=fx.BFloat16, count=8).to(F32) for i in range_constexpr(4)]
+            a = F32(0.0)
+            for v in vals:
+                for j in range_constexpr(8):
+                    a = a.maximumf(self.abs_f(v[j]))
+            a = a.maximumf(a.shuffle_xor(I32(16), I32(WAVE)))  # the token row's other lane groups
+            a = a.maximumf(a.shuffle_xor(I32(32), I32(WAVE)))
+            amax = a.maximumf(F32(1e-12))
+            inv = fx.Vector.from_elements([f8_max / amax], dtype=F32).broadcast_to(8)
+            chunks.append([self.f8_word(v * inv) for v in vals])
+            scales.append(amax / f8_max)
+        return chunks, scales
 
     def tile_value(self, slot: int, r: Any, col: Any, w_scales: Any, w_row0: Any) -> Any:
         """Element (weight row ``r``, token column ``col``) of the reduced tile in ``slot``, times its row's scale."""

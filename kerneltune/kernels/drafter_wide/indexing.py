@@ -13,6 +13,7 @@ from .layout import TP, DrafterLayout
 
 TILE = 16  # rows of one MFMA tile
 K_CHUNK = 32  # bytes of a row one lane holds per chunk: four MFMA K-steps of 8
+CHUNK_K = 4 * K_CHUNK  # a chunk's span of a row: the 4 lane groups of a token row, 128 aligned values
 PAIR_BYTES = 8  # a reduce-scatter or bf16 all-gather word: two bf16 values, then a 4-byte tag
 TAG_HALF = 4  # the tag's byte offset in such a word
 
@@ -79,7 +80,7 @@ def tile_row(t: Any, l16: Any, n_rows: Any) -> Any:
 def k_offset(layout: DrafterLayout, chunk: Any, wave: Any, g4: Any) -> Any:
     """Byte offset in a K-long 8-bit row of lane group ``g4``'s 32 bytes of ``chunk`` of ``wave``:
     over every (chunk, wave, g4) the offsets tile the row once."""
-    return (chunk * layout.waves + wave) * (4 * K_CHUNK) + g4 * K_CHUNK
+    return (chunk * layout.waves + wave) * CHUNK_K + g4 * K_CHUNK
 
 
 def quarter_of(col: Any, k: int) -> Any:
@@ -284,11 +285,6 @@ def merge_max_word(layout: DrafterLayout, wave: Any, c: Any) -> Any:
     """LDS word of chunk ``c``'s running max for ``wave``'s head in a merge task (``c < cpr <= W_NA``): the tile
     pairs' words, which the block's attention chunk has finished with."""
     return wave * layout.W_NA + c
-
-
-def amax_word(layout: DrafterLayout, i: Any) -> Any:
-    """LDS word of the row amax of token row ``i`` of a tile, after the GEMV reduction slots."""
-    return 2 * layout.waves * TILE * TILE + i
 
 
 def staged(layout: DrafterLayout, row_in_request: Any, value: Any, dim: Any) -> Any:

@@ -71,8 +71,8 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
         raise ValueError(f"threads {threads} must divide a row's {L.ROW_PAIRS} bf16 pairs")
     if ix.merge_max_word(L, L.waves, 0) > ix.reduce_word(L, 0):  # every wave's chunk maxima of a merge task
         raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {L.waves} x {L.W_NA} chunk maxima")
-    if ix.amax_word(L, 16) > ix.reduce_word(L, 0):  # the GEMV slots, 16 act row amaxes, the reductions' words
-        raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {ix.amax_word(L, 0)} + 16 + {L.waves}")
+    if ix.red_word(L, 2, 0, 0, 0) > ix.reduce_word(L, 0):  # the two GEMV slots, then the reductions' words
+        raise ValueError(f"LDS pool of {L.pool_words} words cannot hold {ix.red_word(L, 2, 0, 0, 0)} + {L.waves}")
     if L.BLOCK != 16 or m.q_heads != 16:
         raise ValueError(f"KV block {L.BLOCK}, {m.q_heads} heads: the attention's MFMA tile is 16 keys x 16 heads")
 

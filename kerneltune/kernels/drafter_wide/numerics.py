@@ -1,10 +1,11 @@
 """The megakernel's number formats, for the emulation, and the error they allow against float64.
 
 ``Formats(arch)`` rounds where the kernel rounds: 8-bit rows with a float32 scale (``amax`` over the
-row or head quarter, codes ``v · f8_max / amax`` by round-to-nearest-even, as ``v_cvt_pk_fp8_f32``),
-bf16 where the kernel stores bf16 (qkv, act, the reduce-scatter pairs, the K/V cache and the attention's
-LDS tiles, the norm weights, h_out) or feeds a bf16 MFMA (the attention's q and P), and float32
-everywhere else. ``Formats(None)`` keeps float64 and rounds nothing.
+row, head quarter or, for the down projection's input, 128-value chunk of the row; codes
+``v · f8_max / amax`` by round-to-nearest-even, as ``v_cvt_pk_fp8_f32``), bf16 where the kernel stores bf16
+(qkv, act, the reduce-scatter pairs, the K/V cache and the attention's LDS tiles, the norm weights, h_out)
+or feeds a bf16 MFMA (the attention's q and P), and float32 everywhere else. ``Formats(None)`` keeps float64
+and rounds nothing.
 
 The bound (``error_bound``) on h_out's relative Frobenius error against the float64 model, written
 down before it was measured and not adjusted after:

@@ -43,15 +43,15 @@ def test_the_gemvs_are_bound_by_the_stream_not_the_mfma_at_64_rows():
 
 def test_what_the_kernel_reads_again_is_counted_from_l2():
     """A G block holds its weight tile across the token tiles, so weights come from HBM once at any row count;
-    each token tile's operand rows are read by every block; the down projection's act rows twice per output and
-    token tile (amax, then quantise); the merge reads each partial once (its maxima again from LDS)."""
+    each token tile's operand rows are read by every block; the down projection's act rows once per output and
+    token tile (quantised as read); the merge reads each partial once (its maxima again from LDS)."""
     layout = DrafterLayout(qpr=4)
     m = layout.model
 
     def l2(requests):
         nt = -(-requests * 4 // 16)
         operands = layout.ng * nt * 16 * ((m.hidden + 4) + (layout.O_R // 16) * (m.o_in + 4) + (m.hidden + 4))
-        down_act = layout.ng * (layout.D_R // 16) * nt * 2 * 16 * m.intermediate * 2
+        down_act = layout.ng * (layout.D_R // 16) * nt * 16 * m.intermediate * 2
         cpr = layout.W_NA // requests
         merge = requests * cpr * 4 * m.q_heads * (m.head_dim + 2) * 4
         return operands + down_act + merge
@@ -60,7 +60,7 @@ def test_what_the_kernel_reads_again_is_counted_from_l2():
         got = model(layout, "gfx942", requests=requests, context=8192).l2_bytes
         assert got == pytest.approx(l2(requests), rel=1e-9)
     one_tile, four_tiles = (model(layout, "gfx942", requests=r, context=8192) for r in (4, 16))
-    assert four_tiles.phases_us["down"] > 2 * one_tile.phases_us["down"]  # the act passes grow with the tiles
+    assert four_tiles.phases_us["down"] > 1.5 * one_tile.phases_us["down"]  # the act reads grow with the tiles
     # Only the KV cache grows: 12 more requests, each a full window of K and V; the weights stream once.
     assert four_tiles.hbm_bytes - one_tile.hbm_bytes == 12 * m.window * 128 * 2 * 2
 
