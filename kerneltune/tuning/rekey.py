@@ -113,7 +113,7 @@ def rekey_table(kernel_name: str, path: Path, on_item: Callable[[RekeyItem], Non
     table = read_table_of(path, kernel.name, "rekey")
     current = kernel.source_hash()
     running = load_backend(kernel.backend).stamps()
-    report = RekeyReport(path, current, notes=list(table.get("skipped", ())))
+    report = RekeyReport(path, current, notes=list(table["skipped"]))  # read_table_of lists them, maybe none
     updates: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # key -> (entry as read, entry to write)
     for key, entry in sorted(table["entries"].items(), key=lambda kv: str(kv[1].get("bucket_name", kv[0]))):
         outcome, detail, digests = _judge(kernel, entry, current, running)

@@ -176,6 +176,16 @@ def test_items_come_in_bucket_name_order_and_an_unnamed_or_unstamped_entry_is_ju
                                  "its digests do not compare here")
 
 
+def test_an_unstamped_entry_of_a_kernel_without_digest_stamps_is_carried_and_stamped(tmp_path, monkeypatch):
+    """No stamps at all, its program as recorded: carried, and given the stamps it lacked."""
+    monkeypatch.setattr(DigestingKernel, "digest_stamps", ())
+    unstamped = {k: v for k, v in entry(4).items() if k != "stamps"}
+    path = table(tmp_path, {**unstamped, "program_digest": "p0-n4-w1"})
+    [item] = rekey_table(KERNEL, path).items
+    assert item.outcome == CARRIED
+    assert entries(path)["n4"]["stamps"] == {"kernel_hash": "hash-a", "rekeyed_from": [None]}
+
+
 def test_a_table_with_an_entry_that_breaks_the_schema_names_it_and_is_not_rewritten(tmp_path):
     path = table(tmp_path, entry(2), entry(3))
     rekey_table(KERNEL, path)  # n2's digests recorded: nothing left to write for it
@@ -228,10 +238,14 @@ def test_every_foreign_stamp_is_named_and_the_digest_is_taken_under_the_entry_s_
     assert seen == [e["stamps"]]
 
 
-def test_a_long_reason_is_cut_to_500_characters():
+def test_a_long_reason_is_cut_to_500_characters(monkeypatch):
     from kerneltune.tuning.rekey import _judge
 
     alien = entry(2)
     alien["problem"] = {"m" * 1000: 2}
     outcome, detail, _ = _judge(DigestingKernel(), alien, "hash-a", dict(alien["stamps"]))
     assert outcome == UNKNOWN and len(detail) == 500 and detail.startswith("its problem is not one this source")
+    lowering = entry(3, winner="unlowerable")
+    monkeypatch.setattr(DigestingKernel, "program_digest", lambda *a: (_ for _ in ()).throw(ValueError("x" * 1000)))
+    outcome, detail, _ = _judge(DigestingKernel(), lowering, "hash-a", dict(lowering["stamps"]))
+    assert outcome == UNKNOWN and len(detail) == 500 and detail.startswith("its winner does not lower here")
