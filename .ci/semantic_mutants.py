@@ -2,8 +2,10 @@
 
 mutmut swaps operators; the bugs that slip through review are of another kind: a tolerance loosened, a
 statistic's constant changed, a resume that forgets a verdict, a digest that stops covering something, a budget
-counted wrong. Each mutant here is one such edit. It is applied alone to the working tree, its direct tests run
-in a fresh process, and the file restored; a mutant is killed when those tests fail.
+counted wrong; and in the drafter's emulation, whose tests emulate whole launches (too slow for mutmut's
+thousands of mutants), a prefetch, mask, merge or staging slip. Each mutant here is one such edit. It is applied
+alone to the working tree, its direct tests run in a fresh process, and the file restored; a mutant is killed
+when those tests fail.
 
 Usage: .venv/bin/python .ci/semantic_mutants.py [OUT]  (OUT: where the verdicts go, default
 mutants/semantic-results.txt). Exit 0 when every mutant is killed.
@@ -18,6 +20,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RANKER = "kerneltune/kernels/ranker_attention"
+EMULATION = "kerneltune/kernels/drafter_wide/emulation.py"
+# The emulation's small-model tests (slow-marked: each emulates launches; the full-model ones stay out).
+EMULATED = ["-m", "not gpu", "tests/kernels/drafter_wide/test_emulation.py", "-k",
+            "seeded or missing_wait or publish_ahead or formats or scale or references_kv or mutated or interior "
+            "or seq_lens"]
 
 # (class, file, exact text, its replacement, the tests that must kill it)
 MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
@@ -65,6 +72,17 @@ MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
      "return _number(x)", ["tests/tables/", "tests/tuning/test_journal.py"]),
     ("data", "kerneltune/tables/store.py", 'if isinstance(value, str) and NAME.fullmatch(value) and ".." not in value:',
      "if isinstance(value, str):", ["tests/tables/", "tests/drills/test_security.py"]),
+    ("emulation", EMULATION, "fill(pair, blk - 2)", "fill(pair, blk - 1)", EMULATED),
+    ("emulation", EMULATION, "s = np.where(seen[:, None, :], s, -np.inf)", "s = np.where(seen[:, None, :] | True, s, "
+     "-np.inf)", EMULATED),
+    ("emulation", EMULATION, "(scale * lsum).sum(axis=1)", "lsum.sum(axis=1)", EMULATED),
+    ("emulation", EMULATION, "new_row = np.clip(key - p_first, 0, L.QPR - 1)",
+     "new_row = np.clip(key - p_first - 1, 0, L.QPR - 1)", EMULATED),
+    ("emulation", EMULATION, "inside, fresh = (key >= lo) & (key <= hi), key >= p_first",
+     "inside, fresh = (key >= lo) & (key <= hi), key > p_first", EMULATED),
+    ("format", "kerneltune/kernels/drafter_wide/numerics.py",
+     "return self.f8(np.asarray(a).reshape(a.shape[0], -1, chunk))",
+     "return self.f8(np.asarray(a).reshape(a.shape[0], 1, -1))", ["tests/kernels/drafter_wide/test_numerics.py"]),
 ]
 
 

@@ -316,9 +316,8 @@ class Launch:
 
             yield self._flags_ready(st, "actf", 0, L.NG, tag, 4)
             el = ix.act_element(L, rows[:, None], 0, np.arange(L.IR)[None, :])
-            # Each chunk of a row (``ix.CHUNK_K`` aligned values) quantised with its own amax, as the kernel reads it.
-            groups = st.scratch[ix.scratch_at(L, layer, "act") + 2 * el].reshape(el.shape[0], -1, ix.CHUNK_K)
-            codes, scale = self.num.f8(groups)
+            # Each chunk of a row (``ix.CHUNK_K`` aligned values) with its own amax, as the kernel reads it.
+            codes, scale = self.num.f8_chunks(st.scratch[ix.scratch_at(L, layer, "act") + 2 * el], ix.CHUNK_K)
             act_rows = (codes * self._scales("act", scale)[..., None]).reshape(el.shape)
             [y] = self._gemv_rows([self._w(w, "down", c0, L.D_R)], act_rows)
             self._rs_push(st, L.Y_RSD, rows, c0, self.num.bf16(y), tag)

@@ -81,6 +81,11 @@ class Formats:
         codes = torch.from_numpy(rows * (f8_max / amax)[..., None]).to(F8_DTYPE[self.arch]).float().numpy()
         return codes, amax / f8_max
 
+    def f8_chunks(self, a: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        """``f8`` of each ``chunk`` aligned values of each row of ``a`` [n, k], as the kernel quantises the down
+        projection's input while it reads it: codes [n, k / chunk, chunk], a scale per chunk [n, k / chunk]."""
+        return self.f8(np.asarray(a).reshape(a.shape[0], -1, chunk))
+
 
 def error_bound(norms: list[dict[str, float]], final: float) -> float:
     """The bound on h_out's relative Frobenius error (module docstring), from each layer's branch sizes

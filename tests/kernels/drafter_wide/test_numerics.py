@@ -57,3 +57,18 @@ def test_frobenius_error_counts_nan_as_infinite():
     ref = np.ones((2, 2))
     assert frobenius_error(ref * 1.1, ref) == pytest.approx(0.1)
     assert frobenius_error(np.full((2, 2), np.nan), ref) == math.inf
+
+
+def test_the_down_input_has_a_scale_for_each_128_values_of_a_row():
+    """An outlier in one chunk of 128 leaves the next chunk's values as they were (their own amax), where one
+    scale for the row would take them to 8 bits of the outlier's range."""
+    row = np.ones((1, 256), np.float32)
+    row[0, 5] = 1000.0
+    f = Formats("gfx942")
+    codes, scale = f.f8_chunks(row, 128)
+    assert codes.shape == (1, 2, 128) and scale.shape == (1, 2)
+    decoded = (codes * scale[..., None]).reshape(1, 256)
+    np.testing.assert_array_equal(decoded[0, 128:], 1.0)
+    assert decoded[0, 5] == pytest.approx(1000.0, rel=2 ** -4)
+    whole, row_scale = f.f8(row)
+    assert not np.array_equal(whole[0, 128:] * row_scale[0], decoded[0, 128:])  # one scale: not the chunk's
