@@ -24,7 +24,7 @@ EMULATION = "kerneltune/kernels/drafter_wide/emulation.py"
 # The emulation's small-model tests (slow-marked: each emulates launches; the full-model ones stay out).
 EMULATED = ["-m", "not gpu", "tests/kernels/drafter_wide/test_emulation.py", "-k",
             "seeded or missing_wait or publish_ahead or formats or scale or references_kv or mutated or interior "
-            "or seq_lens"]
+            "or seq_lens or many_blocks"]
 
 # (class, file, exact text, its replacement, the tests that must kill it)
 MUTANTS: list[tuple[str, str, str, str, list[str]]] = [

@@ -260,3 +260,20 @@ def test_the_request_length_comes_from_seq_lens(small):
     launch = Launch(layout, dims, w, inputs, shards=shards)
     launch.host = dataclasses.replace(launch.host, seq_lens=launch.host.seq_lens - 1)
     assert all(max_relative_error(h, ref) > 1e-6 for h in launch.run().h_out)
+
+
+def test_a_chunk_of_many_blocks_streams_them_all_through_the_two_tile_pairs(small):
+    """Long requests: each chunk spans several 16-key blocks, so block it + 2 loads into the pair block it used
+    (the small shapes' chunks hold one or two blocks, which the first two fills cover)."""
+    dims, layout, w, shards, _, _ = small
+    context = [3000, 3600, 4500]  # past the 4096-key window too
+    inputs = make_inputs(dims, requests=3, qpr=2, context=context, seed=6)
+    cpr = ix.chunks_per_request(layout, 3 * 2)
+    counts = []
+    for ctx in context:
+        *_, b0, b1 = ix.window(layout, ctx, ctx + 2)
+        counts += [ix.chunk(c, b1 - b0 + 1, cpr)[1] for c in range(cpr)]
+    assert min(counts) >= 3, counts
+    result = Launch(layout, dims, w, inputs, shards=shards).run()
+    ref = forward_f64(dims, w, inputs).numpy()
+    assert all(max_relative_error(h, ref) < EXACT for h in result.h_out)
