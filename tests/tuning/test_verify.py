@@ -279,3 +279,144 @@ def test_without_a_table_verify_checks_the_tables_the_runtime_reads_for_the_work
     with pytest.raises(verify.VerifyRefused, match=r"no tuned table for k on nvidia-b200 at .*user") as e:
         verify.runtime_tables("k", "nvidia-b200", True)
     assert e.value.exit_code == verify.EXIT_BAD_INPUT
+
+
+def _entry(**over):
+    e = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "good", "work": 1}, "median_us": 100.0,
+         "spread": 0.01, "inputs": {"spec": "ragged"}, "stamps": {"kernel_hash": "fakehash"}}
+    e.update(over)
+    return e
+
+
+def test_a_config_the_kernel_refuses_fails_unrun():
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.registry import load_kernel
+    from kerneltune.tuning.verify import _check_and_time, _Measurements
+
+    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
+    entry = _entry(config={"mode": "good", "work": 3})  # work 3 > n 2
+    rep = _check_and_time(kernel, _Measurements("fake", _Scripted({}), MeasureSettings()), entry, True,
+                          MeasureSettings(), False, [("the item", entry["config"])])
+    assert (rep.failed, rep.verdict, rep.correctness) == (True, "config refused by the kernel: work exceeds n",
+                                                          "not run")
+    assert rep.config == entry["config"] and rep.bucket == "small"
+
+
+def test_the_heuristic_s_time_is_reported_beside_the_winner_s():
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.registry import load_kernel
+    from kerneltune.tuning.verify import HEURISTIC, _check_and_time, _Measurements
+
+    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
+    entry = _entry(config={"mode": "good", "work": 2})
+    settings = MeasureSettings(rel_noise=0.01)
+    runner = _Measurements("fake", _Scripted({2: _ok(100.0), 1: _ok(130.0)}), settings)
+    rep = _check_and_time(kernel, runner, entry, True, settings, True, [("the item", entry["config"]),
+                                                                          (HEURISTIC, {"mode": "good", "work": 1})])
+    assert (rep.heuristic_us, rep.heuristic_is_tuned, rep.failed) == (130.0, False, False)
+
+
+@pytest.mark.parametrize(("winner_us", "failed"), [(150.0, False), (150.1, True)])
+def test_the_winner_may_be_exactly_twice_the_noise_slower(winner_us, failed):
+    """Noise 25% (the rival's spread): 50% slower still passes, a hair more fails, and the verdict says so."""
+    rep = _judge({1: _ok(winner_us), 2: _ok(100.0, spread=0.25)}, recorded_us=winner_us)
+    assert rep.failed is failed
+    if failed:
+        assert rep.verdict == ("slower than runner-up 1 timed beside it: 150.1 against 100.0 µs (noise 25.0%)")
+
+
+@pytest.mark.parametrize(("spread", "now_us", "warned"), [(0.25, 150.0, False), (0.25, 150.5, True),
+                                                          (None, 108.5, True), (None, 107.5, False)])
+def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
+    """Twice the largest of the entry's recorded spread, this run's noise and 4%: at exactly twice, no warning.
+    An entry without a spread is judged on the other two."""
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.registry import load_kernel
+    from kerneltune.tuning.verify import _check_and_time, _Measurements
+
+    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
+    entry = _entry()
+    if spread is None:
+        del entry["spread"]
+    else:
+        entry["spread"] = spread
+    settings = MeasureSettings(rel_noise=0.01)
+    rep = _check_and_time(kernel, _Measurements("fake", _Scripted({1: _ok(now_us)}), settings), entry, True,
+                          settings, False, [("the item", entry["config"])])
+    assert rep.verdict.startswith("ok; warning") is warned, rep.verdict
+    if warned:
+        noise = 25.0 if spread else 4.0
+        assert rep.verdict == (f"ok; warning: {100 * (now_us / 100.0 - 1):+.1f}% against the recorded time (beyond "
+                               f"twice the {noise:.1f}% spread across GPUs and runs)")
+
+
+def test_a_failed_reply_s_error_is_cut_and_a_reply_without_status_is_named():
+    long = {"status": "incorrect", "error": "x" * 1000}
+    assert _judge({1: long}).verdict == "incorrect: " + "x" * 300
+    assert _judge({1: long}, on_gpu=False).verdict == "incorrect: " + "x" * 200
+    rep = _judge({1: {}}, on_gpu=False)
+    assert (rep.failed, rep.correctness, rep.verdict) == (True, "?", "None: ")
+
+
+def test_each_request_carries_the_entry_s_bucket_problem_and_inputs_on_verify_s_seed():
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.tuning.verify import VERIFY_SEED, _measure_request
+
+    req = _measure_request("fake", _entry(), {"mode": "good", "work": 1}, MeasureSettings())
+    assert (req.bucket, dict(req.problem), dict(req.inputs), req.seed) == ("small", {"n": 2}, {"spec": "ragged"},
+                                                                          VERIFY_SEED)
+    bare = _measure_request("fake", {"config": {}}, {"mode": "good", "work": 1}, MeasureSettings())
+    assert (bare.bucket, dict(bare.problem), dict(bare.inputs)) == ("?", {}, {})
+
+
+def test_fallbacks_are_named_after_their_entry_and_an_entry_may_have_none():
+    from kerneltune.tuning.verify import _items, _timed_configs
+
+    named = _entry(fallbacks=[{"config": {"mode": "good", "work": 2}}])
+    unnamed = {k: v for k, v in named.items() if k != "bucket_name"}
+    items = list(_items([named, unnamed, _entry()]))
+    assert [(h, i.get("bucket_name")) for h, i in items] == [
+        (True, "small"), (False, "small (fallback)"), (True, None), (False, "? (fallback)"), (True, "small")]
+    from kerneltune.registry import load_kernel
+
+    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
+    assert _timed_configs(kernel, True, _entry(config={"mode": "good", "work": 2})) == [
+        ("the item", {"mode": "good", "work": 2}), ("the heuristic", {"mode": "good", "work": 1})]
+
+
+def test_each_measurement_keeps_its_bucket_the_worker_s_phases_and_its_wall():
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.tuning.verify import _Measurements
+
+    reply = {**_ok(100.0), "phases": {"check_s": 0.5}}
+    measured = _Measurements("fake", _Scripted({1: reply}), MeasureSettings())
+    measured(_entry(), {"mode": "good", "work": 1})
+    [p] = measured.phases
+    assert p["bucket"] == "small" and p["phases"]["check_s"] == 0.5
+    assert 0 <= p["phases"]["wall_s"] <= p["phases"]["since_start_s"] < 60
+
+
+def test_an_unstamped_entry_is_verified_and_its_missing_stamps_named(tmp_path):
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.registry import load_kernel
+    from kerneltune.tuning.verify import _Measurements, _verify_entry
+
+    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
+    entry = {k: v for k, v in _entry().items() if k != "stamps"}
+    settings = MeasureSettings(rel_noise=0.01)
+    rep = _verify_entry(kernel, _Measurements("fake", _Scripted({1: _ok(100.0)}), settings), entry,
+                        {"kernel_hash": "fakehash", "matched": ["kernel_hash"]}, True, settings, False,
+                        [("the item", entry["config"])])
+    assert rep.stamps == ["kernel_hash: table None, running 'fakehash'"]
+    assert rep.failed and rep.verdict.startswith("stale: tuned for another kernel source (`kerneltune sweep fake "
+                                                 "--contenders TABLE` re-measures the table's configs)")
+
+
+def test_without_any_table_the_refusal_names_every_place_it_looked(tmp_path, monkeypatch):
+    from kerneltune.tuning import verify
+
+    monkeypatch.setattr(verify, "table_roots", lambda: [tmp_path / "a", tmp_path / "b"])
+    with pytest.raises(verify.VerifyRefused) as e:
+        verify.runtime_tables("fake", "cpu", True)
+    a, b = (verify.stored_table_path(tmp_path / r, "cpu", "fake") for r in "ab")
+    assert str(e.value) == f"no tuned table for fake on cpu at {a} or {b}"

@@ -249,3 +249,73 @@ def test_every_bench_shape_is_nearest_to_a_bucket_of_its_own_cap():
             if api._cap_kin(problem, entry["bucket"]):
                 served_by_other_cap.append(f"{shape.name} {cap_method}: {entry['bucket_name']}")
     assert served_by_other_cap == []
+
+
+@pytest.mark.parametrize(("over", "message"), [
+    (dict(k=jnp.zeros((B, T, HKV), jnp.bfloat16)), f"k: expected rank 4 [B, T, H, D], got shape ({B}, {T}, {HKV})"),
+    (dict(v=jnp.zeros((B, T, HKV), jnp.bfloat16)), f"v: expected rank 4 [B, T, H, D], got shape ({B}, {T}, {HKV})"),
+    (dict(q=[[1.0]]), "q: expected rank 4 [B, T, H, D], got shape None"),
+    (dict(v=jnp.zeros((B, T, HKV, D), jnp.float16)), "v: dtype float16 differs from q's bfloat16"),
+    (dict(v=jnp.zeros((B, T, 2, D), jnp.bfloat16)), f"v: shape ({B}, {T}, 2, {D}) differs from k's ({B}, {T}, 1, {D})"),
+    (dict(k=jnp.zeros((1, T, HKV, D), jnp.bfloat16), v=jnp.zeros((1, T, HKV, D), jnp.bfloat16)),
+     f"k: shape (1, {T}, 1, {D}) must be [B={B}, T={T}, Hkv, D={D}] to match q"),
+    (dict(k=jnp.zeros((B, 64, HKV, D), jnp.bfloat16), v=jnp.zeros((B, 64, HKV, D), jnp.bfloat16)),
+     f"k: shape ({B}, 64, 1, {D}) must be [B={B}, T={T}, Hkv, D={D}] to match q"),
+    (dict(k=jnp.zeros((B, T, HKV, 128), jnp.bfloat16), v=jnp.zeros((B, T, HKV, 128), jnp.bfloat16)),
+     f"k: shape ({B}, {T}, 1, 128) must be [B={B}, T={T}, Hkv, D={D}] to match q"),
+    (dict(bounds=[[0, 1, 1, 2]] * B), f"bounds: expected shape [B={B}, 4], got None"),
+    (dict(bounds=jnp.zeros((B, 3), jnp.int32)), f"bounds: expected shape [B={B}, 4], got ({B}, 3)"),
+    (dict(bounds=np.zeros((B, 4), np.int64)), "bounds: dtype must be int32, got int64"),
+])
+def test_each_malformed_argument_is_named_with_what_it_was(over, message):
+    with pytest.raises(ValueError) as e:
+        api.problem_of(**args(**over), sm_scale=None, cap_method="none", cap=None)
+    assert str(e.value) == message
+
+
+def test_the_problem_carries_the_calls_dtype_scale_and_cap():
+    a = args(**{n: jnp.zeros((B, T, h, D), jnp.float16) for n, h in (("q", HQ), ("k", HKV), ("v", HKV))})
+    p = api.problem_of(**a, sm_scale=0.3, cap_method="tanh", cap=20.0)
+    assert (p.dtype, p.sm_scale, p.cap_method.value, p.cap, p.kv_heads) == ("float16", 0.3, "tanh", 20.0, HKV)
+
+
+@pytest.mark.parametrize("return_lse", [False, True])
+def test_the_call_hands_its_arrays_problem_and_budget_to_the_kernel(monkeypatch, return_lse):
+    """On a GPU backend, without a table: the problem (its scale), the budget for the call (``return_lse``) and
+    q, k, v and bounds as given reach the compiled kernel; out alone unless the LSE is asked for."""
+    a = args()
+    seen = {}
+
+    def choose(problem, config, budget):
+        seen.update(problem=problem, budget=budget)
+        return KernelConfig.for_problem(problem)
+
+    def compiled(problem, config, interpret):
+        seen.update(interpret=interpret)
+        return lambda *xs: (seen.update(arrays=xs), ("out", "lse"))[1]
+
+    monkeypatch.setattr(api.jax, "default_backend", lambda: "gpu")
+    monkeypatch.setattr(api, "choose_config", choose)
+    monkeypatch.setattr(api, "_compiled", compiled)
+    got = ranker_attention(**a, sm_scale=0.3, cap_method="tanh", cap=30.0, return_lse=return_lse)
+    assert got == (("out", "lse") if return_lse else "out")
+    assert seen["problem"].sm_scale == 0.3 and seen["interpret"] is False
+    assert seen["budget"] == api.budget_for(seen["problem"].cap_method, return_lse, None)
+    assert all(x is a[n] for x, n in zip(seen["arrays"], ("q", "k", "v", "bounds"), strict=True))
+
+
+def test_traced_bounds_reach_the_kernel_clamped(monkeypatch):
+    """A kernel that returns the bounds it was given as its output shows what it got under jit."""
+    a = args(bounds=jnp.asarray([[50, 100, 20, 60], [0, 100, 50, 150]], jnp.int32))
+    monkeypatch.setattr(api, "_compiled", lambda p, c, i: lambda q, k, v, b: (b, None))
+    got = jax.jit(lambda q, k, v, b: ranker_attention(q, k, v, b, interpret=True))(a["q"], a["k"], a["v"],
+                                                                                    a["bounds"])
+    assert np.asarray(got).tolist() == [[50, 100, 20, 50], [0, 100, 100, 128]]
+
+
+def test_a_cpu_call_says_how_to_run_it_there():
+    if jax.default_backend() == "gpu":
+        pytest.skip("the GPU runs the kernel without interpret=True")
+    with pytest.raises(RuntimeError) as e:
+        ranker_attention(**args())
+    assert str(e.value).endswith("pass interpret=True to run it in Mosaic GPU's CPU interpreter (slow, for tests)")
