@@ -13,8 +13,8 @@ Numerics (what ``numerics.Formats`` emulates; checked against the float64 model 
 ``numerics.error_bound``): 8-bit weights and activations with float32 scales into
 ``mfma_f32_16x16x32_fp8_fp8`` (float32 accumulation); qkv, act, partial sums, the K/V cache and the
 norm weights as bf16; the residual and every softmax in float32. The attention output is quantised
-per row and head quarter (one merge task's heads, ``indexing.a8_scale_at``), finer than
-``reference.forward_tp4``'s per-row scale.
+per row and head quarter (one merge task's heads, ``indexing.a8_scale_at``) and the down projection's input
+per 128-value chunk of a row (``indexing.CHUNK_K``), finer than ``reference.forward_tp4``'s per-row scale.
 
 The roles, each in its module and traced in this order of the grid: ``gemv_role.py`` (G),
 ``attention_role.py`` then ``merge_role.py`` (L), ``norm_role.py`` (N); ``block.py`` holds what they
