@@ -246,6 +246,9 @@ def test_a_long_reason_is_cut_to_500_characters(monkeypatch):
     outcome, detail, _ = _judge(DigestingKernel(), alien, "hash-a", dict(alien["stamps"]))
     assert outcome == UNKNOWN and len(detail) == 500 and detail.startswith("its problem is not one this source")
     lowering = entry(3, winner="unlowerable")
-    monkeypatch.setattr(DigestingKernel, "program_digest", lambda *a: (_ for _ in ()).throw(ValueError("x" * 1000)))
+    def unlowerable(*_):
+        raise ValueError("x" * 1000)
+
+    monkeypatch.setattr(DigestingKernel, "program_digest", unlowerable)
     outcome, detail, _ = _judge(DigestingKernel(), lowering, "hash-a", dict(lowering["stamps"]))
     assert outcome == UNKNOWN and len(detail) == 500 and detail.startswith("its winner does not lower here")

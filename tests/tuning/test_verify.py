@@ -208,19 +208,27 @@ class _Scripted:
         return self.replies[req.tiles["work"]]
 
 
-def _judge(replies, recorded_us=100.0, on_gpu=True):
+def _entry(**over):
+    e = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "good", "work": 1}, "median_us": 100.0,
+         "spread": 0.01, "inputs": {"spec": "ragged"}, "stamps": {"kernel_hash": "fakehash"}}
+    e.update(over)
+    return e
+
+
+def _judge(replies, recorded_us=100.0, on_gpu=True, entry=None, timed=None):
+    """``_check_and_time`` of ``entry`` (by default the small bucket's, work 1) on scripted replies; ``timed``: the
+    item and its rivals (by default the item, then each other reply's config as a runner-up)."""
     from kerneltune.measure import MeasureSettings
     from kerneltune.registry import load_kernel
-    from kerneltune.tuning.verify import _check_and_time, _Measurements
+    from kerneltune.tuning.verify import HEURISTIC, _check_and_time, _Measurements
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
-    entry = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "good", "work": 1},
-             "median_us": recorded_us, "spread": 0.01}
-    timed = [("the item", entry["config"])] + [(f"runner-up {w - 1}", {"mode": "good", "work": w})
-                                                for w in replies if w != 1]
+    entry = entry or _entry(median_us=recorded_us)
+    timed = timed or [("the item", entry["config"])] + [(f"runner-up {w - 1}", {"mode": "good", "work": w})
+                                                         for w in replies if w != entry["config"]["work"]]
     settings = MeasureSettings(rel_noise=0.01)
     return _check_and_time(kernel, _Measurements("fake", _Scripted(replies), settings), entry, on_gpu, settings,
-                           False, timed)
+                           any(name == HEURISTIC for name, _ in timed), timed)
 
 
 def _ok(us, spread=0.01):
@@ -281,38 +289,20 @@ def test_without_a_table_verify_checks_the_tables_the_runtime_reads_for_the_work
     assert e.value.exit_code == verify.EXIT_BAD_INPUT
 
 
-def _entry(**over):
-    e = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "good", "work": 1}, "median_us": 100.0,
-         "spread": 0.01, "inputs": {"spec": "ragged"}, "stamps": {"kernel_hash": "fakehash"}}
-    e.update(over)
-    return e
-
-
 def test_a_config_the_kernel_refuses_fails_unrun():
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
-    from kerneltune.tuning.verify import _check_and_time, _Measurements
-
-    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
     entry = _entry(config={"mode": "good", "work": 3})  # work 3 > n 2
-    rep = _check_and_time(kernel, _Measurements("fake", _Scripted({}), MeasureSettings()), entry, True,
-                          MeasureSettings(), False, [("the item", entry["config"])])
+    rep = _judge({}, entry=entry)
     assert (rep.failed, rep.verdict, rep.correctness) == (True, "config refused by the kernel: work exceeds n",
                                                           "not run")
     assert rep.config == entry["config"] and rep.bucket == "small"
 
 
 def test_the_heuristic_s_time_is_reported_beside_the_winner_s():
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
-    from kerneltune.tuning.verify import HEURISTIC, _check_and_time, _Measurements
+    from kerneltune.tuning.verify import HEURISTIC
 
-    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
     entry = _entry(config={"mode": "good", "work": 2})
-    settings = MeasureSettings(rel_noise=0.01)
-    runner = _Measurements("fake", _Scripted({2: _ok(100.0), 1: _ok(130.0)}), settings)
-    rep = _check_and_time(kernel, runner, entry, True, settings, True, [("the item", entry["config"]),
-                                                                          (HEURISTIC, {"mode": "good", "work": 1})])
+    rep = _judge({2: _ok(100.0), 1: _ok(130.0)}, entry=entry,
+                 timed=[("the item", entry["config"]), (HEURISTIC, {"mode": "good", "work": 1})])
     assert (rep.heuristic_us, rep.heuristic_is_tuned, rep.failed) == (130.0, False, False)
 
 
@@ -330,19 +320,10 @@ def test_the_winner_may_be_exactly_twice_the_noise_slower(winner_us, failed):
 def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
     """Twice the largest of the entry's recorded spread, this run's noise and 4%: at exactly twice, no warning.
     An entry without a spread is judged on the other two."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
-    from kerneltune.tuning.verify import _check_and_time, _Measurements
-
-    kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
-    entry = _entry()
+    entry = _entry(spread=spread)
     if spread is None:
         del entry["spread"]
-    else:
-        entry["spread"] = spread
-    settings = MeasureSettings(rel_noise=0.01)
-    rep = _check_and_time(kernel, _Measurements("fake", _Scripted({1: _ok(now_us)}), settings), entry, True,
-                          settings, False, [("the item", entry["config"])])
+    rep = _judge({1: _ok(now_us)}, entry=entry)
     assert rep.verdict.startswith("ok; warning") is warned, rep.verdict
     if warned:
         noise = 25.0 if spread else 4.0

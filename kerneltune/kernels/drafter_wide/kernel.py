@@ -55,7 +55,7 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
     from flydsl.expr import range_constexpr
 
     from .attention_role import AttentionRole
-    from .block import Block, KernelArgs
+    from .block import I32, I64, Block, KernelArgs
     from .gemv_role import GemvRole
     from .norm_role import NormRole, OwnedRow
     from .reference import F8_MAX
@@ -64,7 +64,6 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
         raise ValueError(f"arch: {arch!r} is not one of {sorted(F8_MAX)}")
     L, m = layout, layout.model
     threads = L.threads
-    I32, I64 = fx.Int32, fx.Int64
     if m.head_dim != 2 * WAVE:
         raise ValueError(f"head_dim {m.head_dim}: the attention maps one head onto one wave of {WAVE} lanes x 2")
     if L.ROW_PAIRS % threads:
