@@ -32,7 +32,7 @@ TESTS = {
     ".ranker_attention.verify.": ["tests/kernels/ranker_attention/test_verify.py"],
     ".ranker_attention.bench.targets.": ["tests/kernels/ranker_attention/bench/test_targets.py"],
     ".tuning.rekey.": ["tests/tuning/test_rekey.py"],
-    ".tuning.verify.": ["tests/tuning/test_verify.py", "tests/tuning/test_verify_tables.py"],
+    ".tuning.verify.": ["tests/tuning/test_verify.py"],
     ".ranker_attention.api.": ["tests/kernels/ranker_attention/test_api.py"],
     ".tables.lookup.": ["tests/tables/test_lookup.py", "tests/tables/test_tables.py"],
     ".tables.": ["tests/tables/"],

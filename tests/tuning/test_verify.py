@@ -1,5 +1,6 @@
-"""kerneltune verify: each of its three exit codes."""
+"""kerneltune verify: each of its exit codes, its verdicts at their bounds, its refusals and the tables it finds."""
 
+import json
 import os
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from kerneltune.tables.locations import shipped_tables_dir
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import update_table
+from kerneltune.tuning import verify
 from kerneltune.tuning.verify import (
     EXIT_BAD_INPUT,
     EXIT_CANNOT_RUN,
@@ -27,14 +29,19 @@ def importable_tests(monkeypatch):
 
 
 def table(tmp_path, mode, recorded_us=1000.0, fallbacks=(), runner_ups=()):
-    path = tmp_path / "fake.json"
-    entry = {"bucket": {"n": 2}, "bucket_name": "small", "problem": {"n": 2}, "config": {"mode": mode, "work": 1},
-             "median_us": recorded_us, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"},
-             "fallbacks": [{"config": {"mode": m, "work": 1}, "median_us": 50_000.0, "spread": 0.01}
-                           for m in fallbacks],
-             "runner_ups": [{"config": {"mode": m, "work": w}, "median_us": recorded_us, "spread": 0.01}
-                            for m, w in runner_ups]}
-    update_table(path, "fake", "cpu", lambda t: t["entries"].update({bucket_key(entry["bucket"]): entry}))
+    return _table_of(tmp_path / "fake.json", _entry(
+        config={"mode": mode, "work": 1}, median_us=recorded_us, inputs={},
+        fallbacks=[{"config": {"mode": m, "work": 1}, "median_us": 50_000.0, "spread": 0.01} for m in fallbacks],
+        runner_ups=[{"config": {"mode": m, "work": w}, "median_us": recorded_us, "spread": 0.01}
+                    for m, w in runner_ups]))
+
+
+def _table_of(path, *entries, kernel="fake"):
+    def put(t):
+        for e in entries:
+            t["entries"][bucket_key(e["bucket"])] = e
+
+    update_table(path, kernel, "cpu", put)
     return path
 
 
@@ -89,7 +96,7 @@ def test_an_interrupted_run_keeps_its_verdicts_and_claims_nothing_it_did_not_che
         ("small", True, False), ("small (fallback)", False, False), ("small (fallback)", False, False)]
     assert r.entries[0].verdict.startswith("ok") and r.entries[2].verdict == NOT_CHECKED_INTERRUPTED
     assert r.entries[2].config == {"mode": "unwritten", "work": 1}
-    assert r.notes[-1] == "interrupted after 1 of 3 items"
+    assert r.notes == ["interrupted after 1 of 3 items"] and r.timing_absent is None
     assert worst_exit_code([EXIT_OK, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_BAD_INPUT]) == EXIT_INTERRUPTED
 
 
@@ -189,28 +196,46 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
 
 
 class _Scripted:
-    """A runner whose replies are given per config ("work" picks it): verify's verdicts, at their bounds,
-    without a worker's timing noise."""
+    """A runner whose replies are given per config ("work" picks it; ``default`` for any other, else a config
+    not scripted is an error): verify's verdicts, at their bounds, without a worker's timing noise. It records
+    what it was asked to measure and prefetch, interrupts at the ``interrupt_at``-th measurement, and says
+    whether it was closed."""
 
-    def __init__(self, replies):
-        self.replies, self.requests = replies, []
+    def __init__(self, replies, default=None, interrupt_at=None):
+        self.replies, self.default, self.interrupt_at = replies, default, interrupt_at
+        self.requests, self.prefetched, self.closed = [], [], False
+
+    def _reply(self, req):
+        work = req.tiles["work"]
+        return self.replies[work] if self.default is None else self.replies.get(work, self.default)
+
+    def stamps(self):
+        return {"device_kind": "cpu", "kernel_hash": "fakehash", "matched": ["kernel_hash"]}
+
+    def prefetch(self, req, route):
+        self.prefetched.append(req)
 
     def measure(self, req, route=0):
         import concurrent.futures as cf
 
+        if self.interrupt_at is not None and len(self.requests) == self.interrupt_at:
+            raise KeyboardInterrupt
         self.requests.append(req)
         done = cf.Future()
-        done.set_result(self.replies[req.tiles["work"]])
+        done.set_result(self._reply(req))
         return done
 
     def request(self, req):
         assert req.op == "check_small"
-        return self.replies[req.tiles["work"]]
+        return self._reply(req)
+
+    def close(self):
+        self.closed = True
 
 
-def _entry(**over):
-    e = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "good", "work": 1}, "median_us": 100.0,
-         "spread": 0.01, "inputs": {"spec": "ragged"}, "stamps": {"kernel_hash": "fakehash"}}
+def _entry(name="small", n=2, **over):
+    e = {"bucket": {"n": n}, "bucket_name": name, "problem": {"n": n}, "config": {"mode": "good", "work": 1},
+         "median_us": 100.0, "spread": 0.01, "inputs": {"spec": "ragged"}, "stamps": {"kernel_hash": "fakehash"}}
     e.update(over)
     return e
 
@@ -401,3 +426,156 @@ def test_without_any_table_the_refusal_names_every_place_it_looked(tmp_path, mon
         verify.runtime_tables("fake", "cpu", True)
     a, b = (verify.stored_table_path(tmp_path / r, "cpu", "fake") for r in "ab")
     assert str(e.value) == f"no tuned table for fake on cpu at {a} or {b}"
+
+
+# verify's refusals and the tables it finds, on a scripted runner.
+FAKE = "tests.tuning.fake_kernel:PLUGIN"
+
+
+def _run(path, tmp_path, runner=None, **kw):
+    runner = runner or _Scripted({}, default=_ok(100.0))
+    return verify.verify_table(FAKE, path, tmp_path / "w", runner_factory=lambda *a: runner, **kw), runner
+
+
+@pytest.mark.parametrize(("make", "says"), [
+    (lambda p: p.mkdir(), "{p}: cannot be read (Is a directory)"),
+    (lambda p: p.write_bytes(b"\xff\xfe\x00"), "{p}: not a text file (it is not UTF-8)"),
+    (lambda p: p.write_text("{"), "{p}: not valid JSON (line 1: Expecting property name enclosed in double quotes)"),
+    (lambda p: None, "{p}: no such table"),
+])
+def test_a_table_that_cannot_be_read_is_bad_input_in_one_line_naming_it(tmp_path, make, says):
+    path = tmp_path / "t.json"
+    make(path)
+    r, runner = _run(path, tmp_path)
+    assert (r.exit_code, r.entries, r.notes, r.table) == (EXIT_BAD_INPUT, [], [says.format(p=path)], path)
+    assert not runner.requests and not runner.closed, "refused before any worker starts"
+
+
+def test_a_table_of_another_kernel_is_named_with_both_kernels(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry(), kernel="other")
+    r, _ = _run(path, tmp_path)
+    assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [f"{path}: a table of kernel 'other', not of 'fake'"])
+
+
+def test_an_entry_without_its_problem_or_with_one_the_kernel_refuses_names_the_entry(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry(problem=None))
+    r, _ = _run(path, tmp_path)
+    assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [
+        f"{path}: entry small: no 'problem' (the shape it was measured at), so verify cannot re-measure it"])
+    path = _table_of(tmp_path / "u.json", _entry(), _entry("big", 3, problem={"n": 3, "m": 1}))
+    r, _ = _run(path, tmp_path)
+    assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [
+        f"{path}: entry big: problem {{'m': 1, 'n': 3}} is not one of fake's (FakeProblem.__init__() got an "
+        f"unexpected keyword argument 'm')"])
+
+
+def test_only_the_named_buckets_are_checked_and_the_refusal_lists_what_the_table_has(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry(), _entry("big", 3))
+    r, runner = _run(path, tmp_path, buckets=("big",))
+    assert r.exit_code == EXIT_OK and [e.bucket for e in r.entries] == ["big"]
+    assert {req.bucket for req in runner.requests} == {"big"} and runner.closed
+    r, _ = _run(path, tmp_path, buckets=("big", "huge", "absent"))
+    assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [f"{path}: no entry for bucket absent, huge (have "
+                                                       f"['big', 'small'])"])
+
+
+def test_an_entry_that_breaks_the_schema_fails_the_table_first_and_the_rest_are_checked(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry())
+    table = json.loads(path.read_text())
+    table["entries"]["broken"] = {"bucket_name": "broken"}
+    path.write_text(json.dumps(table))
+    r, _ = _run(path, tmp_path)
+    assert r.exit_code == EXIT_FAIL
+    first, rest = r.entries[0], r.entries[1:]
+    assert (first.bucket, first.config, first.correctness, first.failed) == ("?", {}, "not checked", True)
+    assert first.verdict.startswith(f"{path}: entry broken: ") and first.verdict.endswith("; entry skipped")
+    assert [(e.bucket, e.verdict, e.failed) for e in rest] == [("small", "ok", False)]
+
+
+def test_every_config_is_prefetched_in_the_order_it_is_timed_and_a_kept_runner_stays_open(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry(config={"mode": "slow", "work": 2}, runner_ups=[
+        {"config": {"mode": "good", "work": 2}, "median_us": 100.0, "spread": 0.01}], n=3, bucket={"n": 3},
+        problem={"n": 3}))
+    runner = _Scripted({}, default=_ok(100.0))
+    r = verify.verify_table(FAKE, path, tmp_path / "w", runner=runner)
+    assert r.exit_code == EXIT_OK
+    assert [dict(q.tiles) for q in runner.prefetched] == [{"mode": "slow", "work": 2}, {"mode": "good", "work": 1},
+                                                          {"mode": "good", "work": 2}]
+    assert [dict(q.tiles) for q in runner.requests] == [dict(q.tiles) for q in runner.prefetched]
+    assert not runner.closed, "a runner handed in belongs to the caller"
+
+
+def test_without_the_hardware_and_without_a_small_check_verify_cannot_run(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry())
+    r = verify.verify_table("tests.tuning.fake_kernel:NEEDS_GPU", path, tmp_path / "w",
+                            runner_factory=lambda *a: _Scripted({}, default=_ok(100.0)))
+    assert (r.exit_code, r.entries, r.notes) == (EXIT_CANNOT_RUN, [], [
+        "verifying fake needs an imaginary accelerator (FakeGPU 9000)"])
+
+
+def test_the_tables_ceilings_are_handed_to_the_worker_from_the_first_entry_that_has_them(tmp_path):
+    logs = tmp_path / "logs"
+    table = {"entries": {"a": {"stamps": {"gpu": "x"}}, "b": {"stamps": {"bf16_tflops_ceiling": 700.0, "gpu": "y"}},
+                         "c": {"stamps": {"bf16_tflops_ceiling": 1.0}}}}
+    assert verify._seed_ceilings(table, logs) is True
+    assert json.loads((logs / "ceilings.json").read_text()) == {"bf16_tflops_ceiling": 700.0, "gpu": "y"}
+    assert verify._seed_ceilings({"entries": {"a": {}}}, tmp_path / "none") is False
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_named_table_is_verified_alone_without_looking_for_others(tmp_path, monkeypatch):
+    monkeypatch.setattr(verify, "_tables_of", lambda name: pytest.fail("looked for tables"))
+    path = _table_of(tmp_path / "t.json", _entry())
+    runner = _Scripted({}, default=_ok(100.0))
+    run = verify.verify_tables(FAKE, path, tmp_path / "w", buckets=("small",), runner_factory=lambda *a: runner)
+    assert run.tables == [path] and [r.exit_code for r in run.reports] == [EXIT_OK] and runner.closed
+
+
+def _roots(tmp_path, monkeypatch, *kinds):
+    """A user and a shipped root, a fake table in each for ``kinds``: the runtime's places."""
+    user, shipped = tmp_path / "user", tmp_path / "shipped"
+    monkeypatch.setattr(verify, "table_roots", lambda: (user, shipped))
+    monkeypatch.setattr(verify, "shipped_tables_dir", lambda: shipped)
+    paths = []
+    for root in (user, shipped):
+        for kind in kinds:
+            (root / kind).mkdir(parents=True)
+            paths.append(_table_of(root / kind / "fake.json", _entry(stamps={"kernel_hash": "fakehash",
+                                                                          "bf16_tflops_ceiling": float(len(paths))})))
+    return paths
+
+
+def test_without_a_table_each_runtime_table_of_the_workers_device_is_verified_on_one_runner(tmp_path, monkeypatch):
+    user_cpu, _, shipped_cpu, _ = _roots(tmp_path, monkeypatch, "cpu", "nvidia-b200")
+    runner, seen = _Scripted({}, default=_ok(100.0)), []
+    run = verify.verify_tables(FAKE, None, tmp_path / "w", on_entry=seen.append,
+                               runner_factory=lambda name, kernel, work: runner)
+    assert run.tables == [user_cpu, shipped_cpu] and [r.table for r in run.reports] == run.tables
+    assert [r.exit_code for r in run.reports] == [EXIT_OK, EXIT_OK] and len(seen) == 2 and runner.closed
+    # The first readable table's ceilings (any device kind, in path order) are seeded before the worker starts.
+    assert json.loads((tmp_path / "w/logs/ceilings.json").read_text())["bf16_tflops_ceiling"] == 2.0
+
+
+def test_an_unreadable_table_is_passed_over_for_the_ceilings(tmp_path, monkeypatch):
+    _, shipped_cpu = _roots(tmp_path, monkeypatch, "cpu")
+    shipped_cpu.write_text("{")  # the first in the search's order
+    run = verify.verify_tables(FAKE, None, tmp_path / "w", runner_factory=lambda *a: _Scripted({}, default=_ok(100.0)))
+    assert json.loads((tmp_path / "w/logs/ceilings.json").read_text())["bf16_tflops_ceiling"] == 0.0
+    assert [r.exit_code for r in run.reports] == [EXIT_OK, EXIT_BAD_INPUT]
+
+
+def test_an_interrupt_stops_before_the_next_table(tmp_path, monkeypatch):
+    _roots(tmp_path, monkeypatch, "cpu")
+    runner = _Scripted({}, default=_ok(100.0), interrupt_at=0)
+    run = verify.verify_tables(FAKE, None, tmp_path / "w", runner_factory=lambda *a: runner)
+    assert len(run.tables) == 2 and [r.exit_code for r in run.reports] == [EXIT_INTERRUPTED] and runner.closed
+
+
+def test_a_kernel_this_machine_cannot_run_nor_check_small_is_refused_naming_the_cpu_checks(tmp_path, monkeypatch):
+    _roots(tmp_path, monkeypatch, "cpu")
+    runner = _Scripted({}, default=_ok(100.0))
+    with pytest.raises(verify.VerifyRefused) as e:
+        verify.verify_tables("tests.tuning.fake_kernel:NEEDS_GPU", None, tmp_path / "w",
+                             runner_factory=lambda *a: runner)
+    assert e.value.exit_code == EXIT_CANNOT_RUN and runner.closed
+    assert str(e.value) == "verify fake: needs an imaginary accelerator (FakeGPU 9000); this machine cannot run it"
