@@ -128,6 +128,27 @@ class FakeKernelNeedingGpu(FakeKernel):
 NEEDS_GPU = FakeKernelNeedingGpu()
 
 
+class FakeKernelOnItsGpu(FakeKernel):
+    """The same kernel, run where the worker's stamps name its GPU; elsewhere checked small on the CPU."""
+
+    capabilities = frozenset({Capability.PORTABLE_BUILD, Capability.CHECK_SMALL})
+
+    def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
+        return None if stamps.get("gpu") == "FakeGPU 9000" else "an imaginary accelerator (FakeGPU 9000)"
+
+
+ON_ITS_GPU = FakeKernelOnItsGpu()
+
+
+class EmulatedKernel(FakeKernelNeedingGpu):
+    """Needs its GPU, with no small check, but emulated and interpreted on the CPU."""
+
+    capabilities = frozenset({Capability.PORTABLE_BUILD, Capability.EMULATE, Capability.INTERPRET})
+
+
+EMULATED = EmulatedKernel()
+
+
 class WideKernel(FakeKernel):
     """Seven tunables of ten values each: 10^7 configs, every one feasible but those with p0 == p1."""
 

@@ -74,6 +74,7 @@ def test_a_wrong_fallback_fails_the_table(tmp_path):
     assert [e.bucket for e in r.entries] == ["small", "small (fallback)", "small (fallback)"]
     assert r.exit_code == EXIT_FAIL and [e.failed for e in r.entries] == [False, False, True]
     assert r.entries[1].heuristic_us is None and r.entries[0].heuristic_is_tuned
+    assert r.entries[0].heuristic_us == r.entries[0].now_us, "one timing serves the item and its heuristic"
 
 
 def test_only_the_named_buckets_and_a_missing_one_is_named(tmp_path):
@@ -97,6 +98,7 @@ def test_an_interrupted_run_keeps_its_verdicts_and_claims_nothing_it_did_not_che
     assert r.entries[0].verdict.startswith("ok") and r.entries[2].verdict == NOT_CHECKED_INTERRUPTED
     assert r.entries[2].config == {"mode": "unwritten", "work": 1}
     assert r.notes == ["interrupted after 1 of 3 items"] and r.timing_absent is None
+    assert [p["bucket"] for p in r.phases] == ["small"], "the measurement made before the interrupt is kept"
     assert worst_exit_code([EXIT_OK, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_BAD_INPUT]) == EXIT_INTERRUPTED
 
 
@@ -198,11 +200,11 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
 class _Scripted:
     """A runner whose replies are given per config ("work" picks it; ``default`` for any other, else a config
     not scripted is an error): verify's verdicts, at their bounds, without a worker's timing noise. It records
-    what it was asked to measure and prefetch, interrupts at the ``interrupt_at``-th measurement, and says
-    whether it was closed."""
+    what it was asked to measure, check small and prefetch, interrupts at the ``interrupt_at``-th measurement,
+    says whether it was closed, and stamps the CPU or, with ``gpu``, that GPU."""
 
-    def __init__(self, replies, default=None, interrupt_at=None):
-        self.replies, self.default, self.interrupt_at = replies, default, interrupt_at
+    def __init__(self, replies, default=None, interrupt_at=None, gpu=None):
+        self.replies, self.default, self.interrupt_at, self.gpu = replies, default, interrupt_at, gpu
         self.requests, self.prefetched, self.closed = [], [], False
 
     def _reply(self, req):
@@ -210,7 +212,8 @@ class _Scripted:
         return self.replies[work] if self.default is None else self.replies.get(work, self.default)
 
     def stamps(self):
-        return {"device_kind": "cpu", "kernel_hash": "fakehash", "matched": ["kernel_hash"]}
+        where = {"device_kind": "cpu"} if self.gpu is None else {"device_kind": "fakegpu-9000", "gpu": self.gpu}
+        return {**where, "kernel_hash": "fakehash", "matched": ["kernel_hash"]}
 
     def prefetch(self, req, route):
         self.prefetched.append(req)
@@ -227,6 +230,7 @@ class _Scripted:
 
     def request(self, req):
         assert req.op == "check_small"
+        self.requests.append(req)
         return self._reply(req)
 
     def close(self):
@@ -356,12 +360,20 @@ def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
                                f"twice the {noise:.1f}% spread across GPUs and runs)")
 
 
+def test_drift_is_judged_against_this_run_s_noise_when_it_is_the_widest():
+    """A rival's 25% spread: 40% over the recorded time is within twice it."""
+    rep = _judge({1: _ok(140.0), 2: _ok(100.0, spread=0.25)})
+    assert (rep.failed, rep.verdict) == (False, "ok")
+
+
 def test_a_failed_reply_s_error_is_cut_and_a_reply_without_status_is_named():
     long = {"status": "incorrect", "error": "x" * 1000}
     assert _judge({1: long}).verdict == "incorrect: " + "x" * 300
     assert _judge({1: long}, on_gpu=False).verdict == "incorrect: " + "x" * 200
     rep = _judge({1: {}}, on_gpu=False)
     assert (rep.failed, rep.correctness, rep.verdict) == (True, "?", "None: ")
+    rep = _judge({1: {"status": "crashed"}})
+    assert (rep.failed, rep.correctness, rep.verdict) == (True, "crashed", "crashed: ")
 
 
 def test_each_request_carries_the_entry_s_bucket_problem_and_inputs_on_verify_s_seed():
@@ -454,14 +466,19 @@ def test_a_table_that_cannot_be_read_is_bad_input_in_one_line_naming_it(tmp_path
 def test_a_table_of_another_kernel_is_named_with_both_kernels(tmp_path):
     path = _table_of(tmp_path / "t.json", _entry(), kernel="other")
     r, _ = _run(path, tmp_path)
-    assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [f"{path}: a table of kernel 'other', not of 'fake'"])
+    assert (r.table, r.entries, r.exit_code, r.notes) == (
+        path, [], EXIT_BAD_INPUT, [f"{path}: a table of kernel 'other', not of 'fake'"])
 
 
 def test_an_entry_without_its_problem_or_with_one_the_kernel_refuses_names_the_entry(tmp_path):
     path = _table_of(tmp_path / "t.json", _entry(problem=None))
     r, _ = _run(path, tmp_path)
-    assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [
+    assert (r.table, r.entries, r.exit_code, r.notes) == (path, [], EXIT_BAD_INPUT, [
         f"{path}: entry small: no 'problem' (the shape it was measured at), so verify cannot re-measure it"])
+    unnamed = {k: v for k, v in _entry(problem=None).items() if k != "bucket_name"}
+    path = _table_of(tmp_path / "v.json", unnamed)
+    assert _run(path, tmp_path)[0].notes == [
+        f"{path}: entry ?: no 'problem' (the shape it was measured at), so verify cannot re-measure it"]
     path = _table_of(tmp_path / "u.json", _entry(), _entry("big", 3, problem={"n": 3, "m": 1}))
     r, _ = _run(path, tmp_path)
     assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [
@@ -475,8 +492,8 @@ def test_only_the_named_buckets_are_checked_and_the_refusal_lists_what_the_table
     assert r.exit_code == EXIT_OK and [e.bucket for e in r.entries] == ["big"]
     assert {req.bucket for req in runner.requests} == {"big"} and runner.closed
     r, _ = _run(path, tmp_path, buckets=("big", "huge", "absent"))
-    assert (r.exit_code, r.notes) == (EXIT_BAD_INPUT, [f"{path}: no entry for bucket absent, huge (have "
-                                                       f"['big', 'small'])"])
+    assert (r.table, r.entries, r.exit_code, r.notes) == (
+        path, [], EXIT_BAD_INPUT, [f"{path}: no entry for bucket absent, huge (have ['big', 'small'])"])
 
 
 def test_an_entry_that_breaks_the_schema_fails_the_table_first_and_the_rest_are_checked(tmp_path):
@@ -509,7 +526,7 @@ def test_without_the_hardware_and_without_a_small_check_verify_cannot_run(tmp_pa
     path = _table_of(tmp_path / "t.json", _entry())
     r = verify.verify_table("tests.tuning.fake_kernel:NEEDS_GPU", path, tmp_path / "w",
                             runner_factory=lambda *a: _Scripted({}, default=_ok(100.0)))
-    assert (r.exit_code, r.entries, r.notes) == (EXIT_CANNOT_RUN, [], [
+    assert (r.table, r.exit_code, r.entries, r.notes) == (path, EXIT_CANNOT_RUN, [], [
         "verifying fake needs an imaginary accelerator (FakeGPU 9000)"])
 
 
@@ -519,16 +536,20 @@ def test_the_tables_ceilings_are_handed_to_the_worker_from_the_first_entry_that_
                          "c": {"stamps": {"bf16_tflops_ceiling": 1.0}}}}
     assert verify._seed_ceilings(table, logs) is True
     assert json.loads((logs / "ceilings.json").read_text()) == {"bf16_tflops_ceiling": 700.0, "gpu": "y"}
+    assert verify._seed_ceilings(table, logs) is True, "the logs folder of an earlier run is reused"
     assert verify._seed_ceilings({"entries": {"a": {}}}, tmp_path / "none") is False
     assert not (tmp_path / "none").exists()
 
 
 def test_a_named_table_is_verified_alone_without_looking_for_others(tmp_path, monkeypatch):
+    """With the caller's buckets and its callback for each verdict."""
     monkeypatch.setattr(verify, "_tables_of", lambda name: pytest.fail("looked for tables"))
-    path = _table_of(tmp_path / "t.json", _entry())
-    runner = _Scripted({}, default=_ok(100.0))
-    run = verify.verify_tables(FAKE, path, tmp_path / "w", buckets=("small",), runner_factory=lambda *a: runner)
+    path = _table_of(tmp_path / "t.json", _entry(), _entry("big", 3))
+    runner, seen = _Scripted({}, default=_ok(100.0)), []
+    run = verify.verify_tables(FAKE, path, tmp_path / "w", buckets=("big",), on_entry=seen.append,
+                               runner_factory=lambda *a: runner)
     assert run.tables == [path] and [r.exit_code for r in run.reports] == [EXIT_OK] and runner.closed
+    assert [e.bucket for e in run.reports[0].entries] == ["big"] and seen == run.reports[0].entries
 
 
 def _roots(tmp_path, monkeypatch, *kinds):
@@ -547,11 +568,16 @@ def _roots(tmp_path, monkeypatch, *kinds):
 
 def test_without_a_table_each_runtime_table_of_the_workers_device_is_verified_on_one_runner(tmp_path, monkeypatch):
     user_cpu, _, shipped_cpu, _ = _roots(tmp_path, monkeypatch, "cpu", "nvidia-b200")
-    runner, seen = _Scripted({}, default=_ok(100.0)), []
+    runner, seen, started = _Scripted({}, default=_ok(100.0)), [], []
     run = verify.verify_tables(FAKE, None, tmp_path / "w", on_entry=seen.append,
-                               runner_factory=lambda name, kernel, work: runner)
+                               runner_factory=lambda *a: (started.append(a), runner)[1])
     assert run.tables == [user_cpu, shipped_cpu] and [r.table for r in run.reports] == run.tables
-    assert [r.exit_code for r in run.reports] == [EXIT_OK, EXIT_OK] and len(seen) == 2 and runner.closed
+    assert [r.exit_code for r in run.reports] == [EXIT_OK, EXIT_OK] and runner.closed
+    assert seen == [e for r in run.reports for e in r.entries] and len(seen) == 2
+    [(name, kernel, work)] = started
+    assert (name, kernel.name, work) == (FAKE, "fake", tmp_path / "w")
+    run = verify.verify_tables(FAKE, None, tmp_path / "w", buckets=("absent",), runner_factory=lambda *a: runner)
+    assert [r.exit_code for r in run.reports] == [EXIT_BAD_INPUT, EXIT_BAD_INPUT], "the buckets reach every table"
     # The first readable table's ceilings (any device kind, in path order) are seeded before the worker starts.
     assert json.loads((tmp_path / "w/logs/ceilings.json").read_text())["bf16_tflops_ceiling"] == 2.0
 
@@ -579,3 +605,112 @@ def test_a_kernel_this_machine_cannot_run_nor_check_small_is_refused_naming_the_
                              runner_factory=lambda *a: runner)
     assert e.value.exit_code == EXIT_CANNOT_RUN and runner.closed
     assert str(e.value) == "verify fake: needs an imaginary accelerator (FakeGPU 9000); this machine cannot run it"
+    with pytest.raises(verify.VerifyRefused) as e:
+        verify.verify_tables("tests.tuning.fake_kernel:EMULATED", None, tmp_path / "w",
+                             runner_factory=lambda *a: runner)
+    assert str(e.value) == ("verify fake: needs an imaginary accelerator (FakeGPU 9000); this machine cannot run it "
+                            "(`--emulate` or `--interpret` checks the launch on the CPU)")
+
+
+ON_ITS_GPU = "tests.tuning.fake_kernel:ON_ITS_GPU"
+NEED = "an imaginary accelerator (FakeGPU 9000)"
+
+
+def test_where_the_worker_has_the_kernel_s_gpu_entries_are_timed_and_elsewhere_checked_small(tmp_path):
+    """The kernel judges the worker's stamps: on its GPU every entry is checked and timed; on another machine
+    each is checked small on the CPU and the report says what was not checked and why (exit 2)."""
+    path = _table_of(tmp_path / "t.json", _entry())
+    there = _Scripted({}, default=_ok(100.0), gpu="FakeGPU 9000")
+    r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=there)
+    assert (r.table, r.exit_code, r.notes, r.timing_absent) == (path, EXIT_OK, [], None)
+    assert [(e.correctness, e.now_us) for e in r.entries] == [("ok", 100.0)]
+    assert [p["bucket"] for p in r.phases] == ["small"]
+    here = _Scripted({}, default={"status": "ok"})
+    r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=here)
+    assert (r.table, r.exit_code, r.timing_absent, r.phases) == (path, EXIT_CANNOT_RUN, f"needs {NEED}", [])
+    assert r.notes == [f"timing not checked: it needs {NEED}; correctness checked on the CPU at small shapes "
+                       f"(interpret mode)"]
+    assert [(e.correctness, e.now_us, e.failed) for e in r.entries] == [("ok (interpret mode, small shape)", None,
+                                                                         False)]
+    assert [(q.op, q.kernel) for q in here.requests] == [("check_small", ON_ITS_GPU)]
+
+
+def test_an_interrupted_small_check_keeps_its_verdicts_and_names_unnamed_entries(tmp_path):
+    def interrupt(report):
+        raise KeyboardInterrupt
+
+    unnamed = [{k: v for k, v in _entry(n=n, bucket={"n": n}, problem={"n": n}).items() if k != "bucket_name"}
+               for n in (2, 3)]
+    path = _table_of(tmp_path / "t.json", *unnamed)
+    r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=_Scripted({}, default={"status": "ok"}),
+                            on_entry=interrupt)
+    assert (r.table, r.exit_code, r.timing_absent, r.phases) == (path, EXIT_INTERRUPTED, f"needs {NEED}", [])
+    assert r.notes == [f"timing not checked: it needs {NEED}; correctness checked on the CPU at small shapes "
+                       f"(interpret mode)", "interrupted after 1 of 2 items"]
+    assert [(e.bucket, e.checked, e.verdict) for e in r.entries] == [("?", True, "ok"),
+                                                                     ("?", False, NOT_CHECKED_INTERRUPTED)]
+
+
+def test_on_its_gpu_without_a_table_for_it_verify_refuses_rather_than_check_another_gpu_s(tmp_path, monkeypatch):
+    """Only where the kernel's GPU is absent are the shipped tables of every device kind checked (small)."""
+    user_cpu, shipped_cpu = _roots(tmp_path, monkeypatch, "cpu")
+    runner = _Scripted({}, default=_ok(100.0), gpu="FakeGPU 9000")
+    with pytest.raises(verify.VerifyRefused) as e:
+        verify.verify_tables(ON_ITS_GPU, None, tmp_path / "w", runner_factory=lambda *a: runner)
+    assert e.value.exit_code == EXIT_BAD_INPUT and str(e.value).startswith("no tuned table for fake on fakegpu-9000")
+    run = verify.verify_tables(ON_ITS_GPU, None, tmp_path / "w",
+                               runner_factory=lambda *a: _Scripted({}, default={"status": "ok"}))
+    assert run.tables == [user_cpu, shipped_cpu]
+    assert [r.exit_code for r in run.reports] == [EXIT_CANNOT_RUN, EXIT_CANNOT_RUN]
+
+
+@pytest.mark.parametrize("work", ["a-file", "nul\x00"])
+def test_ceilings_that_cannot_be_written_do_not_stop_verify(tmp_path, monkeypatch, work):
+    """A work folder whose logs cannot be made (a file in the way, a name the OS refuses): the worker measures
+    its ceilings itself."""
+    _roots(tmp_path, monkeypatch, "cpu")
+    (tmp_path / "a-file").write_text("")
+    run = verify.verify_tables(FAKE, None, tmp_path / work, runner_factory=lambda *a: _Scripted({}, default=_ok(1.0)))
+    assert [r.exit_code for r in run.reports] == [EXIT_OK, EXIT_OK]
+
+
+def test_a_table_verified_on_its_own_worker_hands_it_the_table_s_ceilings(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry(stamps={"kernel_hash": "fakehash", "bf16_tflops_ceiling": 7.0}))
+    r, runner = _run(path, tmp_path)
+    assert r.exit_code == EXIT_OK and runner.closed
+    assert json.loads((tmp_path / "w/logs/ceilings.json").read_text())["bf16_tflops_ceiling"] == 7.0
+
+
+def test_verify_s_own_worker_runs_on_the_kernel_s_gpus_and_logs_in_the_work_folder(tmp_path, monkeypatch):
+    from kerneltune.registry import load_kernel
+
+    made = []
+    monkeypatch.setattr(verify, "LiveRunner", lambda *a: made.append(a))
+    verify._live_runner(FAKE, load_kernel(FAKE), tmp_path)
+    [(name, routes, _, logs, compile_cache, *_)] = made
+    assert (name, routes, logs, compile_cache) == (FAKE, ["0"], tmp_path / "logs", None)
+
+
+def test_a_config_is_measured_once_whatever_the_order_of_its_fields():
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.tuning.verify import _Measurements
+
+    runner = _Scripted({1: _ok(100.0)})
+    measured = _Measurements("fake", runner, MeasureSettings())
+    measured(_entry(), {"mode": "good", "work": 1})
+    measured(_entry(), {"work": 1, "mode": "good"})
+    assert len(runner.requests) == 1
+
+
+def test_the_heuristic_rival_is_the_kernel_s_for_the_entry_s_problem():
+    from tests.tuning.fake_kernel import FakeProblem
+
+    class ByProblem:
+        def problem(self, fields):
+            return FakeProblem(**fields)
+
+        def heuristic(self, problem):
+            return {"mode": "good", "work": problem.n}
+
+    assert verify._timed_configs(ByProblem(), True, _entry(n=3, problem={"n": 3})) == [
+        ("the item", {"mode": "good", "work": 1}), ("the heuristic", {"mode": "good", "work": 3})]

@@ -145,7 +145,9 @@ def test_tanh_approx_takes_the_tanh_entry_over_an_equally_near_no_cap_one(tmp_pa
     ("num_stages", 3.0, "num_stages: 3.0 is a float, not a int"),
     ("persistent", 1, "persistent: 1 is a int, not a bool"),
     ("block_q", True, "block_q: True is a bool, not a int"),
-    ("warps", 4, "warps: not a tile field"),
+    ("warps", 4, "warps: not a tile field of the ranker (block_q, block_kv, num_stages, p_in_registers, "
+                 "schedule_barrier, mask_interior, persistent, fast_math, static_max, cap_impl, exp2_fma_eighths, "
+                 "scale_in_exp2, lazy_rescale)"),
 ])
 def test_an_entry_whose_tiles_have_other_types_is_refused_by_name(tmp_path, monkeypatch, caplog, field, value, why):
     """A string "false" is truthy and 3.0 fails deep in JAX: the launch refuses the entry, says why, and runs
@@ -169,11 +171,13 @@ def test_an_entry_whose_tiles_have_other_types_is_refused_by_name(tmp_path, monk
     ([-5, 40, 40, 40], [0, 40, 40, 40]),  # clipped into [0, T]; no candidates
     ([0, 128, 0, 128], [0, 128, 128, 128]),  # candidates inside the history are dropped
     ([10, 20, 30, 40], [10, 20, 30, 40]),  # valid bounds are kept as they are
+    ([5, 5, 3, 8], [5, 5, 3, 8]),  # an empty history overlaps nothing
+    ([2, 6, 4, 4], [2, 6, 4, 4]),  # nor do empty candidates
 ])
 def test_traced_bounds_have_a_defined_meaning(given, meant):
     """Under jit the bounds cannot be checked: they are clamped, never left to undefined output."""
     got = jax.jit(lambda b: api.clamp_bounds(b, T))(jnp.asarray([given], jnp.int32))
-    assert np.asarray(got).tolist() == [meant]
+    assert np.asarray(got).tolist() == [meant] and got.dtype == jnp.int32
 
 
 @pytest.mark.slow
@@ -230,6 +234,14 @@ def test_the_call_launches_the_fastest_entry_its_error_budget_allows(tmp_path, m
         assert "lse error 7.00x the no-cap kernel's, over the budget of 1x" in caplog.text
 
 
+def test_the_lookup_without_a_budget_bounds_out_alone(tmp_path, monkeypatch):
+    """``choose_config`` on its own judges a call that returns ``out``: the tanh instruction, whose LSE error is
+    7x the no-cap kernel's, serves."""
+    problem = Problem(batch=B, seq_len=T, q_heads=HQ, kv_heads=HKV, head_dim=D, cap_method="tanh", cap=30.0)
+    install_table(tmp_path, monkeypatch, [_instr_entry(problem)])
+    assert api.choose_config(problem, None).cap_impl == "tanh_instr"
+
+
 def test_every_bench_shape_is_nearest_to_a_bucket_of_its_own_cap():
     """The runtime serves a call from the nearest tuned bucket. A shape nearest to a bucket of another cap runs
     that bucket's fallback, measured under the other cap: in run AH the GQA rows without a cap so missed
@@ -280,10 +292,12 @@ def test_the_problem_carries_the_calls_dtype_scale_and_cap():
     assert (p.dtype, p.sm_scale, p.cap_method.value, p.cap, p.kv_heads) == ("float16", 0.3, "tanh", 20.0, HKV)
 
 
-@pytest.mark.parametrize("return_lse", [False, True])
-def test_the_call_hands_its_arrays_problem_and_budget_to_the_kernel(monkeypatch, return_lse):
-    """On a GPU backend, without a table: the problem (its scale), the budget for the call (``return_lse``) and
-    q, k, v and bounds as given reach the compiled kernel; out alone unless the LSE is asked for."""
+@pytest.mark.parametrize(("cap_method", "return_lse", "lse_bound"), [
+    ("tanh", False, None), ("tanh", True, 1.0), ("tanh_approx", True, None)])
+def test_the_call_hands_its_arrays_problem_and_budget_to_the_kernel(monkeypatch, cap_method, return_lse, lse_bound):
+    """On a GPU backend, without a table: the problem (its scale), the budget for the call (``return_lse``: the
+    LSE bounded at 1x where it is returned, but for tanh_approx) and q, k, v and bounds as given reach the
+    compiled kernel; out alone unless the LSE is asked for."""
     a = args()
     seen = {}
 
@@ -292,16 +306,17 @@ def test_the_call_hands_its_arrays_problem_and_budget_to_the_kernel(monkeypatch,
         return KernelConfig.for_problem(problem)
 
     def compiled(problem, config, interpret):
-        seen.update(interpret=interpret)
+        seen.update(interpret=interpret, compiled_for=problem)
         return lambda *xs: (seen.update(arrays=xs), ("out", "lse"))[1]
 
     monkeypatch.setattr(api.jax, "default_backend", lambda: "gpu")
     monkeypatch.setattr(api, "choose_config", choose)
     monkeypatch.setattr(api, "_compiled", compiled)
-    got = ranker_attention(**a, sm_scale=0.3, cap_method="tanh", cap=30.0, return_lse=return_lse)
+    got = ranker_attention(**a, sm_scale=0.3, cap_method=cap_method, cap=30.0, return_lse=return_lse)
     assert got == (("out", "lse") if return_lse else "out")
     assert seen["problem"].sm_scale == 0.3 and seen["interpret"] is False
-    assert seen["budget"] == api.budget_for(seen["problem"].cap_method, return_lse, None)
+    assert seen["compiled_for"] is seen["problem"]
+    assert seen["budget"] == ErrorBudget(out=2.0, lse=lse_bound)
     assert all(x is a[n] for x, n in zip(seen["arrays"], ("q", "k", "v", "bounds"), strict=True))
 
 
