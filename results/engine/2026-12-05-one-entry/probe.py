@@ -68,7 +68,7 @@ def main(out: Path) -> None:
         row["same_lse"] = bool(np.array_equal(np.asarray(pl), np.asarray(ql)))
         row["nan_left"] = int(np.isnan(np.asarray(po.astype(jnp.float32))).sum() + np.isnan(np.asarray(pl)).sum())
         turns = take_turns({"timed": cupti_sampler(fn, args, False), "plain": cupti_sampler(plain, plain_args, False)},
-                           rounds=16, batch=20, warmup=5, settle_s=0.15)
+                           rounds=10, batch=20, warmup=5, settle_s=0.1)
         med = turn_medians(turns)
         row["timed_us"], row["plain_us"] = float(np.median(med["timed"])), float(np.median(med["plain"]))
         row["ratio"] = round_ratios(med["timed"], med["plain"])
