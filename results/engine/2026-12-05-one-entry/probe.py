@@ -4,7 +4,9 @@ For every winner and runner-up of the shipped ranker table, on one H200: both en
 phases (trace, lower, compile), the kernels each call launches (CUPTI names), their outputs compared bitwise,
 and their times in alternating turns (the checked entry on NaN out/lse buffers, as ``timed_call`` gives it,
 against the plain entry the runtime launches), with the ratio of the round medians.
-Usage: python probe.py OUTDIR"""
+With ``--references``: three buckets' float32 reference (one check case at gain 1), eager as the check computes
+it against ``jax.jit``, each called twice, with the largest difference between the two.
+Usage: python probe.py OUTDIR [--references]"""
 from __future__ import annotations
 
 import json
@@ -91,5 +93,41 @@ def main(out: Path) -> None:
           f"jax {jax.__version__} on {jax.devices()[0].device_kind}")
 
 
+def references(out: Path) -> None:
+    from kerneltune.kernels.ranker_attention.reference import reference_f32
+
+    table = json.loads(TABLE.read_text())["entries"].values()
+    rows = []
+    for e in table:
+        if e["bucket_name"] not in ("d128-clamp-very-long", "d128-gqa-none-short", "d64-none-many-rows"):
+            continue
+        problem = PLUGIN.problem(e["problem"])
+        inputs = PLUGIN.make_inputs(problem, e.get("inputs", {}), 3)
+        step = max(1, int(2.5e9 // (problem.q_heads * problem.seq_len ** 2 * 4)))
+        qf, kf, vf = (x[:step].astype(jnp.float32) for x in (inputs.q, inputs.k, inputs.v))
+        jb = jnp.asarray(inputs.check_bounds[0][:step])
+        kw = dict(sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
+        jitted = jax.jit(lambda q, k, v, b, kw=kw: reference_f32(q, k, v, b, **kw))
+        row = {"bucket": e["bucket_name"], "rows": step}
+        with jax.default_matmul_precision("highest"):
+            for name, fn in (("eager", lambda *a, kw=kw: reference_f32(*a, **kw)), ("jit", jitted)):
+                for n in (1, 2):
+                    t0 = time.perf_counter()
+                    got = jax.block_until_ready(fn(qf, kf, vf, jb))
+                    row[f"{name}{n}_s"] = time.perf_counter() - t0
+                row[name] = got
+        (eo, el), (jo, jl) = row.pop("eager"), row.pop("jit")
+        row["max_abs_out_diff"] = float(jnp.max(jnp.abs(eo - jo)))
+        finite = jnp.isfinite(el)
+        row["max_abs_lse_diff"] = float(jnp.max(jnp.where(finite, jnp.abs(el - jl), 0.0)))
+        row["same_inf"] = bool(jnp.array_equal(finite, jnp.isfinite(jl)))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    (out / "references.json").write_text(json.dumps(rows, indent=1))
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[2:] == ["--references"]:
+        references(Path(sys.argv[1]))
+    else:
+        main(Path(sys.argv[1]))

@@ -4,7 +4,8 @@
 #   call 1 (one call, under 600 s, each step bounded by what is left): probe.py (every shipped item's two entry
 #           points: compile phases, kernels, outputs, times in turns); the two unseen buckets' exhaustive sweep
 #           from an empty user cache with 8, then 14 compile workers, then again into a new folder with the build
-#           cache kept (the first candidate on a warm machine); the ranker's GPU tests with the time left.
+#           cache kept (the first candidate on a warm machine); three buckets' references eager and jitted;
+#           the ranker's GPU tests with the time left.
 #   call 2: verify of the shipped table cold then warm, then `make test-gpu`.
 set -uo pipefail
 export PYTHONPATH=.:.devdeps PYTHONUNBUFFERED=1 KERNELTUNE_TABLES=/tmp/kt-user XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -36,6 +37,7 @@ case $1 in
   done
   step sweep-warm "$(left 520)" "${SWEEP[@]}" --compile-workers 14 --out kerneltune-out/warm
   for j in kerneltune-out/warm/journals/*.jsonl; do cp "$j" "$R/warm-$(basename "$j")"; done
+  step references "$(left 530)" python3 results/engine/2026-12-05-one-entry/probe.py "$R/probe" --references
   step gpu-tests-ranker "$(left 575)" python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 \
     tests/kernels/ranker_attention/test_gpu.py
   ;;
