@@ -118,11 +118,15 @@ class ThreadedFakeKernel(FakeKernel):
 THREADED = ThreadedFakeKernel()
 
 
+FAKE_GPU = "FakeGPU 9000"
+NEED = f"an imaginary accelerator ({FAKE_GPU})"  # what the kernels below say they need
+
+
 class FakeKernelNeedingGpu(FakeKernel):
     """The same kernel, but it can only run on hardware this machine lacks, with no CPU check."""
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
-        return "an imaginary accelerator (FakeGPU 9000)"
+        return NEED
 
 
 NEEDS_GPU = FakeKernelNeedingGpu()
@@ -134,7 +138,7 @@ class FakeKernelOnItsGpu(FakeKernel):
     capabilities = frozenset({Capability.PORTABLE_BUILD, Capability.CHECK_SMALL})
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
-        return None if stamps.get("gpu") == "FakeGPU 9000" else "an imaginary accelerator (FakeGPU 9000)"
+        return None if stamps.get("gpu") == FAKE_GPU else NEED
 
 
 ON_ITS_GPU = FakeKernelOnItsGpu()

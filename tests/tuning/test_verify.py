@@ -21,6 +21,7 @@ from kerneltune.tuning.verify import (
 )
 
 from ..paths import REPO
+from .fake_kernel import FAKE_GPU, NEED
 
 
 @pytest.fixture(autouse=True)
@@ -158,7 +159,7 @@ def test_an_entry_of_another_kernel_source_fails_as_stale_naming_the_re_measure(
 
 def test_exit_2_without_the_hardware(tmp_path):
     r = verify_table("tests.tuning.fake_kernel:NEEDS_GPU", table(tmp_path, "good"), tmp_path / "w")
-    assert r.exit_code == EXIT_CANNOT_RUN and "FakeGPU 9000" in r.notes[0]
+    assert r.exit_code == EXIT_CANNOT_RUN and FAKE_GPU in r.notes[0]
 
 
 @pytest.mark.slow
@@ -527,7 +528,7 @@ def test_without_the_hardware_and_without_a_small_check_verify_cannot_run(tmp_pa
     r = verify.verify_table("tests.tuning.fake_kernel:NEEDS_GPU", path, tmp_path / "w",
                             runner_factory=lambda *a: _Scripted({}, default=_ok(100.0)))
     assert (r.table, r.exit_code, r.entries, r.notes) == (path, EXIT_CANNOT_RUN, [], [
-        "verifying fake needs an imaginary accelerator (FakeGPU 9000)"])
+        f"verifying fake needs {NEED}"])
 
 
 def test_the_tables_ceilings_are_handed_to_the_worker_from_the_first_entry_that_has_them(tmp_path):
@@ -576,10 +577,10 @@ def test_without_a_table_each_runtime_table_of_the_workers_device_is_verified_on
     assert seen == [e for r in run.reports for e in r.entries] and len(seen) == 2
     [(name, kernel, work)] = started
     assert (name, kernel.name, work) == (FAKE, "fake", tmp_path / "w")
-    run = verify.verify_tables(FAKE, None, tmp_path / "w", buckets=("absent",), runner_factory=lambda *a: runner)
-    assert [r.exit_code for r in run.reports] == [EXIT_BAD_INPUT, EXIT_BAD_INPUT], "the buckets reach every table"
     # The first readable table's ceilings (any device kind, in path order) are seeded before the worker starts.
     assert json.loads((tmp_path / "w/logs/ceilings.json").read_text())["bf16_tflops_ceiling"] == 2.0
+    run = verify.verify_tables(FAKE, None, tmp_path / "w", buckets=("absent",), runner_factory=lambda *a: runner)
+    assert [r.exit_code for r in run.reports] == [EXIT_BAD_INPUT, EXIT_BAD_INPUT], "the buckets reach every table"
 
 
 def test_an_unreadable_table_is_passed_over_for_the_ceilings(tmp_path, monkeypatch):
@@ -604,23 +605,22 @@ def test_a_kernel_this_machine_cannot_run_nor_check_small_is_refused_naming_the_
         verify.verify_tables("tests.tuning.fake_kernel:NEEDS_GPU", None, tmp_path / "w",
                              runner_factory=lambda *a: runner)
     assert e.value.exit_code == EXIT_CANNOT_RUN and runner.closed
-    assert str(e.value) == "verify fake: needs an imaginary accelerator (FakeGPU 9000); this machine cannot run it"
+    assert str(e.value) == f"verify fake: needs {NEED}; this machine cannot run it"
     with pytest.raises(verify.VerifyRefused) as e:
         verify.verify_tables("tests.tuning.fake_kernel:EMULATED", None, tmp_path / "w",
                              runner_factory=lambda *a: runner)
-    assert str(e.value) == ("verify fake: needs an imaginary accelerator (FakeGPU 9000); this machine cannot run it "
+    assert str(e.value) == (f"verify fake: needs {NEED}; this machine cannot run it "
                             "(`--emulate` or `--interpret` checks the launch on the CPU)")
 
 
 ON_ITS_GPU = "tests.tuning.fake_kernel:ON_ITS_GPU"
-NEED = "an imaginary accelerator (FakeGPU 9000)"
 
 
 def test_where_the_worker_has_the_kernel_s_gpu_entries_are_timed_and_elsewhere_checked_small(tmp_path):
     """The kernel judges the worker's stamps: on its GPU every entry is checked and timed; on another machine
     each is checked small on the CPU and the report says what was not checked and why (exit 2)."""
     path = _table_of(tmp_path / "t.json", _entry())
-    there = _Scripted({}, default=_ok(100.0), gpu="FakeGPU 9000")
+    there = _Scripted({}, default=_ok(100.0), gpu=FAKE_GPU)
     r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=there)
     assert (r.table, r.exit_code, r.notes, r.timing_absent) == (path, EXIT_OK, [], None)
     assert [(e.correctness, e.now_us) for e in r.entries] == [("ok", 100.0)]
@@ -654,7 +654,7 @@ def test_an_interrupted_small_check_keeps_its_verdicts_and_names_unnamed_entries
 def test_on_its_gpu_without_a_table_for_it_verify_refuses_rather_than_check_another_gpu_s(tmp_path, monkeypatch):
     """Only where the kernel's GPU is absent are the shipped tables of every device kind checked (small)."""
     user_cpu, shipped_cpu = _roots(tmp_path, monkeypatch, "cpu")
-    runner = _Scripted({}, default=_ok(100.0), gpu="FakeGPU 9000")
+    runner = _Scripted({}, default=_ok(100.0), gpu=FAKE_GPU)
     with pytest.raises(verify.VerifyRefused) as e:
         verify.verify_tables(ON_ITS_GPU, None, tmp_path / "w", runner_factory=lambda *a: runner)
     assert e.value.exit_code == EXIT_BAD_INPUT and str(e.value).startswith("no tuned table for fake on fakegpu-9000")
