@@ -87,13 +87,12 @@ class RankerAttentionPlugin:
         return f"an NVIDIA Hopper GPU (H100/H200, sm_90); this machine has {gpu or 'none'}"
 
     def build(self, problem: Problem, tiles: Mapping[str, Any]) -> dict[str, Callable[..., Any]]:
-        """Compile both entry points: the plain one (timed) and the poisoned one (checked)."""
-        config = KernelConfig.for_problem(problem, **tiles)
-        return {"plain": _compiled(problem, config, poisoned=False),
-                "poisoned": _compiled(problem, config, poisoned=True)}
+        """Compile the poisoned entry point, the one both checked and timed (``timed_call``): the plain one,
+        which the runtime launches, would be half of a candidate's compile for the same kernel."""
+        return {"poisoned": _compiled(problem, KernelConfig.for_problem(problem, **tiles), poisoned=True)}
 
     def export_build(self, built: Mapping[str, Any]) -> bytes:
-        """Both compiled entry points as JAX's serialized executables (the Mosaic GPU kernel inside): loaded in
+        """The compiled entry points as JAX's serialized executables (the Mosaic GPU kernel inside): loaded in
         another process, they run bit-identically to the process that compiled them
         (results/engine/2026-12-04-compile-workers/). No pickles: an ``.npz`` of byte arrays, the argument and
         result trees in JAX's own proto form, so that a build kept in the user's cache (``build_cache``) holds
@@ -154,9 +153,15 @@ class RankerAttentionPlugin:
         return CheckResult(None, out_rel, accuracy=measured, reference_s=cache.seconds)
 
     def timed_call(self, built: Any, inputs: RankerInputs) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        """The checked entry point on NaN-filled out and lse buffers. XLA copies them into the outputs with
+        a device copy, not a kernel, so the kernels a call times are the plain entry's own; on one H200 its
+        medians matched the plain entry's (results/engine/2026-12-05-one-entry/)."""
         import jax.numpy as jnp
 
-        return built["plain"], (inputs.q, inputs.k, inputs.v, jnp.asarray(inputs.bounds))
+        b, t, hq, _ = inputs.q.shape
+        out0 = jnp.full(inputs.q.shape, jnp.nan, inputs.q.dtype)
+        lse0 = jnp.full((b, hq, t), jnp.nan, jnp.float32)
+        return built["poisoned"], (inputs.q, inputs.k, inputs.v, jnp.asarray(inputs.bounds), out0, lse0)
 
     def check_small(self, problem: Problem, tiles: Mapping[str, Any]) -> CheckResult:
         """Correctness of a tuned entry on the CPU: the same kernel in interpret mode at a small

@@ -106,7 +106,31 @@ def test_a_build_compiled_in_another_process_runs_bit_identically_and_passes_the
     subprocess.run([sys.executable, "-c", code, str(path)], check=True, timeout=300)
     here, there = PLUGIN.build(problem, tiles), PLUGIN.import_build(path.read_bytes())
     inputs = PLUGIN.make_inputs(problem, {}, 3)
-    args = (inputs.q, inputs.k, inputs.v, jnp.asarray(inputs.bounds))
-    for a, b in zip(here["plain"](*args), there["plain"](*args), strict=True):
+    _, args = PLUGIN.timed_call(here, inputs)
+    for a, b in zip(here["poisoned"](*args), there["poisoned"](*args), strict=True):
         assert np.array_equal(np.asarray(a.astype(jnp.float32)), np.asarray(b.astype(jnp.float32)), equal_nan=True)
     assert PLUGIN.check(there, problem, inputs).error is None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("persistent", [True, False])
+def test_the_timed_call_launches_the_plain_entrys_kernels_and_writes_its_outputs(persistent):
+    """A sweep compiles one entry point a candidate and times the checked one on NaN buffers: its call must
+    launch what the runtime's plain entry launches (XLA's copy of the buffers is a device copy, which CUPTI
+    does not time) and write the same outputs."""
+    from jax.experimental.mosaic.gpu import profiler
+
+    from kerneltune.kernels.ranker_attention.config import Problem
+    from kerneltune.kernels.ranker_attention.plugin import PLUGIN, _compiled
+
+    problem = Problem(batch=6, seq_len=512, q_heads=4, kv_heads=2, head_dim=128)
+    tiles = {"block_q": 64, "block_kv": 128, "num_stages": 2, "persistent": persistent}
+    inputs = PLUGIN.make_inputs(problem, {}, 3)
+    fn, args = PLUGIN.timed_call(PLUGIN.build(problem, tiles), inputs)
+    plain = _compiled(problem, KernelConfig.for_problem(problem, **tiles), poisoned=False)
+    timed_out, timed_kernels = profiler.measure(fn, aggregate=False)(*args)
+    plain_out, plain_kernels = profiler.measure(plain, aggregate=False)(*args[:4])
+    assert len(timed_kernels) == len(plain_kernels)
+    assert not any("copy" in name.lower() for name, _ in timed_kernels)
+    for a, b in zip(timed_out, plain_out, strict=True):
+        assert np.array_equal(np.asarray(a.astype(jnp.float32)), np.asarray(b.astype(jnp.float32)))
