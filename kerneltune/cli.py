@@ -192,7 +192,7 @@ def sweep(
     compile_workers: Annotated[int | None, typer.Option(
         help="Compile workers beside each timing worker (processes where the kernel's build can leave its "
              "process, as the ranker's can; else threads); 0 compiles each candidate when it is timed. "
-             "Default: up to 8, the cores less two.")] = None,
+             "Default: the cores less two, up to 14.")] = None,
     rel_noise: Annotated[float, typer.Option(help="Stop timing when the median's noise is under this.")] = 0.01,
     max_seconds: Annotated[float, typer.Option(help="Time cap of sampling per candidate.")] = CANDIDATE_MAX_SECONDS,
     cold_l2: Annotated[bool, typer.Option(help="Flush L2 before every timed call.")] = False,

@@ -75,8 +75,8 @@ def test_a_second_check_on_the_same_inputs_reuses_their_references(monkeypatch):
     from kerneltune.kernels.ranker_attention import reference
 
     real = reference.reference_f32
-    calls = []
-    monkeypatch.setattr(reference, "reference_f32", lambda *a, **kw: calls.append(kw["cap_method"]) or real(*a, **kw))
+    rows, calls = plugin._reference_rows, []
+    monkeypatch.setattr(plugin, "_reference_rows", lambda p, *a: calls.append(p.cap_method) or rows(p, *a))
     problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
 
     def kernel(cap_method, cap):  # the float32 reference itself, rounded to the output dtype
@@ -124,13 +124,12 @@ SPEC = {"history": [50, 90], "candidates": 20, "timing_seed": 1}
 def test_a_wrong_candidate_after_a_right_one_fails_on_the_references_kept_on_disk(tmp_path, monkeypatch, caplog):
     """References are computed once per bucket and kept (in memory, and on disk for the next worker); the check
     of every candidate stays whole: a wrong one after a right one still fails, from memory and from disk."""
-    from kerneltune.kernels.ranker_attention import reference
     from kerneltune.reference_cache import ENV
 
     monkeypatch.setenv(ENV, str(tmp_path / "references"))
     calls = []
-    real = reference.reference_f32
-    monkeypatch.setattr(reference, "reference_f32", lambda *a, **k: calls.append(1) or real(*a, **k))
+    rows = plugin._reference_rows
+    monkeypatch.setattr(plugin, "_reference_rows", lambda *a: calls.append(1) or rows(*a))
     plugin._inputs.cache_clear()
     inputs = PLUGIN.make_inputs(PROBLEM, SPEC, seed=3)
     first = PLUGIN.check(_reference_kernel(), PROBLEM, inputs)
@@ -206,3 +205,31 @@ def test_the_no_cap_twin_is_compiled_once_per_system_then_loaded_from_the_build_
     plugin._no_cap_twin.cache_clear()
     assert len(compiled) == 1 and len(list((tmp_path / "builds").glob("*.npz"))) == 1
     assert all(np.array_equal(o, [0.0, 2.0, 4.0, 6.0]) for o in outputs)
+
+
+@pytest.mark.parametrize("most_rows", [1, 2, 3])
+def test_the_reference_in_chunks_of_rows_matches_the_float64_oracle(monkeypatch, most_rows):
+    """The check's reference runs in equal chunks of batch rows, the last padded with empty rows (one compile a
+    bucket): the padding must not leak into the rows kept, nor a chunk's rows into another's. Batch 3 in
+    chunks of at most 1, 2 (two chunks of 2, one row padded) and 3 rows, against float64 NumPy."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from kerneltune.kernels.ranker_attention.reference import reference_f64
+    from kerneltune.reference_cache import ReferenceCache
+
+    problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
+    monkeypatch.setattr(plugin, "_REFERENCE_BYTES", most_rows * problem.q_heads * problem.seq_len ** 2 * 4)
+    plugin._inputs.cache_clear()
+    inputs = PLUGIN.make_inputs(problem, {"history": [50, 90], "candidates": 20}, seed=5)
+    plugin._inputs.cache_clear()
+    case = len(inputs.check_bounds) - 1
+    qkv = (inputs.q, inputs.k, inputs.v)
+    out, lse = plugin._reference(problem, inputs, 1.0, case, qkv, ReferenceCache(None))
+    want_out, want_lse = reference_f64(*(np.asarray(x.astype(jnp.float32)) for x in qkv), inputs.check_bounds[case],
+                                       sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
+    assert out.shape == want_out.shape and lse.shape == want_lse.shape
+    np.testing.assert_allclose(np.asarray(out), want_out, atol=2e-5)
+    np.testing.assert_array_equal(np.isfinite(np.asarray(lse)), np.isfinite(want_lse))
+    finite = np.isfinite(want_lse)
+    np.testing.assert_allclose(np.asarray(lse)[finite], want_lse[finite], atol=2e-5)
