@@ -64,6 +64,6 @@ def test_a_build_that_cannot_leave_its_process_compiles_on_a_thread_here():
 
 
 def test_default_compile_workers_leave_two_cores(monkeypatch):
-    for cores, workers in ((1, 1), (2, 1), (4, 2), (16, 8), (64, 8)):
+    for cores, workers in ((1, 1), (2, 1), (4, 2), (16, 14), (17, 14), (64, 14)):
         monkeypatch.setattr(os, "cpu_count", lambda c=cores: c)
         assert default_compile_workers() == workers
