@@ -282,9 +282,9 @@ def _reference(problem: Problem, inputs: RankerInputs, gain: float, case: int, q
 
 
 def _reference_rows(problem: Problem, q: Any, k: Any, v: Any, bounds: Any) -> tuple[Any, Any]:
-    """The float32 reference of some batch rows at the highest matmul precision, jitted: op by op it took
-    11-18 s a bucket on one H200 (each op compiled for the bucket's shapes), jitted 3-7 s, within 2e-7 of it
-    (results/engine/2026-12-05-one-entry/)."""
+    """The float32 reference of some batch rows at the highest matmul precision, jitted: a sweep's first
+    candidate of a bucket spent 14.4 and 26.7 s on its references op by op on one H200 (each op compiled for the
+    bucket's shapes), 10.5 and 16.7 s jitted, within 2e-7 of them (results/engine/2026-12-05-one-entry/)."""
     import jax
 
     with jax.default_matmul_precision("highest"):
