@@ -24,3 +24,19 @@ def test_one_groups_tests_run_on_one_worker(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:]
     workers = (tmp_path / "workers.txt").read_text().split()
     assert len(workers) == 4 and len(set(workers)) == 1, workers
+
+
+def test_marks_are_on_tests_not_on_their_helpers():
+    """A mark on a helper marks nothing: ``slow`` and the full-model group on a helper once left a full-size
+    emulated sweep and verify (81 s) in the quick loop, beside the other full-size runs."""
+    import ast
+
+    from .paths import REPO
+
+    misplaced = []
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("test"):
+                misplaced += [f"{path.relative_to(REPO)}:{node.lineno} {node.name}: @{ast.unparse(d)}"
+                              for d in node.decorator_list if ast.unparse(d).startswith("pytest.mark.")]
+    assert not misplaced, misplaced

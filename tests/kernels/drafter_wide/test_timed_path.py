@@ -25,8 +25,6 @@ problem = { arch = "gfx942", requests = 2, qpr = 2, context = 40, layers = 1 }
 """
 
 
-@pytest.mark.slow
-@pytest.mark.xdist_group("drafter-full-model")  # one worker at a time runs the full-size model
 def _sweep_on(device: str, tmp_path, monkeypatch) -> tuple:
     """The space's one layout swept on a launch group of ``device``: the working folder and its one record."""
     monkeypatch.setenv("KERNELTUNE_GROUP_DEVICE", device)
@@ -41,6 +39,8 @@ def _sweep_on(device: str, tmp_path, monkeypatch) -> tuple:
     return out, rec
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("drafter-full-model")  # one worker at a time runs the full-size model
 def test_sweep_then_verify_on_an_emulated_group(tmp_path, monkeypatch):
     out, rec = _sweep_on("emulated", tmp_path, monkeypatch)
     assert rec["status"] == "ok" and rec["rel_error"] < 1e-12 and rec["timing"]["median_us"] > 0
