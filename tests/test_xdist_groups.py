@@ -2,8 +2,11 @@
 `xdist_group` (the full-size drafter model, GBs each) run on one worker, one at a time. pytest 9.2
 silently broke that (pytest-xdist issue 1386) and two full-size models ran at once."""
 
+import ast
 import subprocess
 import sys
+
+from .paths import REPO
 
 GROUPED = '''
 import os
@@ -29,14 +32,10 @@ def test_one_groups_tests_run_on_one_worker(tmp_path):
 def test_marks_are_on_tests_not_on_their_helpers():
     """A mark on a helper marks nothing: ``slow`` and the full-model group on a helper once left a full-size
     emulated sweep and verify (81 s) in the quick loop, beside the other full-size runs."""
-    import ast
-
-    from .paths import REPO
-
     misplaced = []
-    for path in sorted((REPO / "tests").rglob("test_*.py")):
+    for path in sorted((REPO / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("test"):
-                misplaced += [f"{path.relative_to(REPO)}:{node.lineno} {node.name}: @{ast.unparse(d)}"
-                              for d in node.decorator_list if ast.unparse(d).startswith("pytest.mark.")]
+                marks = [text for d in node.decorator_list if (text := ast.unparse(d)).startswith("pytest.mark.")]
+                misplaced += [f"{path.relative_to(REPO)}:{node.lineno} {node.name}: @{m}" for m in marks]
     assert not misplaced, misplaced

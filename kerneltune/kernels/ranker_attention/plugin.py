@@ -161,7 +161,9 @@ class RankerAttentionPlugin:
         plain entry's (results/engine/2026-12-05-one-entry/)."""
         import jax.numpy as jnp
 
-        args = (inputs.q, inputs.k, inputs.v, jnp.asarray(inputs.bounds), *_poisoned_outputs(inputs.q))
+        from .verify import poisoned_outputs
+
+        args = (inputs.q, inputs.k, inputs.v, jnp.asarray(inputs.bounds), *poisoned_outputs(inputs.q))
         return built["poisoned"], args
 
     def check_small(self, problem: Problem, tiles: Mapping[str, Any]) -> CheckResult:
@@ -228,28 +230,19 @@ def _errors(fn: Callable[..., Any], problem: Problem, inputs: RankerInputs,
     device (``verify.compare``); only the figures leave it."""
     import jax.numpy as jnp
 
-    from .verify import compare
+    from .verify import compare, poisoned_outputs
 
     out_rel = lse_abs = 0.0
     for gain in CHECK_GAINS:
         q, k, v = inputs.q * jnp.asarray(gain, inputs.q.dtype), inputs.k * jnp.asarray(gain, inputs.k.dtype), inputs.v
         for case, bounds in enumerate(inputs.check_bounds):
             ro, rl = _reference(problem, inputs, gain, case, (q, k, v), cache)
-            out, lse = fn(q, k, v, jnp.asarray(bounds), *_poisoned_outputs(q))
+            out, lse = fn(q, k, v, jnp.asarray(bounds), *poisoned_outputs(q))
             c = compare(out, lse, ro, rl, bounds, problem.dtype, problem.cap_method)
             out_rel, lse_abs = max(out_rel, c.rel_fro), max(lse_abs, c.lse_max_abs)
             if not c.ok:
                 return f"gain {gain:g}: " + "; ".join(c.errors), out_rel, lse_abs
     return None, out_rel, lse_abs
-
-
-def _poisoned_outputs(q: Any) -> tuple[Any, Any]:
-    """NaN-filled out [B, T, Hq, D] and lse [B, Hq, T] buffers for the poisoned entry point, which writes into
-    them: a row it leaves unwritten stays NaN."""
-    import jax.numpy as jnp
-
-    b, t, hq, _ = q.shape
-    return jnp.full(q.shape, jnp.nan, q.dtype), jnp.full((b, hq, t), jnp.nan, jnp.float32)
 
 
 def _reference(problem: Problem, inputs: RankerInputs, gain: float, case: int, qkv: tuple[Any, Any, Any],

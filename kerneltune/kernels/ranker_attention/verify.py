@@ -104,6 +104,13 @@ def _figures(out: Any, lse: Any, ref_out: Any, ref_lse: Any, bounds: Any, atol: 
     }
 
 
+def poisoned_outputs(q: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """NaN-filled out [B, T, Hq, D] and lse [B, Hq, T] buffers for the poisoned entry point, which writes into
+    them: a row it leaves unwritten stays NaN."""
+    b, t, hq, _ = q.shape
+    return jnp.full(q.shape, jnp.nan, q.dtype), jnp.full((b, hq, t), jnp.nan, jnp.float32)
+
+
 def check_interpret(problem, config, bounds: np.ndarray, seed: int) -> Comparison:
     """Run the kernel in Mosaic GPU's CPU interpret mode on fresh inputs, outputs poisoned with NaN,
     and compare it with the float64 oracle."""
@@ -112,9 +119,8 @@ def check_interpret(problem, config, bounds: np.ndarray, seed: int) -> Compariso
     from .reference import reference_f64
 
     q, k, v = (jnp.asarray(x, problem.dtype) for x in make_tensors(problem, seed))
-    out0 = jnp.full(q.shape, jnp.nan, q.dtype)
-    lse0 = jnp.full((problem.batch, problem.q_heads, problem.seq_len), jnp.nan, jnp.float32)
-    out, lse = build_forward(problem, config, interpret=True, poisoned=True)(q, k, v, jnp.asarray(bounds), out0, lse0)
+    out, lse = build_forward(problem, config, interpret=True, poisoned=True)(q, k, v, jnp.asarray(bounds),
+                                                                               *poisoned_outputs(q))
     f = [np.asarray(x.astype(jnp.float32)) for x in (q, k, v)]
     ro, rl = reference_f64(*f, bounds, sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
     return compare(out, lse, ro, rl, bounds, problem.dtype, problem.cap_method)
