@@ -51,6 +51,7 @@ def test_the_megakernel_compiles_with_sane_resources(tmp_path, arch, tiles):
         assert f".vgpr_count:     {res.vgpr}" in notes and f".group_segment_fixed_size: {res.lds_bytes}" in notes
 
 
+@pytest.mark.slow
 def test_silent_errors_and_bad_builders_fail(tmp_path):
     with pytest.raises(CompileFailed, match="arch: 'gfx90a' is not one of"):
         compile_kernel(WIDE, {"arch": "gfx90a", "ng": 192, "threads": 512, "w_na": 96, "qpr": 1}, KERNEL_ARG_SPEC,

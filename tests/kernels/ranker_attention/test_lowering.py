@@ -74,6 +74,7 @@ def test_smem_model_is_mosaic_gpus_figure(monkeypatch, head_dim, tiles):
     assert int(re.search(r"smem_bytes=(\d+)", str(refusal.value)).group(1)) == smem_bytes(config, head_dim)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_cap_impl_lowers_to_its_instructions(head_dim):
     """The exact tanh is ex2 and rsqrt (no tanh op); the tanh instruction is a tanh op (no rsqrt): were
@@ -88,6 +89,7 @@ def test_cap_impl_lowers_to_its_instructions(head_dim):
     assert ops["tanh_instr"][0] > 0 and ops["tanh_instr"][1] == 0, ops
 
 
+@pytest.mark.slow
 def test_exp2_fma_eighths_lowers_to_the_fma_cubic():
     """A share of the exp2 on the FMA pipe is the cubic's ``math.fma`` in the Mosaic GPU module (with the tanh
     instruction nothing else lowers to it): were the field dropped on the GPU path, the tuner would time the
@@ -112,6 +114,7 @@ def test_the_tanh_instruction_hands_the_caps_outer_multiply_to_the_exp2():
     assert "arith.maximumf" in texts["exact"] and "arith.maximumf" not in texts["tanh_instr"]
 
 
+@pytest.mark.slow
 def test_scale_in_exp2_changes_the_kernel_without_a_cap_and_no_other():
     """The field is the no-cap kernel's: dropped on that path, the tuner would time one program under two names;
     taken under a cap, entries measured without it would launch another program than they describe."""
@@ -125,6 +128,7 @@ def test_scale_in_exp2_changes_the_kernel_without_a_cap_and_no_other():
     assert digests["tanh"][False] == digests["tanh"][True], digests
 
 
+@pytest.mark.slow
 def test_lazy_rescale_branches_on_the_kernels_with_a_running_max_and_no_other():
     """The rescale of O skipped by a branch per row (``scf.if``) where the kernel keeps a running max, with or
     without a cap; under static_max there is none, and the field must leave that program as it was."""
