@@ -280,23 +280,53 @@ def _reference(problem: Problem, inputs: RankerInputs, gain: float, case: int, q
 
 
 def _reference_rows(problem: Problem, q: Any, k: Any, v: Any, bounds: Any) -> tuple[Any, Any]:
-    """The float32 reference of some batch rows at the highest matmul precision, jitted: a sweep's first
+    """The float32 reference of some batch rows at the highest matmul precision, compiled: a sweep's first
     candidate of a bucket spent 14.4 and 26.7 s on its references op by op on one H200 (each op compiled for the
-    bucket's shapes), 10.5 and 16.7 s jitted, within 2e-7 of them (results/engine/2026-12-05-one-entry/)."""
-    import jax
+    bucket's shapes), 10.5 and 16.7 s jitted, within 2e-7 of them, and a jitted reference's first call was 7.1 s
+    against 0.02 s for its second (results/engine/2026-12-05-one-entry/): XLA's compile is nearly all of it."""
+    specs = tuple((tuple(x.shape), str(x.dtype)) for x in (q, k, v, bounds))
+    return _compiled_reference(problem, specs)(q, k, v, bounds)
 
-    with jax.default_matmul_precision("highest"):
-        return _jitted_reference()(q, k, v, bounds, sm_scale=problem.scale, cap_method=problem.cap_method,
-                                   cap=problem.cap)
+
+REFERENCE_XLA_OPTIONS: dict[str, Any] = {"xla_gpu_autotune_level": 0}  # no autotuning of the float32 einsums
 
 
 @functools.cache
-def _jitted_reference() -> Callable[..., Any]:
+def _compiled_reference(problem: Problem, specs: tuple[tuple[tuple[int, ...], str], ...]) -> Callable[..., Any]:
+    """The reference compiled for arguments of ``specs`` once a worker, and kept in the user's build cache where
+    the engine names one (``build_cache``), as the no-cap twin is: a warm verify or a new sweep of a known shape
+    loads the executable instead of compiling it again."""
     import jax
 
     from .reference import reference_f32
 
-    return jax.jit(reference_f32, static_argnames=("sm_scale", "cap_method", "cap"))
+    def compile_() -> Any:
+        jitted = jax.jit(reference_f32, static_argnames=("sm_scale", "cap_method", "cap"),
+                         compiler_options=REFERENCE_XLA_OPTIONS)
+        args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in specs]
+        with jax.default_matmul_precision("highest"):
+            lowered = jitted.lower(*args, sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
+        return lowered.compile()
+
+    cache = BuildCache.from_env()
+    if cache.folder is None:
+        return compile_()
+    from kerneltune.backends.cuda_jax import MATCHED, system_stamps
+
+    built: dict[str, Callable[..., Any]] = {}
+
+    def build() -> bytes:
+        built["reference"] = compile_()
+        return PLUGIN.export_build(built)
+
+    def loads(data: bytes) -> None:
+        built.update(PLUGIN.import_build(data))
+
+    tiles = {"entry": "reference", "args": [[list(shape), dtype] for shape, dtype in specs],
+             "xla": REFERENCE_XLA_OPTIONS}
+    cache.build(build_key(PLUGIN.name, reference_source_hash(), PLUGIN.problem_dict(problem), tiles,
+                          system_stamps(), MATCHED), build, loads)
+    return built["reference"]
 
 
 @functools.cache

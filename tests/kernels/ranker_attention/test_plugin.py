@@ -1,6 +1,8 @@
 """The engine's check of a ranker candidate, run with the interpret-mode kernel on the CPU:
 it passes the right kernel and fails one compiled for another cap."""
 
+import dataclasses
+
 import pytest
 
 from kerneltune.kernels.ranker_attention import plugin
@@ -205,6 +207,37 @@ def test_the_no_cap_twin_is_compiled_once_per_system_then_loaded_from_the_build_
     plugin._no_cap_twin.cache_clear()
     assert len(compiled) == 1 and len(list((tmp_path / "builds").glob("*.npz"))) == 1
     assert all(np.array_equal(o, [0.0, 2.0, 4.0, 6.0]) for o in outputs)
+
+
+def test_the_reference_is_compiled_once_per_system_then_loaded_from_the_build_cache(tmp_path, monkeypatch):
+    """A worker that needs a bucket's reference again (a warm verify, a new sweep of a known shape) loads its
+    executable: the same bits as the one compiled here, and as the reference compiled with no cache; another
+    cap is another program, compiled."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from kerneltune.build_cache import ENV
+
+    problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
+    inputs = PLUGIN.make_inputs(problem, SPEC, seed=3)
+    args = [x.astype(jnp.float32) for x in (inputs.q, inputs.k, inputs.v)] + [jnp.asarray(inputs.check_bounds[0])]
+    monkeypatch.setenv(ENV, "")
+    plugin._compiled_reference.cache_clear()
+    uncached = plugin._reference_rows(problem, *args)
+    monkeypatch.setenv(ENV, str(tmp_path / "builds"))
+    compiles = []
+    lower = jax.stages.Lowered.compile
+    monkeypatch.setattr(jax.stages.Lowered, "compile", lambda self, *a: compiles.append(1) or lower(self, *a))
+    outputs = []
+    for p in (problem, problem, dataclasses.replace(problem, cap=6.0)):
+        plugin._compiled_reference.cache_clear()  # a fresh worker
+        outputs.append(jax.device_get(plugin._reference_rows(p, *args)))
+    plugin._compiled_reference.cache_clear()
+    assert len(compiles) == 2 and len(list((tmp_path / "builds").glob("*.npz"))) == 2
+    for got in outputs[:2]:
+        assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(got, jax.device_get(uncached), strict=True))
+    assert not np.array_equal(outputs[2][0], outputs[0][0])
 
 
 @pytest.mark.parametrize("most_rows", [1, 2, 3])
