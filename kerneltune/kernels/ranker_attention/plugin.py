@@ -285,17 +285,18 @@ def _reference_rows(problem: Problem, q: Any, k: Any, v: Any, bounds: Any) -> tu
     bucket's shapes), 10.5 and 16.7 s jitted, within 2e-7 of them, and a jitted reference's first call was 7.1 s
     against 0.02 s for its second (results/engine/2026-12-05-one-entry/): XLA's compile is nearly all of it."""
     specs = tuple((tuple(x.shape), str(x.dtype)) for x in (q, k, v, bounds))
-    return _compiled_reference(problem, specs)(q, k, v, bounds)
+    return _compiled_reference(problem.scale, str(problem.cap_method), problem.cap, specs)(q, k, v, bounds)
 
 
 REFERENCE_XLA_OPTIONS: dict[str, Any] = {"xla_gpu_autotune_level": 0}  # no autotuning of the float32 einsums
 
 
 @functools.cache
-def _compiled_reference(problem: Problem, specs: tuple[tuple[tuple[int, ...], str], ...]) -> Callable[..., Any]:
-    """The reference compiled for arguments of ``specs`` once a worker, and kept in the user's build cache where
-    the engine names one (``build_cache``), as the no-cap twin is: a warm verify or a new sweep of a known shape
-    loads the executable instead of compiling it again."""
+def _compiled_reference(sm_scale: float, cap_method: str, cap: float | None,
+                        specs: tuple[tuple[tuple[int, ...], str], ...]) -> Callable[..., Any]:
+    """The reference compiled once a worker for arguments of ``specs`` and what it depends on of a problem (so a
+    capped bucket's no-cap twin shares an uncapped bucket's of the same shapes), kept in the user's build cache: a
+    warm verify or a new sweep of a known shape loads the executable instead of compiling it again."""
     import jax
 
     from .reference import reference_f32
@@ -305,28 +306,12 @@ def _compiled_reference(problem: Problem, specs: tuple[tuple[tuple[int, ...], st
                          compiler_options=REFERENCE_XLA_OPTIONS)
         args = [jax.ShapeDtypeStruct(shape, dtype) for shape, dtype in specs]
         with jax.default_matmul_precision("highest"):
-            lowered = jitted.lower(*args, sm_scale=problem.scale, cap_method=problem.cap_method, cap=problem.cap)
-        return lowered.compile()
+            return jitted.lower(*args, sm_scale=sm_scale, cap_method=cap_method, cap=cap).compile()
 
-    cache = BuildCache.from_env()
-    if cache.folder is None:
-        return compile_()
-    from kerneltune.backends.cuda_jax import MATCHED, system_stamps
-
-    built: dict[str, Callable[..., Any]] = {}
-
-    def build() -> bytes:
-        built["reference"] = compile_()
-        return PLUGIN.export_build(built)
-
-    def loads(data: bytes) -> None:
-        built.update(PLUGIN.import_build(data))
-
+    what = {"sm_scale": sm_scale, "cap_method": cap_method, "cap": cap}
     tiles = {"entry": "reference", "args": [[list(shape), dtype] for shape, dtype in specs],
              "xla": REFERENCE_XLA_OPTIONS}
-    cache.build(build_key(PLUGIN.name, reference_source_hash(), PLUGIN.problem_dict(problem), tiles,
-                          system_stamps(), MATCHED), build, loads)
-    return built["reference"]
+    return _kept_build(reference_source_hash(), what, tiles, compile_)
 
 
 @functools.cache
@@ -353,24 +338,31 @@ def _no_cap_twin(problem: Problem) -> Callable[..., Any]:
     measured against."""
     tiles = heuristic_config(problem)
     config = KernelConfig.for_problem(problem, **tiles)
+    return _kept_build(kernel_source_hash(), PLUGIN.problem_dict(problem), {**tiles, "entry": "poisoned"},
+                       lambda: _compiled(problem, config, poisoned=True))
+
+
+def _kept_build(source_hash: str, problem: Mapping[str, Any], tiles: Mapping[str, Any],
+                compile_: Callable[[], Callable[..., Any]]) -> Callable[..., Any]:
+    """``compile_()``'s program, loaded from the user's build cache where the engine names one (``build_cache``)
+    and kept there when compiled; ``tiles["entry"]`` names it in the stored build."""
     cache = BuildCache.from_env()
     if cache.folder is None:
-        return _compiled(problem, config, poisoned=True)
+        return compile_()
     from kerneltune.backends.cuda_jax import MATCHED, system_stamps
 
-    built: dict[str, Callable[..., Any]] = {}  # the twin, as compiled here or loaded from the cache
+    name = tiles["entry"]
+    built: dict[str, Callable[..., Any]] = {}  # as compiled here or loaded from the cache
 
-    def compile_() -> bytes:
-        built["poisoned"] = _compiled(problem, config, poisoned=True)
+    def build() -> bytes:
+        built[name] = compile_()
         return PLUGIN.export_build(built)
 
     def loads(data: bytes) -> None:
         built.update(PLUGIN.import_build(data))
 
-    key = build_key(PLUGIN.name, kernel_source_hash(), PLUGIN.problem_dict(problem),
-                    {**tiles, "entry": "poisoned"}, system_stamps(), MATCHED)
-    cache.build(key, compile_, loads)
-    return built["poisoned"]
+    cache.build(build_key(PLUGIN.name, source_hash, problem, tiles, system_stamps(), MATCHED), build, loads)
+    return built[name]
 
 
 def _compiled(problem: Problem, config: KernelConfig, *, poisoned: bool) -> Callable[..., Any]:
