@@ -30,7 +30,13 @@ def decode_table(fmt: str) -> np.ndarray:
 
 
 def decode(codes: np.ndarray, arch: str) -> np.ndarray:
-    return decode_table(FORMAT[arch])[codes.astype(np.uint8)]
+    return decode_table(FORMAT[arch])[codes.astype(np.uint8, copy=False)]
+
+
+@functools.cache
+def wide_table(arch: str) -> np.ndarray:
+    """``decode_table`` in float64 (exact): the MFMA's operands without a conversion per instruction."""
+    return decode_table(FORMAT[arch]).astype(np.float64)
 
 
 def encode(values: np.ndarray, arch: str) -> np.ndarray:

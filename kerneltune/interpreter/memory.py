@@ -74,6 +74,10 @@ class GlobalMemory:
 
     def _locate(self, addresses: np.ndarray, nbytes: int, where: str) -> list[tuple[Allocation, Any]]:
         """Each allocation the lanes touch with the lanes in it (None: all of them); faults on any stray."""
+        lo = int(addresses.min())
+        a = self.find(lo)
+        if a is not None and int(addresses.max()) + nbytes <= a.end:  # most accesses: all lanes in one
+            return [(a, None)]
         if self._starts_np is None or self._starts_np.size != len(self._starts):
             self._starts_np = np.asarray(self._starts, dtype=np.int64)
         k = np.searchsorted(self._starts_np, addresses, side="right") - 1

@@ -9,6 +9,7 @@ touches the bindings. An op the interpreter has no meaning for fails here, namin
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -94,6 +95,7 @@ class Op:
 _FRAME = re.compile(r'"([^"]+)":(\d+):(\d+)')
 
 
+@functools.cache  # a module's ops share few locations, and pathlib per op cost a second a capture
 def _where(loc: str) -> tuple[str, tuple[tuple[str, int], ...]]:
     frames = [(Path(f).name, int(line)) for f, line, _ in _FRAME.findall(loc)]
     text = " <- ".join(f"{f}:{line}" for f, line in frames[:4]) or "unknown location"
