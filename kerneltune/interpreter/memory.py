@@ -104,14 +104,17 @@ class GlobalMemory:
                 raise MemoryFault(f"{where}: a {nbytes}-byte access at {self.describe(first)} leaves every allocation")
             row = a.data[first - a.start:first - a.start + nbytes]
             return np.broadcast_to(row, (addresses.size, nbytes)).copy()
-        span = np.arange(nbytes)
-        groups = self._locate(addresses, nbytes, where)
+        return self._gather(addresses, nbytes, self._locate(addresses, nbytes, where))
+
+    def _gather(self, addresses: np.ndarray, nbytes: int, groups: list[tuple[Allocation, Any]]) -> np.ndarray:
+        """The bytes of ``_locate``'s groups: uint8 [lanes, nbytes]."""
         if len(groups) == 1 and groups[0][1] is None:
             a = groups[0][0]
             off = addresses - a.start
             if not (off % nbytes).any():  # aligned to the access: one row index a lane
                 return _rows(a.data, nbytes)[off // nbytes]
-            return a.data[off[:, None] + span]
+            return a.data[off[:, None] + np.arange(nbytes)]
+        span = np.arange(nbytes)
         out = np.empty((addresses.size, nbytes), np.uint8)
         for a, lanes in groups:
             out[lanes] = a.data[(addresses[lanes] - a.start)[:, None] + span]
@@ -122,12 +125,9 @@ class GlobalMemory:
         """A plain load by rank ``reader``: as ``load``, but the bytes of another rank's allocation come from
         the lines ``held`` (that rank's L2: allocation start and line index to the line's bytes), each kept
         at its first read."""
-        out = self.load(addresses, nbytes, where)
-        first = self.find(int(addresses[0]))
-        if first is not None and first.owner in (None, reader) and first.start <= int(addresses.min()) \
-                and int(addresses.max()) < first.end:
-            return out  # the reader's own memory (most loads): nothing to look up again
-        for a, lanes in self._locate(addresses, nbytes, where):
+        groups = self._locate(addresses, nbytes, where)
+        out = self._gather(addresses, nbytes, groups)
+        for a, lanes in groups:  # the reader's own memory as loaded; another rank's from the lines held
             if a.owner is None or a.owner == reader:
                 continue
             sel = slice(None) if lanes is None else lanes
