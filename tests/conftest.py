@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -20,11 +22,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                    + " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
 
+
+def _scratch(prefix: str) -> str:
+    """A folder of this process's own, removed when it exits (each run left two behind per process)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 # The user's own installed tables must not steer a test: each run gets an empty user tables folder
 # (the shipped tables are still read), inherited by every subprocess a test starts.
-os.environ["KERNELTUNE_TABLES"] = tempfile.mkdtemp(prefix="kerneltune-test-user-tables-")
+os.environ["KERNELTUNE_TABLES"] = _scratch("kerneltune-test-user-tables-")
 # Likewise the user's cache (measured ceilings, verify's compiled programs): a test neither reads nor fills it.
-os.environ["KERNELTUNE_CACHE"] = tempfile.mkdtemp(prefix="kerneltune-test-user-cache-")
+os.environ["KERNELTUNE_CACHE"] = _scratch("kerneltune-test-user-cache-")
 
 
 @functools.cache
