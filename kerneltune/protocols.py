@@ -215,7 +215,8 @@ class Runner(Protocol):
     """Answers the sweep's requests: worker processes on devices, a recorded journal, ..."""
 
     parallel_measures: int
-    compiles_ahead: int  # candidates per route compiled ahead while another is measured (0: none)
+    compiles_ahead: int  # candidates per route compiling ahead while another is measured (0: none)
+    queues_ahead: int  # candidates per route handed over ahead for a strategy that does not learn (a queue)
 
     def stamps(self) -> dict[str, Any]: ...
     def prefetch(self, req: Request, route: int) -> None:
@@ -231,6 +232,11 @@ class Runner(Protocol):
 
 class Strategy(Protocol):
     """Proposes configs of one bucket and learns from what was measured."""
+
+    # Whether a proposal depends on the values observed before it. A sweep proposes a strategy that learns no
+    # further ahead than its compile workers take (a proposal made before a result cannot learn from it), one
+    # that does not as far as the runner queues (``Runner.queues_ahead``).
+    learns: bool
 
     def propose(self) -> dict[str, Any] | None: ...
     def observe(self, tiles: Mapping[str, Any], value: float | None) -> None: ...

@@ -25,7 +25,8 @@ KEEP = ("status", "error", "timing", "tflops", "flops", "rel_error", "accuracy",
 
 class ReplayRunner:
     parallel_measures = 1
-    compiles_ahead = 0  # nothing to compile: a strategy learns from every answer before it proposes again
+    # Nothing to compile: a strategy learns from every answer before it proposes again.
+    compiles_ahead = queues_ahead = 0
 
     def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0,
                  tile_defaults: Mapping[str, Any] | None = None):

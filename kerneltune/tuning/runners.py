@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kerneltune.limits import COMPILE_QUEUE
 from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
 from kerneltune.registry import load_backend, load_kernel
@@ -106,6 +107,7 @@ class LiveRunner:
         backend = load_backend(plugin.backend)
         portable = Capability.PORTABLE_BUILD in plugin.capabilities
         self.compiles_ahead = compile_workers if portable else min(compile_workers, 1)
+        self.queues_ahead = max(compile_workers, COMPILE_QUEUE) if portable and compile_workers else self.compiles_ahead
         self.workers = [_TimingWorker(worker_env(backend, cache_dir, g, compile_workers, reference_dir,
                                                  compile_timeout), log_dir / f"timing-gpu{g}.log") for g in routes]
         self._stamps: dict[str, Any] | None = None

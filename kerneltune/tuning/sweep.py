@@ -414,8 +414,10 @@ class _Sweep:
             self.observer.on_bucket_start(bucket.name, total, min(already, budget))
         remaining = max(budget - already, 0)
         routes = self.runner.parallel_measures
-        # One candidate measuring per route and as many compiling ahead as the runner's compile workers take.
-        in_flight = routes * (1 + self.runner.compiles_ahead)
+        # One candidate measuring per route and as many compiling ahead as the runner's compile workers take, or
+        # for a strategy that learns nothing from a result, as many as the runner queues (limits.COMPILE_QUEUE).
+        ahead = self.runner.compiles_ahead if strategy.learns else self.runner.queues_ahead
+        in_flight = routes * (1 + ahead)
         waiting: list[tuple[dict[str, Any], int, float]] = []  # proposed and compiling ahead, not yet measured
         busy: dict[int, tuple[cf.Future[dict[str, Any]], dict[str, Any], float]] = {}
         exhausted = False

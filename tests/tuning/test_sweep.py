@@ -188,7 +188,7 @@ class SlowRunner:
     """Answers each measurement after ``seconds`` on a timer thread, as a GPU worker would."""
 
     parallel_measures = 1
-    compiles_ahead = True
+    compiles_ahead = queues_ahead = 1
 
     def __init__(self, seconds):
         self.seconds = seconds
@@ -235,6 +235,35 @@ def test_the_sweep_sleeps_while_a_candidate_is_measured(tmp_path):
     # Each candidate was handed over to compile before it was measured, the first bucket's heuristic first of all,
     # before the stamps (its compile overlaps the worker's start): it is proposed again and measured first.
     assert len(runner.prefetched) == 5 and runner.prefetched[0] == runner.measured[0].tiles
+
+
+class CountingRunner(SlowRunner):
+    """Answers at once, and notes how many candidates were handed over to compile but not yet measured each time
+    one is measured."""
+
+    compiles_ahead, queues_ahead = 2, 5
+
+    def __init__(self):
+        super().__init__(0.0)
+        self.outstanding = []
+
+    def measure(self, req, route=0):
+        self.outstanding.append(len(self.prefetched) - len(self.measured))
+        return super().measure(req, route)
+
+
+@pytest.mark.parametrize(("strategy", "depth"), [("exhaustive", 1 + 5), ("tpe", 1 + 2), ("random", 1 + 5)])
+def test_a_strategy_that_learns_is_proposed_as_far_ahead_as_compiles_run_and_another_as_far_as_they_queue(
+        tmp_path, strategy, depth):
+    """With 2 compiles running and 5 queued a route: TPE proposes 1 + 2 candidates before its first result, as far
+    ahead as the workers take; the exhaustive and random strategies, which learn nothing from a result, 1 + 5, so
+    that a worker that finishes early does not wait on the slowest compile at the head of the line."""
+    runner = CountingRunner()
+    [result] = run_sweep(options(tmp_path, ["good", "slow", "garbage", "unwritten"], strategy=strategy, budget=8),
+                         runner_factory=lambda o, k: runner)
+    assert result.measured == 8
+    # The first bucket's heuristic config is handed over once more before the stamps (``_compile_first``).
+    assert max(runner.outstanding) == depth + 1 and runner.outstanding[0] == depth + 1
 
 
 def test_a_buckets_candidates_share_inputs_fresh_per_bucket_and_sweep_seed(tmp_path):
@@ -406,7 +435,7 @@ class _Scripted:
     the sweep's own decisions (what it prunes at, what it measures again) without timing noise."""
 
     parallel_measures = 1
-    compiles_ahead = False
+    compiles_ahead = queues_ahead = 0
 
     def __init__(self, times_us):
         self.times_us, self.requests = times_us, []

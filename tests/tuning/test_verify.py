@@ -113,7 +113,7 @@ def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path
     events = []
 
     class Recorder:
-        parallel_measures, compiles_ahead = 1, True
+        parallel_measures, compiles_ahead, queues_ahead = 1, 1, 1
 
         def stamps(self):
             return {"backend": "host", "matched": ["kernel_hash"], "device_kind": "cpu"}

@@ -11,6 +11,8 @@ from ..journal import config_key
 
 
 class Exhaustive:
+    learns = False
+
     def __init__(self, ctx: StrategyContext):
         assert ctx.feasible is not None, "an exhaustive search enumerates the space"
         # The warm start's configs first: the best time known early prunes the slow candidates sooner.

@@ -58,6 +58,7 @@ class OptunaStrategy:
 
         self._fail = optuna.trial.TrialState.FAIL
         self.study = study
+        self.learns = not isinstance(study.sampler, optuna.samplers.RandomSampler)
         self.params = dict(params)
         self.feasible = None if feasible is None else {config_key(c): c for c in feasible}
         self.check = check
