@@ -20,6 +20,7 @@ import threading
 import time
 import warnings
 import zlib
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -192,9 +193,10 @@ class QueueWorker:
     """One worker's loop over a bucket's shared queue: claim, measure, tell, journal, until the queue is
     empty and no other worker holds a trial.
 
-    While one trial is measured the worker already holds the next and has its timing worker compile it
-    (compile-ahead): the heartbeat of every trial it holds is recorded from its claim to its tell, so a
-    worker that dies loses both to the retry, and at most one trial waits in a worker that is busy.
+    While one trial is measured the worker already holds the next ones, as many as its runner compiles at once
+    (``Runner.compiles_ahead``, at least one), and has its timing worker compile them: with one held ahead, 14
+    compile workers would have compiled two candidates at a time. The heartbeat of every trial it holds is
+    recorded from its claim to its tell, so a worker that dies loses them all to the retry.
     """
 
     def __init__(self, study: Any, storage: Any, params: Mapping[str, list[Any]], runner: Runner,
@@ -241,11 +243,15 @@ class QueueWorker:
         import optuna
 
         measured = 0
-        ahead: tuple[Any, dict[str, Any]] | None = None
+        held: deque[tuple[Any, dict[str, Any]]] = deque()  # claimed, in the order they are measured
+        depth = 1 + max(self.runner.compiles_ahead, 1)
         with _Heartbeat(self.storage, self.heartbeat) as beats:
             while True:
-                current = ahead or self.claim()
-                if current is None:
+                while len(held) < depth and (claimed := self.claim()) is not None:
+                    beats.hold(claimed[0]._trial_id)
+                    self.runner.prefetch(make_request(claimed[1]), 0)
+                    held.append(claimed)
+                if not held:
                     if fail_orphans(self.study, self.storage):  # only an idle worker needs them back
                         continue
                     states = {t.state for t in self.study.get_trials(deepcopy=False)}
@@ -253,12 +259,7 @@ class QueueWorker:
                         return measured
                     time.sleep(self.heartbeat / 2)  # another worker's trial may still go stale and come back
                     continue
-                trial, tiles = current
-                beats.hold(trial._trial_id)
-                ahead = self.claim()
-                if ahead:
-                    beats.hold(ahead[0]._trial_id)
-                    self.runner.prefetch(make_request(ahead[1]), 0)
+                trial, tiles = held.popleft()
                 reply = self.runner.measure(make_request(tiles)).result()
                 self._tell(trial, reply["timing"]["median_us"] if reply.get("status") in ("ok", "pruned") else None)
                 beats.release(trial._trial_id)

@@ -19,6 +19,8 @@ PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
 
 
 class RecordingRunner:
+    compiles_ahead = 1
+
     def __init__(self, storage):
         self.storage = storage
         self.events = []
@@ -60,10 +62,25 @@ def test_the_next_trial_is_held_and_compiled_while_one_is_measured(tmp_path):
     n = QueueWorker(study, storage, space.params, runner, heartbeat=1.0).run(
         _request, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
     assert n == 4 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3, 4]
-    # Each trial after the first is compiled while the one before it is measured; two trials are
-    # held (RUNNING) during every measurement but the last.
-    assert runner.events == [("compile", 2), ("measure", 1, 2), ("compile", 3), ("measure", 2, 2),
+    # Each trial after the first is handed over to compile before the one before it is measured; two trials
+    # are held (RUNNING) during every measurement but the last.
+    assert runner.events == [("compile", 1), ("compile", 2), ("measure", 1, 2), ("compile", 3), ("measure", 2, 2),
                              ("compile", 4), ("measure", 3, 2), ("measure", 4, 1)]
+
+
+def test_a_worker_holds_as_many_trials_ahead_as_its_runner_compiles_at_once(tmp_path):
+    """With 3 compiles at once (three compile workers), 1 + 3 trials are held and handed over before the first
+    is measured, and one more after each measurement: with one ahead, 14 compile workers compiled two at a time."""
+    storage, space, study = _queue(tmp_path, (1, 2, 3, 4, 5, 6), heartbeat=1.0)
+    runner = RecordingRunner(storage)
+    runner.compiles_ahead = 3
+    journal = Journal(tmp_path / "j.jsonl")
+    n = QueueWorker(study, storage, space.params, runner, heartbeat=1.0).run(
+        _request, lambda tiles, reply, trial: journal.append(_record(tiles, reply)))
+    assert n == 6 and sorted(r["tiles"]["work"] for r in journal.records()) == [1, 2, 3, 4, 5, 6]
+    assert runner.events == [("compile", 1), ("compile", 2), ("compile", 3), ("compile", 4), ("measure", 1, 4),
+                             ("compile", 5), ("measure", 2, 4), ("compile", 6), ("measure", 3, 4),
+                             ("measure", 4, 3), ("measure", 5, 2), ("measure", 6, 1)]
 
 
 @pytest.mark.parametrize("server", ["sqlite", "postgresql"])
