@@ -6,8 +6,8 @@ every config of an entry beside its rivals, where a ratio in one run matters mor
 ceilings' reference kernels are long and steady. A candidate that compiles or runs past its timeout is killed
 and journaled as a timeout. The user's cache keeps compiled builds up to ``BUILD_CACHE_BYTES`` (``build_cache``).
 
-A strategy that learns nothing from a result (exhaustive) keeps up to ``COMPILE_QUEUE`` candidates a route handed
-over to its compile workers, so that no worker waits on the slowest compile at the head of the line and the
+A strategy that learns nothing from a result (exhaustive, random) keeps up to ``COMPILE_QUEUE`` candidates a route
+handed over to its compile workers, so that no worker waits on the slowest compile at the head of the line and the
 workers go on compiling while a bucket's first candidate computes its references (10-17 s on the H200). The one-entry
 record's cold sweeps, their compile and measure times replayed in a model of the queue that reproduces their walls
 within 2% (results/engine/2026-12-05-one-entry/queue_model.py), take 73.9 s for both buckets with 14 workers one round
