@@ -43,6 +43,7 @@ class Capability(StrEnum):
     REPORT_VIEW = "report_view"  # ReportView: a kernel's own section of a bucket in the HTML report
     PROGRAM_DIGEST = "program_digest"  # ProgramDigest: what a config compiles to, blind to the source text
     PORTABLE_BUILD = "portable_build"  # PortableBuild: a build that leaves the process that compiled it
+    CHECK_PROGRAMS = "check_programs"  # CheckPrograms: what a check compiles besides the candidate, compiled ahead
 
 
 class Kernel(Protocol):
@@ -157,6 +158,17 @@ class PortableBuild(Protocol):
 
     def export_build(self, built: Any) -> bytes: ...
     def import_build(self, data: bytes) -> Any: ...
+
+
+class CheckPrograms(Protocol):
+    """What checking a problem's candidates compiles besides them (the ranker: its float32 references and the
+    no-cap kernel it is measured beside). The engine has a compile worker compile them ahead, on the first
+    candidate of the problem handed over to compile, into the user's build cache (``build_cache``), where the
+    timing worker's check then loads them instead of compiling them while the GPU waits."""
+
+    def compile_check(self, problem: Any) -> None:
+        """Compile what checking any candidate of ``problem`` compiles, kept where its check looks first."""
+        ...
 
 
 class ReportView(Protocol):

@@ -25,6 +25,7 @@ class Op(StrEnum):
     MEASURE = "measure"  # build (or take the compiled-ahead build), check, time
     PREFETCH = "prefetch"  # start compiling a candidate; no answer
     EXPORT = "export"  # a compile worker's job: the build as bytes
+    COMPILE_CHECK = "compile_check"  # a compile worker's job: what a problem's check compiles, into the build cache
     STATIC = "static"  # the kernel's offline compile and static ranking
     CHECK_SMALL = "check_small"  # the kernel's small-shape check on the CPU
 

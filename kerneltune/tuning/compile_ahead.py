@@ -7,12 +7,19 @@ Python that holds its interpreter, so threads of the timing worker do not add up
 compiled it 2.3x as fast as one, 8 processes 6.3x (their start included); the executable loaded in the
 timing worker gives bit-identical outputs (results/engine/2026-12-04-compile-workers/).
 Other kernels compile on threads of the timing worker.
+
+A kernel whose check compiles programs of its own (``CheckPrograms``: the ranker's float32 references and
+its no-cap twin) has them compiled ahead too, once a problem, before the problem's first candidate: the check
+then loads them from the user's build cache. Compiled in the timing worker, they held the GPU idle for 10-17 s
+at a sweep's bucket and took 83 of the 127 s a cold verify spent on the table's six D=128 buckets
+(results/engine/2026-12-05-one-entry/).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import queue
 import threading
@@ -20,12 +27,14 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
-from kerneltune.protocols import Capability, PortableBuild
+from kerneltune.build_cache import BuildCache
+from kerneltune.protocols import Capability, CheckPrograms, PortableBuild
 from kerneltune.wire import Op, Request, Status
 
 from .worker import WorkerDied, WorkerProcess
 
-Built = tuple[Any, float]  # a build and the seconds it took
+Built = tuple[Any, float]  # a build (None for a check's programs) and the seconds it took
+log = logging.getLogger("kerneltune.compile_ahead")
 
 
 def default_compile_workers() -> int:
@@ -52,32 +61,56 @@ class CompileAhead:
         self._threads: ThreadPoolExecutor | None = None
         self._processes: _CompileWorkers | None = None
         self._futures: dict[str, Future[Built]] = {}
+        self._checks: dict[str, Future[Built]] = {}  # each problem's check programs, kept: every candidate waits
         self._lock = threading.Lock()
 
     @staticmethod
     def key(req: Request) -> str:
         return json.dumps([req.kernel, dict(req.problem), dict(req.tiles)], sort_keys=True)
 
+    @staticmethod
+    def _problem_key(req: Request) -> str:
+        return json.dumps([req.kernel, dict(req.problem)], sort_keys=True)
+
     def submit(self, req: Request) -> None:
+        """Start compiling the candidate, after its problem's check programs if it is the problem's first."""
         from kerneltune.registry import load_kernel
 
         kernel = load_kernel(req.kernel)
+        portable = Capability.PORTABLE_BUILD in kernel.capabilities
         with self._lock:
             if self.key(req) in self._futures:
                 return
-            if Capability.PORTABLE_BUILD in kernel.capabilities:
-                if self._processes is None:
-                    self._processes = _CompileWorkers(self.workers, self.timeout)
-                future = self._processes.submit(req)
-            else:
-                if self._threads is None:
-                    self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="compile")
-                future = self._threads.submit(_build_here, req)
-            self._futures[self.key(req)] = future
+            if (Capability.CHECK_PROGRAMS in kernel.capabilities and self._problem_key(req) not in self._checks
+                    and (not portable or BuildCache.from_env().folder is not None)):  # the cache carries them over
+                self._checks[self._problem_key(req)] = self._start(req.as_op(Op.COMPILE_CHECK), portable)
+            self._futures[self.key(req)] = self._start(req.as_op(Op.EXPORT), portable)
+
+    def _start(self, req: Request, portable: bool) -> Future[Built]:
+        if portable:
+            if self._processes is None:
+                self._processes = _CompileWorkers(self.workers, self.timeout)
+            return self._processes.submit(req)
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="compile")
+        return self._threads.submit(_build_here, req)
 
     def take(self, req: Request) -> Future[Built] | None:
         with self._lock:
             return self._futures.pop(self.key(req), None)
+
+    def wait_check(self, req: Request) -> None:
+        """Return once the check programs of the candidate's problem are compiled, if they were started here; a
+        failure is a warning only, since the check compiles what it lacks itself and reports its own errors."""
+        with self._lock:
+            future = self._checks.get(self._problem_key(req))
+        if future is None:
+            return
+        try:
+            future.result()
+        except Exception as e:  # its own compile in the check gives the verdict, if there is one to give
+            log.warning("compiling the check's programs of %s ahead failed (%s); the check compiles them",
+                        req.bucket or dict(req.problem), str(e).splitlines()[0] if str(e) else type(e).__name__)
 
 
 def _build_here(req: Request) -> Built:
@@ -85,6 +118,9 @@ def _build_here(req: Request) -> Built:
 
     kernel = load_kernel(req.kernel)
     t0 = time.perf_counter()
+    if req.op == Op.COMPILE_CHECK:
+        cast(CheckPrograms, kernel).compile_check(kernel.problem(req.problem))
+        return None, time.perf_counter() - t0
     return kernel.build(kernel.problem(req.problem), req.tiles), time.perf_counter() - t0
 
 
@@ -120,13 +156,15 @@ class _CompileWorkers:
         from kerneltune.registry import load_kernel
 
         try:
-            reply = process.request(req.as_op(Op.EXPORT), self.timeout)
+            reply = process.request(req, self.timeout)
         except WorkerDied as e:
             if e.kind == "timeout":
                 raise BuildFailed("timeout", f"compile: {e}") from None
             raise BuildFailed("compile", f"the compile worker died compiling it: {e}") from None
         if reply.get("status") != Status.OK:
             raise BuildFailed(str(reply.get("status", "compile")), str(reply.get("error", "")))
+        if req.op == Op.COMPILE_CHECK:  # kept in the build cache, where the check finds them
+            return None, float(reply["compile_s"])
         t0 = time.perf_counter()
         kernel = cast(PortableBuild, load_kernel(req.kernel))
         built = kernel.import_build(base64.b64decode(reply["build"]))

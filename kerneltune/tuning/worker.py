@@ -30,7 +30,7 @@ from kerneltune.build_cache import BuildCache, build_key
 from kerneltune.limits import COMPILE_TIMEOUT_S
 from kerneltune.paths import user_cache_dir
 from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
-from kerneltune.protocols import Backend, Capability, Kernel, PortableBuild, SmallCheck, StaticRanking
+from kerneltune.protocols import Backend, Capability, CheckPrograms, Kernel, PortableBuild, SmallCheck, StaticRanking
 from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
 from kerneltune.wire import Op, Request, WireError, reply_status
 
@@ -245,6 +245,14 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
             return {"status": "compile", "error": _error_text(e)}
         return {"status": "ok", "build": base64.b64encode(data).decode(), "compile_s": time.perf_counter() - t0,
                 "cached": cached}
+    if op == Op.COMPILE_CHECK:  # a compile worker's job: what the problem's check compiles, into the build cache
+        if Capability.CHECK_PROGRAMS not in kernel.capabilities:
+            return {"status": "unsupported", "error": f"{kernel.name} compiles no programs for its check"}
+        try:
+            cast(CheckPrograms, kernel).compile_check(problem)
+        except Exception as e:  # the check itself compiles them again and gives the verdict
+            return {"status": "compile", "error": _error_text(e)}
+        return {"status": "ok", "compile_s": time.perf_counter() - t0}
     ahead = prefetcher.take(req) if prefetcher is not None else None
     try:
         if ahead is not None:
@@ -266,6 +274,9 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     try:
         with phases.timed("inputs_s"):
             inputs = kernel.make_inputs(problem, req.inputs, req.seed)
+        if prefetcher is not None:
+            with phases.timed("reference_s"):  # the check's programs, compiled ahead in a compile worker
+                prefetcher.wait_check(req)
         with phases.timed("check_s"):
             check = kernel.check(built, problem, inputs)
         phases.split("check_s", "reference_s", check.reference_s)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -116,6 +117,40 @@ class ThreadedFakeKernel(FakeKernel):
 
 
 THREADED = ThreadedFakeKernel()
+
+
+class CheckProgramsKernel(FakeKernel):
+    """Its check needs programs of its own (``CheckPrograms``): compiling them takes ``FAKE_CHECK_PROGRAMS_S``
+    seconds and leaves a mark (the compiling process's id) in the folder ``FAKE_CHECK_PROGRAMS`` names, as a build
+    cache would hold them; its check says whether the mark was there when it ran. Problem n=13 cannot compile them."""
+
+    capabilities = frozenset({Capability.PORTABLE_BUILD, Capability.CHECK_PROGRAMS})
+
+    @staticmethod
+    def mark(problem: FakeProblem) -> Path:
+        return Path(os.environ["FAKE_CHECK_PROGRAMS"]) / f"n{problem.n}"
+
+    def compile_check(self, problem: FakeProblem) -> None:
+        if problem.n == 13:
+            raise ValueError("fake check compile error: no reference for n=13")
+        time.sleep(float(os.environ.get("FAKE_CHECK_PROGRAMS_S", "0")))
+        with self.mark(problem).open("a") as f:
+            f.write(f"{os.getpid()}\n")
+
+    def check(self, built: Any, problem: FakeProblem, inputs: np.ndarray) -> CheckResult:
+        result = super().check(built, problem, inputs)
+        ready = float(self.mark(problem).exists())
+        return dataclasses.replace(result, accuracy={**result.accuracy, "programs_ready": ready})
+
+
+CHECK_PROGRAMS = CheckProgramsKernel()
+
+
+class ThreadedCheckProgramsKernel(CheckProgramsKernel):
+    capabilities = frozenset({Capability.CHECK_PROGRAMS})
+
+
+THREADED_CHECK_PROGRAMS = ThreadedCheckProgramsKernel()
 
 
 FAKE_GPU = "FakeGPU 9000"

@@ -63,6 +63,59 @@ def test_a_build_that_cannot_leave_its_process_compiles_on_a_thread_here():
     assert built(ahead, req("good", kernel=THREADED))[0]["built_by"] == os.getpid()
 
 
+CHECKING = "tests.tuning.fake_kernel:CHECK_PROGRAMS"
+
+
+@pytest.fixture
+def marks(tmp_path, monkeypatch):
+    """Where the fake check programs leave their marks, and a build cache to carry them over."""
+    from kerneltune.build_cache import ENV
+
+    monkeypatch.setenv("FAKE_CHECK_PROGRAMS", str(tmp_path / "marks"))
+    monkeypatch.setenv(ENV, str(tmp_path / "builds"))
+    (tmp_path / "marks").mkdir()
+    return tmp_path / "marks"
+
+
+def checked(n, work=1, kernel=CHECKING):
+    return candidate_request(kernel, f"n{n}", {"n": n}, {"mode": "good", "work": work}, {}, 0, {})
+
+
+def test_a_problems_check_programs_compile_once_in_a_compile_worker(marks):
+    """Handed over with the problem's first candidate, compiled in another process (the build cache carries them
+    to the check), once however many of its candidates follow; each problem its own."""
+    ahead = CompileAhead(2, timeout=60)
+    for r in (checked(2, 1), checked(2, 2), checked(3, 1), checked(2, 1)):
+        ahead.submit(r)
+    ahead.wait_check(checked(2, 2))
+    ahead.wait_check(checked(3, 1))
+    pids = {p.name: p.read_text().split() for p in marks.iterdir()}
+    assert sorted(pids) == ["n2", "n3"] and all(len(v) == 1 and v[0] != str(os.getpid()) for v in pids.values())
+    assert [built(ahead, checked(n, w))[0]["work"] for n, w in ((2, 1), (2, 2), (3, 1))] == [1, 2, 1]
+
+
+def test_check_programs_that_fail_to_compile_are_a_warning_and_their_candidates_still_compile(marks, caplog):
+    ahead = CompileAhead(1, timeout=60)
+    ahead.submit(checked(13))
+    with caplog.at_level("WARNING", logger="kerneltune.compile_ahead"):
+        ahead.wait_check(checked(13))
+    assert "n13" in caplog.text and "fake check compile error" in caplog.text
+    assert built(ahead, checked(13))[0]["mode"] == "good"
+
+
+def test_without_a_build_cache_no_compile_worker_compiles_check_programs(marks, monkeypatch):
+    """Another process's programs would reach the check only through the build cache: with none, the check
+    compiles its own and no compile worker spends a turn on them."""
+    from kerneltune.build_cache import ENV
+
+    monkeypatch.setenv(ENV, "")
+    ahead = CompileAhead(1, timeout=60)
+    ahead.submit(checked(2))
+    assert built(ahead, checked(2))[0]["mode"] == "good"
+    ahead.wait_check(checked(2))
+    assert list(marks.iterdir()) == []
+
+
 def test_default_compile_workers_leave_two_cores(monkeypatch):
     for cores, workers in ((1, 1), (2, 1), (4, 2), (16, 14), (17, 14), (64, 14)):
         monkeypatch.setattr(os, "cpu_count", lambda c=cores: c)

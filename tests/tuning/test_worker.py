@@ -177,6 +177,33 @@ def test_an_export_compiled_before_on_this_system_comes_from_the_build_cache(tmp
     assert worker_env(Host(), None, None)[ENV] == str(user_cache_dir() / "builds")
 
 
+def test_a_check_waits_for_its_problems_programs_compiled_ahead_and_books_the_wait_as_references(tmp_path,
+                                                                                                  monkeypatch):
+    """The candidate's build is ready at once, its problem's check programs a second later: the check runs on them,
+    and the second is its reference phase, not its check's."""
+    from kerneltune.tuning.compile_ahead import CompileAhead
+
+    monkeypatch.setenv("FAKE_CHECK_PROGRAMS", str(tmp_path))
+    monkeypatch.setenv("FAKE_CHECK_PROGRAMS_S", "1.0")
+    req = Request.from_json(_req("good", kernel="tests.tuning.fake_kernel:THREADED_CHECK_PROGRAMS"))
+    prefetcher = CompileAhead(2, timeout=60)
+    prefetcher.submit(req)
+    reply = handle(req, prefetcher)
+    assert reply["status"] == "ok" and reply["accuracy"]["programs_ready"] == 1.0
+    assert reply["phases"]["reference_s"] >= 0.5 > reply["phases"]["check_s"]
+
+
+def test_a_compile_workers_check_programs_job_answers_ok_or_the_compile_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_CHECK_PROGRAMS", str(tmp_path))
+    kernel = "tests.tuning.fake_kernel:CHECK_PROGRAMS"
+    reply = handle(_req("good", op="compile_check", kernel=kernel))
+    assert reply["status"] == "ok" and reply["compile_s"] >= 0 and (tmp_path / "n4").exists()
+    failed = handle({**_req("good", op="compile_check", kernel=kernel), "problem": {"n": 13}})
+    assert failed["status"] == "compile" and "fake check compile error" in failed["error"]
+    unsupported = handle(_req("good", op="compile_check", kernel="tests.tuning.fake_kernel:PLUGIN"))
+    assert unsupported["status"] == "unsupported"
+
+
 def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
     from kerneltune.wire import WireError
 

@@ -46,7 +46,7 @@ class RankerAttentionPlugin:
     backend = "cuda-jax"
     devices = 1
     capabilities = frozenset({Capability.CHECK_SMALL, Capability.BENCH, Capability.REPORT_VIEW,
-                              Capability.PROGRAM_DIGEST, Capability.PORTABLE_BUILD})
+                              Capability.PROGRAM_DIGEST, Capability.PORTABLE_BUILD, Capability.CHECK_PROGRAMS})
     tunables = frozenset(KernelConfig.TILE_FIELDS)
     tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
                                       if f.name in KernelConfig.TILE_FIELDS})
@@ -151,6 +151,16 @@ class RankerAttentionPlugin:
                 return CheckResult(f"the no-cap kernel measured beside it failed: {twin_failure}", out_rel,
                                    reference_s=cache.seconds)
         return CheckResult(None, out_rel, accuracy=measured, reference_s=cache.seconds)
+
+    def compile_check(self, problem: Problem) -> None:
+        """The float32 reference the check runs for ``problem``, and for a capped one the no-cap kernel and its
+        reference, compiled (or loaded) as ``check`` asks for them: in a compile worker, they are kept in the
+        user's build cache for the timing worker's check to load."""
+        _compiled_reference(*_reference_key(problem))
+        if problem.cap_method.needs_cap:
+            plain = dataclasses.replace(problem, cap_method="none", cap=None)
+            _no_cap_twin(plain)
+            _compiled_reference(*_reference_key(plain))
 
     def timed_call(self, built: Any, inputs: RankerInputs) -> tuple[Callable[..., Any], tuple[Any, ...]]:
         """The checked entry point on NaN-filled out and lse buffers: one compile a candidate, not two (2.9 s
@@ -261,14 +271,10 @@ def _reference(problem: Problem, inputs: RankerInputs, gain: float, case: int, q
            "source": reference_source_hash(), "device": f"{dev.platform}:{dev.device_kind}", "jax": jax.__version__}
 
     def compute() -> dict[str, Any]:
-        # Equal chunks of batch rows, each keeping the [rows, H, T, T] float32 logits under 2.5 GB; the last
-        # padded with empty rows, so that the jitted reference compiles once a bucket.
-        most = max(1, int(_REFERENCE_BYTES // (problem.q_heads * problem.seq_len ** 2 * 4)))
-        chunks = -(-problem.batch // most)
-        step = -(-problem.batch // chunks)
+        step, chunks = _reference_rows_a_call(problem)
         pad = chunks * step - problem.batch
         qf, kf, vf = (jnp.pad(x.astype(jnp.float32), [(0, pad), (0, 0), (0, 0), (0, 0)]) for x in qkv)
-        jb = jnp.pad(jnp.asarray(inputs.check_bounds[case]), [(0, pad), (0, 0)])
+        jb = jnp.pad(jnp.asarray(inputs.check_bounds[case], jnp.int32), [(0, pad), (0, 0)])
         rows = [_reference_rows(problem, qf[i:i + step], kf[i:i + step], vf[i:i + step], jb[i:i + step])
                 for i in range(0, chunks * step, step)]
         return {"out": jnp.concatenate([r[0] for r in rows])[:problem.batch],
@@ -280,12 +286,25 @@ def _reference(problem: Problem, inputs: RankerInputs, gain: float, case: int, q
 
 
 def _reference_rows(problem: Problem, q: Any, k: Any, v: Any, bounds: Any) -> tuple[Any, Any]:
-    """The float32 reference of some batch rows at the highest matmul precision, compiled: a sweep's first
-    candidate of a bucket spent 14.4 and 26.7 s on its references op by op on one H200 (each op compiled for the
-    bucket's shapes), 10.5 and 16.7 s jitted, within 2e-7 of them, and a jitted reference's first call was 7.1 s
-    against 0.02 s for its second (results/engine/2026-12-05-one-entry/): XLA's compile is nearly all of it."""
-    specs = tuple((tuple(x.shape), str(x.dtype)) for x in (q, k, v, bounds))
-    return _compiled_reference(problem.scale, str(problem.cap_method), problem.cap, specs)(q, k, v, bounds)
+    """The float32 reference of one call's batch rows (``_reference_rows_a_call``), compiled."""
+    return _compiled_reference(*_reference_key(problem))(q, k, v, bounds)
+
+
+def _reference_rows_a_call(problem: Problem) -> tuple[int, int]:
+    """(batch rows a call, calls) of a problem's reference: equal chunks of rows, each keeping the [rows, H, T, T]
+    float32 logits under 2.5 GB, the last padded with empty rows, so that the reference compiles once a bucket."""
+    most = max(1, int(_REFERENCE_BYTES // (problem.q_heads * problem.seq_len ** 2 * 4)))
+    chunks = -(-problem.batch // most)
+    return -(-problem.batch // chunks), chunks
+
+
+def _reference_key(problem: Problem) -> tuple[float, str, float | None, tuple[tuple[tuple[int, ...], str], ...]]:
+    """What a problem's compiled reference depends on (``_compiled_reference``'s arguments): its scale, its cap,
+    and q, k, v (float32) and the bounds (int32) of one call's rows."""
+    rows, _ = _reference_rows_a_call(problem)
+    q = ((rows, problem.seq_len, problem.q_heads, problem.head_dim), "float32")
+    kv = ((rows, problem.seq_len, problem.kv_heads, problem.head_dim), "float32")
+    return problem.scale, str(problem.cap_method), problem.cap, (q, kv, kv, ((rows, 4), "int32"))
 
 
 REFERENCE_XLA_OPTIONS: dict[str, Any] = {"xla_gpu_autotune_level": 0}  # no autotuning of the float32 einsums
@@ -294,9 +313,13 @@ REFERENCE_XLA_OPTIONS: dict[str, Any] = {"xla_gpu_autotune_level": 0}  # no auto
 @functools.cache
 def _compiled_reference(sm_scale: float, cap_method: str, cap: float | None,
                         specs: tuple[tuple[tuple[int, ...], str], ...]) -> Callable[..., Any]:
-    """The reference compiled once a worker for arguments of ``specs`` and what it depends on of a problem (so a
-    capped bucket's no-cap twin shares an uncapped bucket's of the same shapes), kept in the user's build cache: a
-    warm verify or a new sweep of a known shape loads the executable instead of compiling it again."""
+    """The float32 reference at the highest matmul precision, compiled once a worker for arguments of ``specs``
+    and what it depends on of a problem (so a capped bucket's no-cap twin shares an uncapped bucket's of the same
+    shapes), kept in the user's build cache: a warm verify or a new sweep of a known shape loads the executable
+    instead of compiling it again, and a compile worker compiles it ahead (``compile_check``). A sweep's first
+    candidate of a bucket spent 14.4 and 26.7 s on its references op by op on one H200 (each op compiled for the
+    bucket's shapes), 10.5 and 16.7 s jitted, within 2e-7 of them, and a jitted reference's first call was 7.1 s
+    against 0.02 s for its second (results/engine/2026-12-05-one-entry/): XLA's compile is nearly all of it."""
     import jax
 
     from .reference import reference_f32

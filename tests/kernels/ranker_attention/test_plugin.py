@@ -240,6 +240,54 @@ def test_the_reference_is_compiled_once_per_system_then_loaded_from_the_build_ca
     assert not np.array_equal(outputs[2][0], outputs[0][0], equal_nan=True)
 
 
+@pytest.mark.parametrize(("cap_method", "cap", "compiled"), [("tanh", 5.0, 3), ("none", None, 1)])
+def test_compile_check_compiles_what_a_fresh_workers_check_then_loads(tmp_path, monkeypatch, cap_method, cap,
+                                                                      compiled):
+    """A compile worker's ``compile_check`` keeps in the build cache every program the check of the problem asks
+    for (its reference; for a capped problem also the no-cap kernel and its reference), for the shapes the check
+    calls them on (chunks of rows, the last padded): a fresh worker's check compiles none of them. A CPU-compiled
+    float32 reference stands in for the no-cap kernel, as the cache only moves executables."""
+    import jax
+    import jax.numpy as jnp
+
+    from kerneltune.build_cache import ENV
+    from kerneltune.kernels.ranker_attention.program import arg_specs
+    from kerneltune.reference_cache import ENV as REFERENCES
+
+    def twin(problem, config, poisoned):  # the float32 reference itself, written as the poisoned entry writes
+        def fn(q, k, v, bounds, o0, l0):
+            out, lse = _REFERENCE_F32(*(x.astype(jnp.float32) for x in (q, k, v)), bounds, sm_scale=problem.scale,
+                                      cap_method=problem.cap_method, cap=problem.cap)
+            return out.astype(o0.dtype), lse
+        with jax.default_matmul_precision("highest"):
+            return jax.jit(fn).lower(*arg_specs(problem, poisoned=True)).compile()
+
+    monkeypatch.setenv(ENV, str(tmp_path / "builds"))
+    monkeypatch.setenv(REFERENCES, "")
+    monkeypatch.setattr(plugin, "_compiled", twin)
+    monkeypatch.setattr(plugin, "_REFERENCE_BYTES", 2 * 2 * 128 ** 2 * 4)  # two rows a call: batch 3 padded to 4
+    compiles = []
+    lower = jax.stages.Lowered.compile
+    monkeypatch.setattr(jax.stages.Lowered, "compile", lambda self, *a: compiles.append(1) or lower(self, *a))
+    problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method=cap_method, cap=cap)
+
+    def fresh_worker():
+        plugin._compiled_reference.cache_clear()
+        plugin._no_cap_twin.cache_clear()
+        plugin._inputs.cache_clear()
+
+    fresh_worker()
+    PLUGIN.compile_check(problem)
+    assert len(compiles) == compiled and len(list((tmp_path / "builds").glob("*.npz"))) == compiled
+    fresh_worker()
+    candidate = {"poisoned": twin(problem, None, True)}
+    compiles.clear()
+    result = PLUGIN.check(candidate, problem, PLUGIN.make_inputs(problem, SPEC, seed=3))
+    fresh_worker()
+    assert result.error is None and compiles == []
+    assert ("nocap_out_rel" in result.accuracy) == (cap_method != "none")
+
+
 @pytest.mark.parametrize("most_rows", [1, 2, 3])
 def test_the_reference_in_chunks_of_rows_matches_the_float64_oracle(monkeypatch, most_rows):
     """The check's reference runs in equal chunks of batch rows, the last padded with empty rows (one compile a
