@@ -95,6 +95,24 @@ def test_candidates_compiled_in_compile_workers_are_checked_and_timed_like_any_o
     assert result.entry["config"] == {"mode": "good", "work": 1} and len(recs) == 9
 
 
+def test_each_buckets_check_programs_compile_once_in_a_compile_worker_before_its_candidates_are_checked(
+        tmp_path, monkeypatch):
+    """Through the whole pipe (the sweep's hand-over, the timing worker's compile-ahead, its compile workers, the
+    user's build cache): every candidate's check ran with its bucket's programs compiled, once a bucket."""
+    monkeypatch.setenv("FAKE_CHECK_PROGRAMS", str(tmp_path / "marks"))
+    monkeypatch.setenv("FAKE_CHECK_PROGRAMS_S", "0.5")
+    (tmp_path / "marks").mkdir()
+    two = tmp_path / "two.toml"
+    two.write_text(SPACE.format(modes='["good"]') + '[[buckets]]\nname = "larger"\nproblem = { n = 3 }\n')
+    opts = options(tmp_path, ["good"], compile_workers=2, space_path=two,
+                   kernel="tests.tuning.fake_kernel:CHECK_PROGRAMS")
+    run_sweep(opts)
+    recs = [r for r in Journal(opts.journal_path).records() if r["status"] in ("ok", "pruned")]
+    assert Counter(r["bucket"] for r in recs) == {"small": 2, "larger": 3}
+    assert all(r["accuracy"]["programs_ready"] == 1.0 for r in recs)
+    assert {p.name: len(p.read_text().split()) for p in (tmp_path / "marks").iterdir()} == {"n2": 1, "n3": 1}
+
+
 @pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 15 s per case
 @pytest.mark.parametrize("compile_workers", [0, 2])
 def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
