@@ -1,12 +1,11 @@
 """Where a candidate's wall time goes: the phases every journal record carries, and their summary.
 
-The timing worker books ``compile_s`` (the compile itself, in a compile worker or not),
-``compile_wait_s`` (what the measurement waited for it), ``inputs_s``, ``reference_s`` (waiting for a compile
-worker to compile the check's programs, then computing or loading its references: once per bucket and worker),
-``check_s`` (running and judging the candidate on every
-check case) and ``timing_s``. The sweep adds ``ask_s`` and ``tell_s`` (the strategy), ``journal_s`` (writing
-the previous record: a line cannot time its own write), ``wall_s`` (from the previous record, or the bucket's
-start, to this one) and ``since_start_s`` (from the command's start).
+The timing worker books ``compile_s`` (the compile itself, in a compile worker or not), ``compile_wait_s`` (what
+the measurement waited for it), ``inputs_s``, ``reference_s`` (waiting for a compile worker to compile the check's
+programs, then computing or loading its references: once per bucket and worker), ``check_s`` (running and judging
+the candidate on every check case) and ``timing_s``. The sweep adds ``ask_s`` and ``tell_s`` (the strategy),
+``journal_s`` (writing the previous record: a line cannot time its own write), ``wall_s`` (from the previous
+record, or the bucket's start, to this one) and ``since_start_s`` (from the command's start).
 
 In the steady state a candidate's wall is bounded by max(compile ÷ compile workers, check + timing): compiles
 run ahead in compile workers while the timing worker checks and times the candidate before. ``summarize`` says how

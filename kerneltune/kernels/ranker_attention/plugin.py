@@ -143,7 +143,7 @@ class RankerAttentionPlugin:
             return CheckResult(failure, out_rel, reference_s=cache.seconds)
         measured = {"out_rel": out_rel, "lse_abs": lse_abs}
         if problem.cap_method.needs_cap:
-            plain = dataclasses.replace(problem, cap_method="none", cap=None)
+            plain = _without_cap(problem)
             if ("twin", plain) not in inputs.memo:
                 inputs.memo["twin", plain] = _errors(_no_cap_twin(plain), plain, inputs, cache)
             twin_failure, measured["nocap_out_rel"], measured["nocap_lse_abs"] = inputs.memo["twin", plain]
@@ -158,7 +158,7 @@ class RankerAttentionPlugin:
         user's build cache for the timing worker's check to load."""
         _compiled_reference(*_reference_key(problem))
         if problem.cap_method.needs_cap:
-            plain = dataclasses.replace(problem, cap_method="none", cap=None)
+            plain = _without_cap(problem)
             _no_cap_twin(plain)
             _compiled_reference(*_reference_key(plain))
 
@@ -352,6 +352,11 @@ def reference_source_hash() -> str:
 def _inputs(problem: Problem, spec_json: str, seed: int) -> RankerInputs:
     q, k, v, timing, checks = check_inputs(problem, json.loads(spec_json), seed)
     return RankerInputs(q, k, v, timing, checks, spec_json, seed)
+
+
+def _without_cap(problem: Problem) -> Problem:
+    """The problem of a capped problem's no-cap twin: its shapes, no cap."""
+    return dataclasses.replace(problem, cap_method="none", cap=None)
 
 
 @functools.cache
