@@ -131,7 +131,7 @@ def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, b
     With ``settle_s`` a turn first runs its sampler for that long, untimed: under a power cap the clock follows
     the power drawn with a lag, and a turn shorter than it runs at the clock the previous turn's implementation
     left (in turns of 50 calls the H200 ran cuDNN at the clock ours had left, and ours at cuDNN's:
-    lab-2026-12:results/ranker_attention/2026-12-04-h200-run-aj/). With
+    1371b475c129:results/ranker_attention/2026-12-04-h200-run-aj/). With
     ``clocks`` each turn reads them after its timed batch.
     """
     if rounds < 1 or batch < 1 or len(samplers) < 2:

@@ -44,6 +44,7 @@ class Capability(StrEnum):
     PROGRAM_DIGEST = "program_digest"  # ProgramDigest: what a config compiles to, blind to the source text
     PORTABLE_BUILD = "portable_build"  # PortableBuild: a build that leaves the process that compiled it
     CHECK_PROGRAMS = "check_programs"  # CheckPrograms: what a check compiles besides the candidate, compiled ahead
+    OWN_SPACE = "own_space"  # OwnSpace: the kernel carries its space, so a sweep needs no --space
 
 
 class Kernel(Protocol):
@@ -168,6 +169,13 @@ class CheckPrograms(Protocol):
 
     def compile_check(self, problem: Any) -> None:
         """Compile what checking any candidate of ``problem`` compiles, kept where its check looks first."""
+        ...
+
+
+class OwnSpace(Protocol):
+    def own_space(self) -> tuple[str, Mapping[str, Any]]:
+        """(where it is written, for messages; the space's tables: ``kernel``, ``params``, ``constraints``,
+        ``buckets``, as a space file holds them)."""
         ...
 
 

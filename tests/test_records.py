@@ -1,6 +1,7 @@
-"""results/ is the record behind the shipped tables and the README's figures: every record the package, the
-README and the CI cite exists, in the tree or in the tag that keeps the lab's history, and the package's
-comments say why with a figure and a record, never which run."""
+"""results/ is the record behind the shipped tables and the docs' figures: every record the package, the
+docs and the CI cite exists, in the tree or at the commit of main's history cited with it (never a tag or a
+branch: neither travels with a clone), and the package's comments say why with a figure and a record, never
+which run."""
 
 import re
 import subprocess
@@ -9,16 +10,15 @@ import pytest
 
 from .paths import REPO
 
-CITING = [*sorted((REPO / "kerneltune").rglob("*.py")), REPO / "README.md", REPO / "results" / "README.md",
-          REPO / "results" / "ranker_attention" / "notes.md", REPO / ".ci" / "run", REPO / ".ci" / "demo.sh",
-          REPO / "tests" / "fixtures" / "README.md"]
-PATH = re.compile(r"(lab-2026-12:)?(results/[A-Za-z0-9_./-]*[A-Za-z0-9_-])")
-TAG = "lab-2026-12"
+CITING = [*sorted((REPO / "kerneltune").rglob("*.py")), REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")),
+          REPO / "results" / "README.md", REPO / "results" / "ranker_attention" / "notes.md", REPO / ".ci" / "run",
+          REPO / ".ci" / "demo.sh", REPO / "tests" / "fixtures" / "README.md"]
+PATH = re.compile(r"(?:([0-9a-f]{7,40}):)?(results/[A-Za-z0-9_./-]*[A-Za-z0-9_-])")
 
 
-def _cited() -> list[tuple[str, bool, str]]:
-    return [(str(f.relative_to(REPO)), bool(m.group(1)), m.group(2))
-            for f in CITING for m in PATH.finditer(f.read_text())]
+def _cited() -> list[tuple[str, str | None, str]]:
+    """(citing file, the commit cited or None for the tree, the record's path)."""
+    return [(str(f.relative_to(REPO)), m.group(1), m.group(2)) for f in CITING for m in PATH.finditer(f.read_text())]
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
@@ -26,16 +26,26 @@ def _git(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_every_record_cited_in_the_tree_exists():
-    missing = [(f, p) for f, in_tag, p in _cited() if not in_tag and not (REPO / p).exists() and p != "results/PATH"]
+    missing = [(f, p) for f, commit, p in _cited() if commit is None and not (REPO / p).exists()
+               and p != "results/PATH"]
     assert not missing
 
 
-def test_every_record_cited_in_the_lab_tag_exists_there():
-    if _git("rev-parse", "--verify", "--quiet", f"{TAG}^{{}}").returncode != 0:
-        pytest.skip(f"this checkout has no tag {TAG} (a clone without tags)")
-    missing = [(f, p) for f, in_tag, p in _cited()
-               if in_tag and p != "results/PATH" and _git("cat-file", "-e", f"{TAG}:{p}").returncode != 0]
+def test_every_record_cited_at_a_commit_exists_there():
+    cited = [(f, c, p) for f, c, p in _cited() if c is not None and p != "results/PATH"]
+    assert cited  # the lab's history is cited at a commit
+    if _git("cat-file", "-e", f"{cited[0][1]}^{{commit}}").returncode != 0:
+        pytest.skip(f"this checkout lacks main's history (a shallow clone): {cited[0][1]} is not in it")
+    missing = [(f, c, p) for f, c, p in _cited() if c is not None and p != "results/PATH"
+               and _git("cat-file", "-e", f"{c}:{p}").returncode != 0]
     assert not missing
+
+
+def test_nothing_cites_a_tag_or_a_branch():
+    """A tag or a branch does not travel with a clone; a commit of main does."""
+    tags = [(str(f.relative_to(REPO)), n) for f in CITING
+            for n, line in enumerate(f.read_text().splitlines(), 1) if re.search(r"\blab-20\d\d-\d\d\b", line)]
+    assert not tags
 
 
 def test_results_holds_the_product_record_only():

@@ -45,11 +45,13 @@ def system_stamps() -> dict[str, Any]:
     import jax
     import jaxlib
 
+    from .host import _cpu_model
+
     dev = jax.devices()[0]
     gpu = dev.device_kind if dev.platform == "gpu" else "cpu"
     return {
         "backend": CudaJax.name, "matched": list(MATCHED), "device_kind": device_kind(gpu),
-        "gpu": gpu,
+        "gpu": gpu, "device": gpu if gpu != "cpu" else _cpu_model(),
         "sm_count": int(getattr(dev, "core_count", 0) or 0),
         "driver": _driver_version() if dev.platform == "gpu" else "none",
         "cuda": _cuda_version(),
@@ -85,7 +87,7 @@ def gpu_clocks() -> dict[str, Any]:
 
 # NVML's clock event reasons that are not a slowdown: GPU idle (0x1) and the applications clocks
 # setting (0x2). Every other bit is one: 0x4 is the software power cap, which a sustained tensor-core
-# loop on the H200 hits (1710-1770 MHz against 1980: lab-2026-12:results/ranker_attention/2026-12-01-h200-run-k/).
+# loop on the H200 hits (1710-1770 MHz against 1980: 1371b475c129:results/ranker_attention/2026-12-01-h200-run-k/).
 _NOT_THROTTLING = 0x1 | 0x2
 
 

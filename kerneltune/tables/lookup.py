@@ -104,6 +104,8 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
     valid = []
     for entry in table["entries"].values():
         bad = mismatches(entry.get("stamps", {}), want)
+        if "replayed_from" in entry.get("stamps", {}):  # a replay's record of another run, never measured here
+            bad = [f"written by a replay of {entry['stamps']['replayed_from']}", *bad]
         if bad:
             if not math.isinf(bucket_distance(bucket, entry["bucket"], hard)):  # a candidate, passed over
                 misses.append(f"entry {_key_like(entry['bucket'], bucket)} not used for {bucket_key(bucket)}: "
@@ -130,8 +132,9 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
             misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {_key_like(entry['bucket'], bucket)}")
         return entry, misses
     if valid:
-        misses.append(f"no valid entry shares {', '.join(hard)} with {bucket_key(bucket)}"
-                      + (" and has a config this problem accepts" if refuses is not None else ""))
+        accepts = " has a config this problem accepts" if refuses is not None else ""
+        misses.append(f"no valid entry shares {', '.join(hard)} with {bucket_key(bucket)}" + (f" and{accepts}"
+                      if accepts else "") if hard else f"no valid entry for {bucket_key(bucket)}{accepts}")
     return None, misses
 
 
@@ -176,19 +179,26 @@ def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tup
 
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
                  running: dict[str, Any], roots: tuple[Path, ...] | None = None, refuses: Refusal | None = None,
-                 kin: Kinship | None = None) -> dict[str, Any] | None:
+                 kin: Kinship | None = None, one_line: bool = False) -> dict[str, Any] | None:
     """The tuned config fields for ``bucket`` on the system ``running`` describes (its backend's stamps,
     with their ``device_kind`` and ``matched`` list), or None (heuristic). ``roots``: the table folders in
-    overlay order, by default the user's and then the shipped ones."""
+    overlay order, by default the user's and then the shipped ones. ``one_line``: a lookup's misses are
+    logged as one line (once per process), not one line each."""
     table, where = read_overlaid(kernel, str(running["device_kind"]), roots or table_roots())
     if table is None:
         log_once(f"{kernel}: no tuned table at {where}; using the heuristic")
         return None
     entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, kin)
-    for m in misses:
-        log_once(f"{kernel}: {m} ({where})")
     if entry is None:
-        log_once(f"{kernel}: no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
+        misses.append(f"no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
+    if one_line and misses:
+        log_once(f"{kernel}: {'; '.join(misses)} ({where})")
+    else:
+        for m in misses[:-1] if entry is None else misses:
+            log_once(f"{kernel}: {m} ({where})")
+        if entry is None:
+            log_once(f"{kernel}: {misses[-1]}")
+    if entry is None:
         return None
     if carried := entry.get("stamps", {}).get("rekeyed_from"):
         log_once(f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried to {kernel_hash} "

@@ -190,7 +190,13 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], f
         raise SpaceError(f"{path}: malformed TOML: {e}") from None
     except RecursionError:
         raise SpaceError(f"{path}: nested too deeply to be a space") from None
+    return space_from_data(data, path, tunables, problem_fields, for_kernel, text)
 
+
+def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], problem_fields: set[str],
+                    for_kernel: str | None = None, text: str = "") -> Space:
+    """A space from its tables (a parsed file, or a kernel's own space written in Python), checked as a file
+    is; ``path`` names it in errors (with line numbers where ``text`` holds the file)."""
     unknown_top = set(data) - {"kernel", "params", "constraints", "buckets"}
     if unknown_top:
         key = sorted(unknown_top)[0]

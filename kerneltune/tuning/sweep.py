@@ -15,14 +15,15 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from filelock import Timeout
 
 from kerneltune.limits import COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
 from kerneltune.measure import MeasureSettings
-from kerneltune.protocols import Capability, Kernel, Runner, StrategyContext
-from kerneltune.registry import load_kernel
+from kerneltune.paths import SPACES
+from kerneltune.protocols import Capability, Kernel, OwnSpace, Runner, StrategyContext
+from kerneltune.registry import load_kernel, module_file
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
 from kerneltune.wire import Op, Request, candidate_request
@@ -30,7 +31,7 @@ from kerneltune.wire import Op, Request, candidate_request
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
-from .space import Bucket, Space, SpaceError, load_space
+from .space import Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
 from .warm_start import warm_configs
@@ -85,7 +86,7 @@ class SharedOptions:
 @dataclass(frozen=True)
 class SweepOptions:
     kernel: str
-    space_path: Path
+    space_path: Path | None  # None: the kernel's own space, or its default (``load_kernel_space``)
     out: Path
     buckets: tuple[str, ...] = ()
     search: SearchOptions = field(default_factory=SearchOptions)
@@ -100,10 +101,13 @@ class SweepOptions:
 
     @property
     def journal_path(self) -> Path:
+        """``--journal``, else ``OUT/journals/NAME-MODE[-WORKER].jsonl`` after the kernel's own name (two kernels
+        given by path never share a journal for sharing an attribute's name)."""
         if self.journal is not None:
             return self.journal
         mode = "replay" if self.replay else "live"
-        name = re.sub(r"[^A-Za-z0-9_]+", "_", self.kernel.split(":")[-1] if ":" in self.kernel else self.kernel)
+        name = re.sub(r"[^A-Za-z0-9_]+", "_", load_kernel(self.kernel).name if ":" in self.kernel
+                      or self.kernel.endswith(".py") else self.kernel)
         worker = f"-{re.sub(r'[^A-Za-z0-9_.]+', '_', self.worker)}" if self.worker else ""
         return self.out / "journals" / f"{name}-{mode}{worker}.jsonl"
 
@@ -147,14 +151,34 @@ class CheckedOptions:
     held: dict[str, list[dict[str, Any]]] | None  # bucket name -> the configs --contenders holds for it
 
 
+def load_kernel_space(kernel: Kernel, given: Path | None) -> Space:
+    """The space a sweep searches: the file given, else the kernel's own (a kernel written with
+    ``kerneltune.Kernel``), else ``search_spaces/NAME.toml`` of a registered kernel or a ``NAME.toml`` beside
+    the module of a kernel given by path."""
+    fields = (set(kernel.tunables), set(kernel.problem_fields), kernel.name)
+    if given is not None:
+        return load_space(given, *fields)
+    if Capability.OWN_SPACE in kernel.capabilities:
+        where, data = cast(OwnSpace, kernel).own_space()
+        return space_from_data(data, Path(where), *fields)
+    tried = [SPACES / f"{kernel.name}.toml"]
+    if (module := module_file(kernel)) is not None:
+        tried.insert(0, module.parent / f"{kernel.name}.toml")
+    for path in tried:
+        if path.is_file():
+            return load_space(path, *fields)
+    raise SpaceError(f"{kernel.name}: no space at {' or '.join(str(p) for p in tried)}; pass --space FILE "
+                     f"(the guide's space-file page says what one holds)")
+
+
 def check_options(opts: SweepOptions) -> CheckedOptions:
     """Every input a sweep reads (kernel, space, buckets, strategy, contenders, replayed journal, --out), checked
     before any worker starts: a bad one is a ValueError (or OSError) naming it."""
     kernel = load_kernel(opts.kernel)
-    space = load_space(opts.space_path, set(kernel.tunables), set(kernel.problem_fields), kernel.name)
+    space = load_kernel_space(kernel, opts.space_path)
     buckets = [space.bucket(b) for b in opts.buckets] if opts.buckets else list(space.buckets)
     if not buckets:
-        raise ValueError(f"{opts.space_path}: no buckets to sweep")
+        raise ValueError(f"{space.path}: no buckets to sweep")
     make_strategy(opts.search.strategy)
     held = None
     if opts.search.contenders is not None:

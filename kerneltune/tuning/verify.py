@@ -43,7 +43,7 @@ HEURISTIC = "the heuristic"  # the rival's name in verdicts and ``rivals_us``
 VERIFY_SEED = 11
 # The spread of one config's median across healthy H200s and days: the same shipped entries measured
 # 0.93-1.02x of their recorded times on other machines and days
-# (lab-2026-12:results/ranker_attention/2026-11-30-h200-run-i/).
+# (1371b475c129:results/ranker_attention/2026-11-30-h200-run-i/).
 DRIFT_SPREAD = 0.04
 
 

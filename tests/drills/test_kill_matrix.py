@@ -54,7 +54,7 @@ def test_kill_matrix(tmp_path):
             out = tmp_path / f"{strategy}-{k}"
             out.mkdir()
             (out / "s.toml").write_text(SPACE)
-            journal = out / "journals/PLUGIN-live.jsonl"
+            journal = out / "journals/fake-live.jsonl"
             proc = subprocess.Popen([sys.executable, "-c", CODE, str(out), "2", strategy], cwd=REPO, env=env,
                                     start_new_session=True, stderr=subprocess.PIPE)
             deadline = time.time() + 120

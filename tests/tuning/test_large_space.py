@@ -44,11 +44,11 @@ def sweep(tmp_path, strategy, budget):
 def test_a_budget_of_20_in_a_space_of_10_million(tmp_path, strategy):
     got = sweep(tmp_path, strategy, 20)
     assert got["measured"] == 20 and got["s"] < 60 and got["rss_mb"] < 500 and got["log_mb"] < 5, got
-    recs = list(Journal(tmp_path / "journals/WIDE-live.jsonl").records())
+    recs = list(Journal(tmp_path / "journals/wide-live.jsonl").records())
     assert len(recs) == 20 and all(r["tiles"]["p0"] != r["tiles"]["p1"] and r["tiles"]["p6"] != 9 for r in recs)
 
 
 def test_a_resumed_budget_counts_what_the_journal_holds(tmp_path):
     assert sweep(tmp_path, "tpe", 4)["measured"] == 4
     assert sweep(tmp_path, "tpe", 10)["measured"] == 6  # 4 were measured already: 10 in all
-    assert len(list(Journal(tmp_path / "journals/WIDE-live.jsonl").records())) == 10
+    assert len(list(Journal(tmp_path / "journals/wide-live.jsonl").records())) == 10

@@ -10,7 +10,7 @@ accept today.
 Default budget, per output the call returns:
 - ``out``: 2x. The exact tanh kernel itself measures 1.12x on ``out`` (a capped softmax is flatter,
   so the bf16 rounding of P weighs more) and ``static_max`` 1.6x (on the H200:
-  lab-2026-12:results/ranker_attention/2026-12-01-h200-run-l/);
+  1371b475c129:results/ranker_attention/2026-12-01-h200-run-l/);
 - ``lse``: 1x, when the caller gets the LSE back (``return_lse=True``) and names ``tanh``. The exact
   tanh measures 0.7x; the tanh instruction 10-13x, so it is refused there and kept where only
   ``out`` is returned (its ``out`` error equals the exact one's to three digits).

@@ -107,7 +107,7 @@ class KernelConfig:
     # The softmax without a running max, p = exp2(logit), under a bounding cap of at most
     # STATIC_MAX_CAP: takes the row max and the rescale of O and l off each KV step's dependent chain
     # (0.86-0.91x the time at D=128 with tanh caps, 0.98-1.02x at D=64:
-    # lab-2026-12:results/ranker_attention/2026-11-30-h200-run-h/).
+    # 1371b475c129:results/ranker_attention/2026-11-30-h200-run-h/).
     static_max: bool = False
     # How the cap is evaluated (``CapImpl``): the tanh instruction is faster and less accurate in the
     # LSE; the runtime launches it only for a call whose error budget the entry's measured errors meet.
@@ -117,7 +117,7 @@ class KernelConfig:
     exp2_fma_eighths: int = 0
     # Without a cap: the row max taken on the raw logits and the scale folded into the exp2 argument's FMA,
     # instead of a multiply per logit that only fed the max (0.95x the time at D=64, 0.98x at D=128:
-    # lab-2026-12:results/ranker_attention/2026-12-03-h200-run-ag/).
+    # 1371b475c129:results/ranker_attention/2026-12-03-h200-run-ag/).
     # The same function up to rounding; under a cap the kernel is the same either way.
     scale_in_exp2: bool = False
     # Where the kernel keeps a running max (no static_max): a row keeps it while a block's logits stay within 8

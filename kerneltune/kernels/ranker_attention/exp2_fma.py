@@ -5,7 +5,7 @@ compute warpgroup's softmax at D=64 with a tanh cap spends two of them per logit
 exp2): its chain is that unit's, not the issue slots' (profiled: issue two-thirds idle). Taking
 the exp2 of some of a block's keys to the FMA pipe (~9 issue cycles per warp instead of 8 SFU
 cycles) lets the two pipes share the chain; taking all of them made it longer (both in
-lab-2026-12:results/ranker_attention/2026-11-30-h200x2-run-d/).
+1371b475c129:results/ranker_attention/2026-11-30-h200x2-run-d/).
 The exponent's integer part goes straight into the float's exponent bits and the fraction through a
 cubic (FlashAttention-4's ``ex2_emulation``, rounded to nearest so that no rounding mode is needed).
 """

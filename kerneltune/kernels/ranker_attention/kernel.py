@@ -233,7 +233,7 @@ def _kernel_body(config: KernelConfig, problem: Problem, interpret: bool):
         # adjacent), loads that tile's Q into the other buffer once the compute warpgroups have released
         # it, and hands the tile over through SMEM. CTAs that drew short or padding tiles take more: a
         # fixed stride of CTAs aliases with the tiles per head (1.26x the mean on the busiest CTA for equal
-        # rows with padding tiles: lab-2026-12:results/ranker_attention/2026-11-30-h200-run-g/), and claiming
+        # rows with padding tiles: 1371b475c129:results/ranker_attention/2026-11-30-h200-run-g/), and claiming
         # at a tile's end is greedy placement.
         ctas = lax.axis_size("cta")
         cta = lax.axis_index("cta")

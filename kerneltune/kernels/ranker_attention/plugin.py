@@ -23,7 +23,7 @@ from .inputs import adversarial_bounds, check_inputs, useful_flops
 _REFERENCE_BYTES = 2.5e9
 # q and k are checked as drawn and scaled by 4 (exact in bf16 and f16): logits of standard deviation 16,
 # where a cap of 30 bites and the cap's implementation shows in the LSE
-# (lab-2026-12:results/ranker_attention/2026-12-01-h200-run-o/).
+# (1371b475c129:results/ranker_attention/2026-12-01-h200-run-o/).
 CHECK_GAINS = (1.0, 4.0)
 
 

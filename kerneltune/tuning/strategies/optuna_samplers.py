@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # optuna is imported only when a sampler strategy is built
 # Rejected asks (known, pending, infeasible) before the untried config nearest the last one is taken. A sampler
 # that has converged re-proposes measured configs for hundreds of asks, each a trial that slows the next
 # ask; on a replayed landscape 4 asks and the nearest untried config match 500 asks in quality
-# (lab-2026-12:results/ranker_attention/2026-11-30-h200x2-sweep-c/).
+# (1371b475c129:results/ranker_attention/2026-11-30-h200x2-sweep-c/).
 _MAX_REJECTS = 4
 _MAX_RANDOM_DRAWS = 10_000
 

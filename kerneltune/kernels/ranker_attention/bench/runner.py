@@ -13,7 +13,7 @@ checked on the history rows, where it computes the ranker function.
 The dense fraction is also measured paired: after a shape's rows, ours and each dense baseline take
 turns for a dozen rounds, and the median of the rounds' time ratios gives ``paired_dense_fraction``.
 Those turns (at most 50 calls) are shorter than the lag of the H200's power-cap clock, so each
-implementation runs at the clock the other left (lab-2026-12:results/ranker_attention/2026-12-04-h200-run-aj/).
+implementation runs at the clock the other left (1371b475c129:results/ranker_attention/2026-12-04-h200-run-aj/).
 Settled rounds follow: each turn first runs its implementation untimed for ``SETTLE_S``, then times one
 batch and reads the clocks, and
 ``settled_dense_fraction`` is taken against the faster baseline of those rounds (the targets judge it
@@ -53,7 +53,7 @@ BASELINES = ("flex", "cudnn_dense", "flash_dense", "composite", "jax_mgpu_dense"
 PAIRED_TURN_S = 0.04
 PAIRED_ROUNDS = 12
 # Settled rounds: each turn runs untimed this long before its timed batch (after 0.25 s turns the clock still
-# moved between a kernel's two consecutive turns: lab-2026-12:results/ranker_attention/2026-12-04-h200-run-aj/), this
+# moved between a kernel's two consecutive turns: 1371b475c129:results/ranker_attention/2026-12-04-h200-run-aj/), this
 # many rounds per dense baseline.
 SETTLE_S = 0.3
 SETTLED_ROUNDS = 4
@@ -121,8 +121,8 @@ def user_call_times(fn: Any, args: tuple[Any, ...], kernel_us: float) -> dict[st
     of repeats. ``kernel_sustained_us`` is the call's kernels under CUPTI in a back-to-back run as long as
     one loop. The two alternate, round by round, so both see the GPU in the same sustained state (the
     kernel ran up to 12% slower there than in the sampler's short batches,
-    lab-2026-12:results/ranker_attention/2026-12-01-h200-run-k/, and one CUPTI pass after all the loops read 0.90 of the
-    loop on a power-capped GPU,
+    1371b475c129:results/ranker_attention/2026-12-01-h200-run-k/, and one CUPTI pass after all the loops read 0.90 of
+    the loop on a power-capped GPU,
     results/ranker_attention/2026-12-02-h200-run-p/). ``kernel_over_call``
     compares the loop against it, so what is left is the cost of the ops between the user and the
     kernel, which ``call_kernels`` names with their median times. The clocks read after the rounds say

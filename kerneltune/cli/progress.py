@@ -1,4 +1,5 @@
-"""Rich progress for a sweep: candidates done/total, ETA, best so far, failures by kind."""
+"""Rich progress for a sweep: candidates done/total, ETA, best so far, failures by kind. The engine reports
+events (``tuning.sweep.Observer``); this renders them."""
 
 from __future__ import annotations
 

@@ -1,0 +1,179 @@
+"""What the commands print: Rich tables and lines, from the engine's results. Nothing here decides anything."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kerneltune.report.configs import config_text
+
+if TYPE_CHECKING:
+    from kerneltune.protocols import EmulationCheck
+    from kerneltune.tuning.sweep import BucketResult
+    from kerneltune.tuning.verify import EntryReport, VerifyReport
+
+# Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
+console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 120)
+
+
+def line(text: str) -> None:
+    """A line of plain text (markup in it shown as written), wrapped only by the terminal."""
+    console.print(escape(text), soft_wrap=True, highlight=False)
+
+
+def note(text: str) -> None:
+    console.print(f"[yellow]{escape(text)}", soft_wrap=True, highlight=False)
+
+
+def rate(tflops: float | None) -> str:
+    """A FLOP rate in the unit that reads (a CPU kernel's GFLOP/s are not "0 TFLOP/s"); '-' where none."""
+    if not tflops or tflops <= 0:
+        return "-"
+    for scale, unit in ((1.0, "TFLOP/s"), (1e-3, "GFLOP/s"), (1e-6, "MFLOP/s")):
+        if tflops >= scale:
+            return f"{tflops / scale:.3g} {unit}"
+    return f"{tflops * 1e9:.3g} kFLOP/s"
+
+
+def shown(path: Path) -> str:
+    """``path`` as short as a terminal line wants it: relative to the working folder where it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def sweep_summary(kernel: str, strategy: str, results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
+    table = Table(title=f"{kernel}: {strategy} sweep (configs: what differs from the defaults; the journal has "
+                        f"each whole)")
+    table.add_column("bucket", no_wrap=True)  # a name is read whole, as the space gives it
+    for col in ("measured", "refused", "failures", "best config", "median µs", "rate"):
+        table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
+    for r in results:
+        e = r.entry
+        fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
+        table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", str(r.pruned_by_constraints), fails,
+                      config_text(e["config"], defaults) if e else
+                      config_text(r.best["tiles"], defaults) if r.best else "-",
+                      f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
+                      rate(e.get("tflops")) if e else "-")
+    console.print(table)
+
+
+def space_hint(journal: Path) -> str:
+    """Where a recorded sweep's space probably is: a ``space.toml`` in the journal's folder or up to 3 above."""
+    start = journal.resolve() if journal.is_dir() else journal.resolve().parent
+    for folder in [start, *start.parents][:4]:
+        if (folder / "space.toml").is_file():
+            return f"Replay it with --space {shown(folder / 'space.toml')}"
+    return "Replay it with the space it was swept on (--space)."
+
+
+def tables_written(results: list[BucketResult], journal: Path) -> None:
+    stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
+    for path in sorted({r.entry["table"] for r in results if r.entry}):
+        hint = "" if stale else f" (the runtime reads it once installed: kerneltune install {path})"
+        line(f"table: {path}{hint}")
+    if stale:
+        note(f"A replay wrote {', '.join(stale)}: recorded stamps, never installed.")
+    line(f"journal: {journal}")
+
+
+def phases(records: list[dict[str, Any]], compile_workers: int, prefix: str) -> None:
+    """Where the candidates' time went (``tuning/phases.py``), when any record carries its phases."""
+    from kerneltune.tuning.phases import summarize
+
+    if summary := summarize(records, compile_workers):
+        for text in summary.lines():
+            line(f"{prefix}{text}")
+
+
+def modelled_ranking(journal: Path, buckets: list[str], defaults: Mapping[str, Any]) -> None:
+    from kerneltune.report.modelled import modelled_ranking as ranking
+
+    for bucket in buckets:
+        rows = ranking(journal, bucket)
+        if not rows:
+            continue
+        out = Table(title=f"{bucket}: modelled, not measured (cost model rank beside the static score's)")
+        for col in ("model rank", "config", "µs/layer", "of floor", "static-score rank", "static score"):
+            out.add_column(col, overflow="fold")
+        for r in rows:
+            out.add_row(str(r.rank), config_text(r.tiles, defaults), f"{r.us_per_layer:.1f}",
+                        f"{r.fraction_of_floor:.2f}", str(r.static_rank), f"{r.static_score:.0f}")
+        console.print(out)
+
+
+def verify_progress(r: EntryReport) -> None:
+    line(f"{r.bucket}: {r.correctness}, {r.verdict}")
+
+
+def verify_report(name: str, report: VerifyReport, defaults: Mapping[str, Any]) -> None:
+    out = Table(title=f"verify {name}: {report.table} (configs: what differs from the defaults)")
+    for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
+        out.add_column(col, overflow="fold")
+    fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731
+    for r in report.entries:
+        differ = ", ".join(m.split(":")[0] for m in r.stamps)
+        heuristic = "= tuned" if r.heuristic_is_tuned else fmt(r.heuristic_us)
+        out.add_row(r.bucket, config_text(r.config, defaults), "match" if not r.stamps else f"differ: {differ}",
+                    r.correctness, fmt(r.recorded_us), fmt(r.now_us), heuristic,
+                    ("[red]" if r.failed else "") + escape(r.verdict))
+    if report.entries:
+        console.print(out)
+
+
+def checks(title: str, results: list[EmulationCheck]) -> None:
+    layouts = list(dict.fromkeys(c.layout for c in results))
+    out = Table(title=title + (f" ({layouts[0]})" if len(layouts) == 1 else ""))
+    columns = ("layout",) * (len(layouts) > 1) + ("shape", "numbers", "schedule", "rel. error", "bound", "blocks",
+                                                  "resumes", "verdict")
+    for col in columns:
+        out.add_column(col)
+    for c in results:
+        out.add_row(*(c.layout,) * (len(layouts) > 1), c.shape, c.numbers, c.schedule, f"{c.worst_error:.1e}",
+                    "same bits" if c.tolerance < 1e-300 else f"{c.tolerance:.1e}", str(c.blocks), str(c.resumes),
+                    "ok" if c.ok else f"[red]{escape(c.error or 'mismatch')}")
+    console.print(out)
+
+
+def targets_table(verdicts: list[dict], title: str) -> Table:
+    """A bench's target verdicts: value against threshold, met / missed / n/a, and how the value was taken."""
+    table = Table(title=title)
+    for col in ("target", "shape", "cap", "value", "at least", "verdict", "how"):
+        table.add_column(col)
+    colour = {"met": "green", "missed": "red"}
+    for v in verdicts:
+        value = "-" if v["value"] is None else f"{v['value']:.2f}"
+        verdict = v["verdict"]
+        table.add_row(v["target"], v["shape"], v.get("cap_method", ""), value, f"{v['at_least']:g}",
+                      f"[{colour[verdict]}]{verdict}[/]" if verdict in colour else verdict, v.get("note", ""))
+    return table
+
+
+def bench_rows(title: str, columns: tuple[tuple[str, str, str], ...], rows: list[dict[str, Any]]) -> None:
+    table = Table(title=title)
+    for _, header, _ in columns:
+        table.add_column(header)
+    table.add_column("error")
+    for r in rows:
+        table.add_row(*("-" if r.get(key) is None else format(r[key], spec) for key, _, spec in columns),
+                      (r.get("error") or "")[:60])
+    console.print(table)
+
+
+def report_summary(frame: Any) -> None:
+    summary = frame.groupby(["bucket", "status"]).size().unstack(fill_value=0)
+    out = Table(title=f"{len(frame)} candidates")
+    out.add_column("bucket")
+    for c in summary.columns:
+        out.add_column(str(c))
+    for b, row in summary.iterrows():
+        out.add_row(str(b), *(str(v) for v in row))
+    console.print(out)
