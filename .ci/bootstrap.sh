@@ -27,7 +27,8 @@ APT_PKGS="lld-22 llvm-22 rocm-device-libs chromium"
 missing=""
 for p in $APT_PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
-  say "apt-get install${missing} (the AMD offline compile's linker and device libraries, Chromium for the HTML tests; log: $LOG)"
+  say "apt-get install${missing}"
+  say "  (the AMD offline compile's linker and device libraries, Chromium for the HTML tests; log: $LOG)"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing; } >>"$LOG" 2>&1 \
     || die "apt-get install${missing} failed (see $LOG); the AMD offline compile needs these Debian packages."
@@ -35,7 +36,8 @@ fi
 
 # 2. Python 3.12 and the venv.
 PY=$(find_python)
-[ -n "$PY" ] || die "Python 3.12 not found${PYTHON:+ (PYTHON=$PYTHON is not a Python 3.12)}: install it (apt-get install python3.12, or pyenv install 3.12) or set PYTHON=/path/to/python3.12."
+[ -n "$PY" ] || die "Python 3.12 not found${PYTHON:+ (PYTHON=$PYTHON is not a Python 3.12)}: install it
+  (apt-get install python3.12, or pyenv install 3.12) or set PYTHON=/path/to/python3.12."
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; then
   rm -rf "$VENV"
   say "creating $VENV with $PY"
@@ -46,9 +48,10 @@ fi
 STAMP="$VENV/.kerneltune-installed"
 WANT=$(sha256sum pyproject.toml | cut -c1-16)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  say "pip install -e .[amd,rdb,test] into $VENV: jax, optuna, torch, flydsl, pytest (a few minutes the first time; log: $LOG)"
+  say "pip install -e .[amd,rdb,test,docs] into $VENV: jax, optuna, torch, flydsl, pytest, mkdocs"
+  say "  (a few minutes the first time; log: $LOG)"
   "$VENV/bin/python" -m pip install -q --upgrade pip >>"$LOG" 2>&1
-  "$VENV/bin/python" -m pip install -q -e ".[amd,rdb,test]" >>"$LOG" 2>&1 \
+  "$VENV/bin/python" -m pip install -q -e ".[amd,rdb,test,docs]" >>"$LOG" 2>&1 \
     || die "pip install of kerneltune failed (see $LOG)."
   echo "$WANT" > "$STAMP"
 fi

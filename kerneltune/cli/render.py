@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kerneltune.report.configs import config_text
+from kerneltune.report.rates import rate_text
 
 if TYPE_CHECKING:
     from kerneltune.protocols import EmulationCheck
@@ -23,22 +24,12 @@ console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 120
 
 
 def line(text: str) -> None:
-    """A line of plain text (markup in it shown as written), wrapped only by the terminal."""
-    console.print(escape(text), soft_wrap=True, highlight=False)
+    """Plain text (markup in it shown as written), wrapped at the console's width (120 columns in a log)."""
+    console.print(escape(text), highlight=False)
 
 
 def note(text: str) -> None:
-    console.print(f"[yellow]{escape(text)}", soft_wrap=True, highlight=False)
-
-
-def rate(tflops: float | None) -> str:
-    """A FLOP rate in the unit that reads (a CPU kernel's GFLOP/s are not "0 TFLOP/s"); '-' where none."""
-    if not tflops or tflops <= 0:
-        return "-"
-    for scale, unit in ((1.0, "TFLOP/s"), (1e-3, "GFLOP/s"), (1e-6, "MFLOP/s")):
-        if tflops >= scale:
-            return f"{tflops / scale:.3g} {unit}"
-    return f"{tflops * 1e9:.3g} kFLOP/s"
+    console.print(f"[yellow]{escape(text)}", highlight=False)
 
 
 def shown(path: Path) -> str:
@@ -50,8 +41,8 @@ def shown(path: Path) -> str:
 
 
 def sweep_summary(kernel: str, strategy: str, results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
-    table = Table(title=f"{kernel}: {strategy} sweep (configs: what differs from the defaults; the journal has "
-                        f"each whole)")
+    table = Table(title=f"{kernel}: {strategy} sweep",
+                  caption="configs: what differs from the defaults (the journal has each whole)")
     table.add_column("bucket", no_wrap=True)  # a name is read whole, as the space gives it
     for col in ("measured", "refused", "failures", "best config", "median µs", "rate"):
         table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
@@ -62,7 +53,7 @@ def sweep_summary(kernel: str, strategy: str, results: list[BucketResult], defau
                       config_text(e["config"], defaults) if e else
                       config_text(r.best["tiles"], defaults) if r.best else "-",
                       f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
-                      rate(e.get("tflops")) if e else "-")
+                      rate_text(e.get("tflops")) if e else "-")
     console.print(table)
 
 
@@ -115,7 +106,7 @@ def verify_progress(r: EntryReport) -> None:
 
 
 def verify_report(name: str, report: VerifyReport, defaults: Mapping[str, Any]) -> None:
-    out = Table(title=f"verify {name}: {report.table} (configs: what differs from the defaults)")
+    out = Table(title=f"verify {name}: {report.table}", caption="configs: what differs from the defaults")
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
         out.add_column(col, overflow="fold")
     fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731

@@ -11,11 +11,13 @@ import pandas as pd
 from kerneltune.tables.stamps import device_kind
 from kerneltune.tuning.journal import Journal, pct_of_ceiling
 
-# The CSV's fixed columns, in order; problem_* and config_* columns follow, one per field.
+# The CSV's fixed columns, in order; stamp_* columns follow (the stamps each record's backend matches tables on:
+# driver and CUDA for a GPU through JAX, torch and Triton for one through torch, ...), then problem_* and
+# config_* columns, one per field.
 SCHEMA = (
     "kernel", "run", "bucket", "strategy", "status", "invalidity", "error", "median_us", "spread", "samples",
-    "score", "tflops", "pct_ceiling", "device", "sm_count", "driver", "cuda", "jax", "jaxlib", "kernel_hash",
-    "time", "journal",
+    "score", "tflops", "pct_ceiling", "device", "device_kind", "kernel_hash", "time",
+    "journal",
 )
 # The CSV's precision per column: a tenth of a percent of a time, of a rate, of a spread is below the noise.
 CSV_DECIMALS = {"median_us": 2, "spread": 4, "score": 1, "tflops": 1, "pct_ceiling": 1}
@@ -58,22 +60,27 @@ def load_frame(results: Path) -> pd.DataFrame:
                 "error": (r.get("error") or "").replace("\n", " ")[:500],
                 "median_us": t.get("median_us"), "spread": t.get("spread"), "samples": t.get("samples"),
                 "score": r.get("score"),
-                "tflops": r.get("tflops"), "pct_ceiling": pct_of_ceiling(r), "device": s.get("gpu"),
-                "sm_count": s.get("sm_count"), "driver": s.get("driver"), "cuda": s.get("cuda"), "jax": s.get("jax"),
-                "jaxlib": s.get("jaxlib"), "kernel_hash": r.get("kernel_hash"), "time": r.get("time"),
-                "journal": str(path),
+                "tflops": r.get("tflops"), "pct_ceiling": pct_of_ceiling(r), "device": record_device(s),
+                "device_kind": s.get("device_kind") or device_kind(str(record_device(s))),
+                "kernel_hash": r.get("kernel_hash"), "time": r.get("time"), "journal": str(path),
             }
+            row.update({f"stamp_{k}": s.get(k) for k in s.get("matched") or () if k not in ("device", "kernel_hash")})
             row.update({f"problem_{k}": v for k, v in (r.get("problem") or {}).items()})
             row.update({f"config_{k}": v for k, v in r["tiles"].items()})
             rows.append(row)
     frame = pd.DataFrame(rows)
-    extra = sorted(c for c in frame.columns if c.startswith("problem_")) + sorted(
-        c for c in frame.columns if c.startswith("config_"))
+    extra = [c for prefix in ("stamp_", "problem_", "config_") for c in sorted(frame.columns) if c.startswith(prefix)]
     frame = frame.reindex(columns=list(SCHEMA) + extra)
     for c in frame.columns:  # a field the journals hold as integers stays integer where some rows lack it
         if _all_ints(r.get(c) for r in rows):
             frame[c] = frame[c].astype("Int64")
     return frame
+
+
+def record_device(stamps: dict[str, Any]) -> str | None:
+    """The device a record was measured on, by name: the backend's ``device`` stamp (a GPU or a CPU model),
+    or ``gpu`` in records from before every backend stamped one."""
+    return stamps.get("device") or stamps.get("gpu")
 
 
 def row_config(row: Any, config_cols: list[str]) -> dict[str, Any]:
@@ -100,7 +107,7 @@ def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
     if not files:
         raise FileNotFoundError(f"--baseline {path}: no tuned table (*.json) there")
     kernels = {str(k) for k in frame["kernel"].dropna().unique()}
-    kinds = {device_kind(str(d)) for d in frame["device"].dropna().unique()}
+    kinds = {str(d) for d in frame["device_kind"].dropna().unique()}
     out: dict[str, dict] = {}
     for f in files:
         try:

@@ -19,6 +19,7 @@ from kerneltune.registry import UnknownName, registered_kernel
 
 from . import charts
 from .frame import row_config
+from .rates import rate_text
 
 TOP = 15  # ranking rows shown open; the rest fold under "all N candidates"
 
@@ -81,7 +82,7 @@ Times are medians; "slower" is against the bucket's best in the same run, on one
 <td class="num">{{ r.score }}</td><td class="num">{{ r.tflops }}</td><td class="num">{{ r.pct }}</td>
 <td class="ok">{{ r.status }}</td></tr>{% endfor %}{% endmacro %}
 {% set head %}<tr><th>#</th><th>config (what differs from the defaults)</th><th>median µs</th><th>slower</th>
-<th>spread</th><th>static score</th><th>TFLOP/s</th><th>% ceiling</th><th>status</th></tr>{% endset %}
+<th>spread</th><th>static score</th><th>rate</th><th>% ceiling</th><th>status</th></tr>{% endset %}
 <table class="ranking">{{ head }}{{ rows(b.ranking[:top], 0) }}</table>
 {% if b.ranking|length > top %}<details><summary>all {{ b.ranking|length }} candidates</summary>
 <table class="ranking-rest">{{ head }}{{ rows(b.ranking[top:], top) }}</table></details>{% endif %}
@@ -139,7 +140,7 @@ def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], an
             "median": _text(r["median_us"], ".1f"), "slower": "-" if slower is None else f"+{slower:.1f}%",
             "color": "transparent" if slower is None else charts.slower_color(slower),
             "spread": _text(None if pd.isna(r["spread"]) else 100 * r["spread"], ".2f") + "%",
-            "score": _text(r["score"], ".0f"), "tflops": _text(r["tflops"], ".0f"),
+            "score": _text(r["score"], ".0f"), "tflops": rate_text(r["tflops"]),
             "pct": _text(r["pct_ceiling"], ".1f"), "status": r["status"]})
     charts_html = [charts.convergence(df, f"{anchor}-convergence"),
                    charts.time_by_config(df, cols, defaults, f"{anchor}-scatter")] if timed else []

@@ -1,0 +1,51 @@
+"""Each example is swept, installed, looked up, verified and reported, as a user would from a shell, on its
+small bucket: the JAX one natively on the CPU, the Pallas and Triton ones in their interpreters."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ..paths import REPO
+
+EXAMPLES = REPO / "examples"
+FAST = ("--max-seconds", "0.2", "--compile-workers", "0")
+
+
+def kerneltune(*args, env, cwd):
+    r = subprocess.run([sys.executable, "-m", "kerneltune", *args], capture_output=True, text=True, env=env, cwd=cwd,
+                       timeout=600)
+    assert r.returncode == 0, f"kerneltune {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+@pytest.mark.parametrize(("example", "bucket", "extra"), [
+    pytest.param("jax_matmul", "m256", (), id="jax"),
+    pytest.param("pallas_matmul", "m256", ("--budget", "3"), marks=pytest.mark.slow, id="pallas-interpret"),
+    pytest.param("triton_softmax", "r64-c256", ("--budget", "3"), marks=pytest.mark.slow, id="triton-interpret"),
+])
+def test_an_example_goes_from_sweep_to_report(tmp_path, example, bucket, extra):
+    env = {**os.environ, "KERNELTUNE_TABLES": str(tmp_path / "tables"), "TRITON_INTERPRET": "1"}
+    source = EXAMPLES / f"{example}.py"
+    assert len(source.read_text().splitlines()) <= 40  # kernel and space, the issue's budget for an example
+    out = kerneltune("sweep", str(source), "--bucket", bucket, "--out", str(tmp_path / "out"), *FAST, *extra,
+                     env=env, cwd=tmp_path)
+    [table] = (tmp_path / "out/tables/cpu").glob("*.json")
+    assert f"table: {table}" in out and "measured" in out
+    kerneltune("install", str(table), env=env, cwd=tmp_path)
+
+    lookup = (f"import sys, json; sys.path.insert(0, {str(EXAMPLES)!r}); from {example} import KERNEL; "
+              f"print(json.dumps(dict(KERNEL.tuned(KERNEL.buckets[{bucket!r}]))))")
+    found = subprocess.run([sys.executable, "-c", lookup], capture_output=True, text=True, env=env, timeout=300)
+    entry = next(iter(json.loads(table.read_text())["entries"].values()))
+    assert json.loads(found.stdout) == entry["config"], found.stderr
+
+    verified = kerneltune("verify", str(source), "--junit", str(tmp_path / "verify.xml"), env=env, cwd=tmp_path)
+    assert f"{bucket}: ok, " in verified and 'failures="0"' in (tmp_path / "verify.xml").read_text()
+
+    kerneltune("report", str(tmp_path / "out"), "--csv", str(tmp_path / "r.csv"), "--html", str(tmp_path / "r.html"),
+               env=env, cwd=tmp_path)
+    rows = (tmp_path / "r.csv").read_text().splitlines()
+    assert len(rows) >= 2 and rows[1].split(",")[2] == bucket
