@@ -90,9 +90,16 @@ def _load(kind: str, table: dict[str, str], name: str, known: list[str]) -> Any:
             raise UnknownName(f"{kind}: no file {file[0]} (a kernel of your own: {OWN_FORMS})")
         try:
             module = _module_of_file(path)
-            return getattr(module, file[1]) if file[1] else _the_kernel_of(module, path)
-        except (ImportError, AttributeError, SyntaxError) as e:
+        except (ImportError, SyntaxError) as e:
             raise UnknownName(f"{kind}: cannot load {target!r}: {e}") from None
+        if file[1] is None:
+            return _the_kernel_of(module, path)
+        if file[1] not in vars(module):
+            names = [n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, type)
+                     and type(v).__module__ == module.__name__]
+            raise UnknownName(f"{kind}: {file[0]} has no {file[1]!r}"
+                              + (f" (it defines {', '.join(names)})" if names else ""))
+        return getattr(module, file[1])
     if ":" not in target:
         own = f"; a {kind} of your own: {OWN_FORMS}" if kind == "kernel" else ""
         raise UnknownName(f"{kind}: unknown {kind} {name!r} (known: {', '.join(sorted(known))}{own})")

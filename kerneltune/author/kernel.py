@@ -212,8 +212,8 @@ class Kernel:
         if set(config) != set(self.tunables):
             return f"config fields {sorted(config)} are not the space's {sorted(self.tunables)}"
         try:
-            if not self._parsed_space.allows(config, problem):
-                return "a constraint of the space excludes it"
+            if (why := self._parsed_space.excluded_by(config, problem)) is not None:
+                return why
         except (SpaceError, NameError) as e:
             return str(e)
         return self.infeasibility(problem, config)

@@ -5,6 +5,7 @@ CPU (tests, interpret mode) the timer falls back to the host's wall clock and sa
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -49,9 +50,10 @@ def system_stamps() -> dict[str, Any]:
 
     dev = jax.devices()[0]
     gpu = dev.device_kind if dev.platform == "gpu" else "cpu"
+    on_cpu = {} if dev.platform == "gpu" else {"device": _cpu_model(), "cpu_count": os.cpu_count() or 0}
     return {
-        "backend": CudaJax.name, "matched": list(MATCHED), "device_kind": device_kind(gpu),
-        "gpu": gpu, "device": gpu if gpu != "cpu" else _cpu_model(),
+        "backend": CudaJax.name, "matched": list(MATCHED) + list(on_cpu), "device_kind": device_kind(gpu),
+        "gpu": gpu, "device": gpu, **on_cpu,
         "sm_count": int(getattr(dev, "core_count", 0) or 0),
         "driver": _driver_version() if dev.platform == "gpu" else "none",
         "cuda": _cuda_version(),

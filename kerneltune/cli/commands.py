@@ -49,6 +49,7 @@ def sweep(opts: Any) -> None:
         render.note(f"Compile-only sweep: no timings on this machine; timings need {need}. Candidates are ranked "
                     f"by the kernel's offline compile and cost model (modelled µs, never measured); no table written.")
     render.sweep_summary(kernel.name, opts.search.strategy, results, kernel.tile_defaults)
+    render.remeasured(results)
     if opts.replay is not None and (missing := sum(r.failures.get("unsupported", 0) for r in results)):
         render.note(f"{missing} candidates of {render.shown(checked.space.path)} are not in the replayed journal: "
                     f"it was recorded on another space.\n{render.space_hint(opts.replay.journal)}")
@@ -57,6 +58,16 @@ def sweep(opts: Any) -> None:
     if need:
         render.modelled_ranking(journal, [r.bucket for r in results], kernel.tile_defaults)
     render.tables_written(results, journal)
+    if not need and (empty := [r for r in results if r.entry is None]):
+        fail("; ".join(f"bucket {r.bucket}: no candidate verified and timed" + _commonest(r) for r in empty)
+             + f"; no table entry written for it (the journal {journal} has each candidate's error)", EXIT_FAILED)
+
+
+def _commonest(result: Any) -> str:
+    if not result.failures:
+        return ""
+    (why, n), = result.failures.most_common(1)
+    return f" (the commonest failure: {why}, {n} of {sum(result.failures.values())})"
 
 
 def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buckets: tuple[str, ...],

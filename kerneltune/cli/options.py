@@ -47,7 +47,11 @@ ReplaySeconds = Annotated[float, typer.Option(
 CompileOnly = Annotated[bool, typer.Option(
     help="Compile offline and rank by static metrics, no timings (kernels that have it: drafter-wide).")]
 Resume = Annotated[bool, typer.Option(
-    help="Skip candidates the journal already holds; --no-resume sets the old journal aside and starts afresh.")]
+    help="Keep what the journal holds for this kernel source, problem and inputs (records of another source are "
+         "measured again, and counted); --no-resume sets the old journal aside and starts afresh.")]
+EarlyStop = Annotated[bool, typer.Option(
+    help="Stop timing a candidate whose first batch is already 1.5x the bucket's best so far (journaled as "
+         "stopped early, its median from that batch); --no-early-stop times every candidate to the noise rule.")]
 Journal = Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/NAME-MODE.jsonl).")]
 CompileWorkers = Annotated[int | None, typer.Option(
     help="Compile workers beside each timing worker (processes where the kernel's build can leave its process, "

@@ -22,8 +22,9 @@ WIDTH = 120
 
 
 def _wrap(text: str, indent: str = "") -> str:
+    """Paragraphs filled to the guide's width, continuation lines indented by ``indent``."""
     paragraphs = [" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n")]
-    return "\n\n".join(textwrap.fill(p, WIDTH, initial_indent=indent, subsequent_indent=indent) for p in paragraphs)
+    return "\n\n".join(textwrap.fill(p, WIDTH, subsequent_indent=indent) for p in paragraphs)
 
 
 def _option(param: Any) -> str:
@@ -35,7 +36,7 @@ def _option(param: Any) -> str:
         default = param.opts[0]
     none = default is None or default is False or (isinstance(default, str | tuple | list) and not default)
     shown = "" if none or argument else f" Default: `{default}`."
-    return _wrap(f"- {names}: {param.help or ''}{shown}").replace("\n", "\n  ")
+    return _wrap(f"- {names}: {param.help or ''}{shown}", "  ")
 
 
 def markdown() -> str:

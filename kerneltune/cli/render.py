@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,19 +43,35 @@ def shown(path: Path) -> str:
 
 def sweep_summary(kernel: str, strategy: str, results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
     table = Table(title=f"{kernel}: {strategy} sweep",
-                  caption="configs: what differs from the defaults (the journal has each whole)")
+                  caption="configs: what differs from the kernel's tile defaults (the journal has each whole)"
+                  if defaults else None)
     table.add_column("bucket", no_wrap=True)  # a name is read whole, as the space gives it
-    for col in ("measured", "refused", "failures", "best config", "median µs", "rate"):
-        table.add_column(col, overflow="fold")  # wrapped, never cut: a config must be readable whole
+    table.add_column("measured", justify="right")
+    table.add_column("resumed", justify="right")
+    table.add_column("refused", justify="right")
+    table.add_column("stopped\nearly", justify="right")
+    table.add_column("failures", overflow="fold")
+    table.add_column("best config", overflow="fold", ratio=1)  # wrapped, never cut: readable whole
+    table.add_column("median µs", justify="right")
+    table.add_column("rate", justify="right")
     for r in results:
         e = r.entry
         fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
-        table.add_row(r.bucket, f"{r.measured} (+{r.skipped} resumed)", str(r.pruned_by_constraints), fails,
+        table.add_row(r.bucket, str(r.measured), str(r.skipped), str(r.pruned_by_constraints),
+                      str(r.stopped_early), fails,
                       config_text(e["config"], defaults) if e else
                       config_text(r.best["tiles"], defaults) if r.best else "-",
                       f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
                       rate_text(e.get("tflops")) if e else "-")
     console.print(table)
+
+
+def remeasured(results: list[BucketResult]) -> None:
+    """One line where a resumed sweep measured again what its journal held under another source or problem."""
+    whys = sum((r.remeasured for r in results), Counter())
+    if whys:
+        note(f"measured again: {', '.join(f'{n} record(s) of {why}' for why, n in sorted(whys.items()))} "
+             f"(kept in the journal; only records of this kernel source, problem and inputs are resumed)")
 
 
 def space_hint(journal: Path) -> str:
@@ -106,7 +123,8 @@ def verify_progress(r: EntryReport) -> None:
 
 
 def verify_report(name: str, report: VerifyReport, defaults: Mapping[str, Any]) -> None:
-    out = Table(title=f"verify {name}: {report.table}", caption="configs: what differs from the defaults")
+    out = Table(title=f"verify {name}: {report.table}",
+                caption="configs: what differs from the kernel's tile defaults" if defaults else None)
     for col in ("bucket", "config", "stamps", "correctness", "recorded µs", "now µs", "heuristic µs", "verdict"):
         out.add_column(col, overflow="fold")
     fmt = lambda x: "-" if x is None else f"{x:.1f}"  # noqa: E731

@@ -20,8 +20,11 @@ SCHEMA = (
     "journal",
 )
 # The CSV's precision per column: a tenth of a percent of a time, of a rate, of a spread is below the noise.
-CSV_DECIMALS = {"median_us": 2, "spread": 4, "score": 1, "tflops": 1, "pct_ceiling": 1}
+CSV_DECIMALS = {"median_us": 2, "spread": 4, "score": 1, "tflops": 4, "pct_ceiling": 1}
 FAILURE_STATUSES = {"constraint", "compile", "runtime", "timeout", "correctness", "unsupported"}
+# A journal's status as the report words it: "pruned" is a candidate stopped early by the racing rule (its median
+# from one batch, already 1.5x the best), "constraint" one the kernel refused before it compiled.
+STATUS_WORDS = {"pruned": "stopped early", "constraint": "refused"}
 
 
 def journal_files(results: Path) -> list[Path]:
@@ -55,8 +58,9 @@ def load_frame(results: Path) -> pd.DataFrame:
             s = r.get("stamps") or {}
             row = {
                 "kernel": r.get("kernel"), "run": run, "bucket": r["bucket"], "strategy": r.get("strategy"),
-                "status": r.get("status", "unknown"),
-                "invalidity": r.get("status") if r.get("status") in FAILURE_STATUSES else "",
+                "status": STATUS_WORDS.get(r.get("status", "unknown"), r.get("status", "unknown")),
+                "invalidity": STATUS_WORDS.get(r["status"], r["status"]) if r.get("status") in FAILURE_STATUSES
+                else "",
                 "error": (r.get("error") or "").replace("\n", " ")[:500],
                 "median_us": t.get("median_us"), "spread": t.get("spread"), "samples": t.get("samples"),
                 "score": r.get("score"),

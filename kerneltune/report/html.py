@@ -49,7 +49,7 @@ Times are medians; "slower" is against the bucket's best in the same run, on one
 </p>
 <nav><ul>{% for k in kernels %}{% for run in k.runs %}{% for b in run.buckets %}
 <li><a href="#{{ b.anchor }}">{{ k.name }} · {{ run.name }} · {{ b.name }}</a></li>{% endfor %}{% endfor %}{% endfor %}
-<li><a href="#failures">failures</a></li><li><a href="#pruned">pruned by constraints</a></li></ul></nav>
+<li><a href="#failures">failures</a></li><li><a href="#pruned">refused</a></li></ul></nav>
 {% if bench %}<h2 id="bench">Against other kernels ({{ bench.device }})</h2>
 <table class="bench"><tr><th>shape</th><th>cap</th><th>implementation</th><th>ms</th><th>spread</th>
 <th>useful TFLOP/s</th><th>dense TFLOP/s</th><th>rel. error</th><th>× vs kerneltune</th><th>error</th></tr>
@@ -96,9 +96,9 @@ Times are medians; "slower" is against the bucket's best in the same run, on one
 {% for kind, rows in failures %}<h3>{{ kind }} ({{ rows|length }})</h3>
 {% if rows|length > 10 %}<details><summary>all {{ rows|length }}</summary>{{ failure_table(rows) }}</details>
 {% else %}{{ failure_table(rows) }}{% endif %}{% else %}<p>None.</p>{% endfor %}
-<h2 id="pruned">Pruned by constraints</h2>
-{% if pruned %}<p>Configs the space's constraints or the kernel's static checks ruled out before anything
-compiled: not failures, counted apart.</p>
+<h2 id="pruned">Refused</h2>
+{% if pruned %}<p>Configs the kernel refused for the bucket's problem before anything compiled: not failures,
+counted apart. (Configs a space's constraints rule out are counted in the sweep's summary, not journaled.)</p>
 <details><summary>{{ pruned|length }} configs</summary>{{ failure_table(pruned) }}</details>
 {% else %}<p>None.</p>{% endif %}
 <script>document.documentElement.dataset.scrollWidth = document.documentElement.scrollWidth;</script>
@@ -177,7 +177,9 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
     """The report; ``bench`` is a `kerneltune bench` result, ``bench_targets`` its verdicts and their source."""
     config_cols = [c for c in frame.columns if c.startswith("config_")]
     # Timed candidates by median; a compile-only sweep's by its static score (lower is better).
-    ranked = frame[(frame["status"] == "ok") & (frame["median_us"].notna() | frame["score"].notna())]
+    # A candidate stopped early is ranked too, its status saying its median is one batch's.
+    ranked = frame[frame["status"].isin(("ok", "stopped early"))
+                   & (frame["median_us"].notna() | frame["score"].notna())]
     kernels = []
     for kname, kdf in ranked.groupby(ranked["kernel"].fillna("?"), sort=True):
         kernel = _kernel(str(kname))
@@ -196,9 +198,9 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
                 for _, r in df.iterrows()]
 
     invalid = frame["invalidity"].fillna("")
-    failures = [(kind, listed(df)) for kind, df in frame[(invalid != "") & (invalid != "constraint")]
+    failures = [(kind, listed(df)) for kind, df in frame[(invalid != "") & (invalid != "refused")]
                 .groupby("invalidity", sort=True)]
-    pruned = listed(frame[invalid == "constraint"])
+    pruned = listed(frame[invalid == "refused"])
     compare = []
     if baseline:
         for b in (b for k in kernels for run in k["runs"] for b in run["buckets"]):

@@ -79,12 +79,14 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
 
 
 def _accepted(entry: dict[str, Any], refuses: Refusal | None) -> tuple[dict[str, Any] | None, str | None]:
-    """The entry's winner, else its fastest fallback, that ``refuses`` accepts (None if neither), and
-    why the winner was refused."""
+    """The entry's winner, else its fastest fallback, else its fastest runner-up, that ``refuses`` accepts (None
+    if none), and why the winner was refused: each was measured in the entry's sweep, which no guess was."""
     why = refuses(entry) if refuses is not None else None
     if why is None:
         return entry, None
-    for fb in entry.get("fallbacks", ()):
+    measured = sorted((*entry.get("fallbacks", ()), *entry.get("runner_ups", ())),
+                      key=lambda item: item.get("median_us", math.inf))
+    for fb in measured:
         if refuses(fb) is None:
             # What was measured of the fallback (config, time, spread, errors) replaces the winner's.
             measured = {k: v for k, v in entry.items() if k != "accuracy"}

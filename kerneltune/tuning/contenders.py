@@ -7,6 +7,7 @@ hundreds per bucket (results/ranker_attention/2026-12-02-h200-run-p/).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,18 @@ from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import read_table_of
 
 
+def _bucket_id(bucket: Mapping[str, Any]) -> str:
+    """A bucket's identity whatever the order of its fields (a table keeps them in the order its journal did)."""
+    return json.dumps(dict(bucket), sort_keys=True)
+
+
 def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]]]:
-    """The table's entry key (``tables.lookup.bucket_key`` of the kernel's bucket, as the writer keys it) -> its
-    configs (winner, runner-ups, fallbacks), with the kernel's tile defaults filled in for tile fields the table
-    predates."""
+    """Each entry's bucket (``_bucket_id``) -> its configs (winner, runner-ups, fallbacks), with the kernel's tile
+    defaults filled in for tile fields the table predates."""
     table = read_table_of(path, kernel.name, "contenders")
     held: dict[str, list[dict[str, Any]]] = {}
-    for key, entry in table["entries"].items():
+    for entry in table["entries"].values():
+        key = _bucket_id(entry["bucket"])
         configs = [entry["config"], *(r["config"] for r in entry.get("runner_ups", ())),
                    *(f["config"] for f in entry.get("fallbacks", ()))]
         held[key] = [{**kernel.tile_defaults, **c} for c in configs]
@@ -33,11 +39,11 @@ def held_for(held: dict[str, list[dict[str, Any]]], path: Path, kernel: Kernel, 
              problem: Any) -> list[dict[str, Any]]:
     """The configs ``held`` (``load_contenders``) for one bucket of the space; a bucket the table lacks is refused
     by name."""
-    entry_key = bucket_key(kernel.bucket(problem))
-    if not held.get(entry_key):
-        raise ValueError(f"contenders {path}: no entry for bucket {bucket_name!r} ({entry_key}); "
+    bucket = kernel.bucket(problem)
+    if not held.get(_bucket_id(bucket)):
+        raise ValueError(f"contenders {path}: no entry for bucket {bucket_name!r} ({bucket_key(bucket)}); "
                          f"--bucket sweeps the buckets it holds")
-    return held[entry_key]
+    return held[_bucket_id(bucket)]
 
 
 def is_contender(tiles: Mapping[str, Any], contenders: list[dict[str, Any]]) -> bool:

@@ -94,8 +94,22 @@ class Space:
 
     def allows(self, config: Mapping[str, Any], problem_fields: Mapping[str, Any]) -> bool:
         """Whether one config satisfies every constraint for this problem."""
+        return self.excluded_by(config, problem_fields) is None
+
+    def excluded_by(self, config: Mapping[str, Any], problem_fields: Mapping[str, Any]) -> str | None:
+        """The first constraint this config breaks for this problem, in words (its ``why``, else its expression),
+        or None."""
         env = {**problem_fields, **config}
-        return all(c.holds(env) for c in self.constraints)
+        for c in self.constraints:
+            if not c.holds(env):
+                return f"{c.why} ({c.expr})" if c.why else f"breaks the constraint {c.expr}"
+        return None
+
+    def excluded(self, problem_fields: Mapping[str, Any]) -> int:
+        """How many configs of the space the constraints rule out for this problem."""
+        names = list(self.params)
+        return sum(1 for values in itertools.product(*(self.params[n] for n in names))
+                   if not self.allows(dict(zip(names, values, strict=True)), problem_fields))
 
     def bucket(self, name: str) -> Bucket:
         for b in self.buckets:
@@ -106,7 +120,7 @@ class Space:
 
 def _line_of(text: str, key: str, occurrence: int = 0) -> int | None:
     """1-based line of the ``occurrence``-th ``key =`` (or ``[[key]]``) in the file text."""
-    pattern = re.compile(rf"^\s*(\[\[\s*{re.escape(key)}\s*\]\]|{re.escape(key)}\s*=)", re.M)
+    pattern = re.compile(rf"^\s*(\[\[?\s*{re.escape(key)}\s*\]\]?|{re.escape(key)}\s*=)", re.M)
     matches = list(pattern.finditer(text))
     if len(matches) <= occurrence:
         return None
@@ -145,11 +159,13 @@ def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
 
 def _constraint(path: Path, text: str, index: int, raw: Any, names: set[str]) -> Constraint:
     where = _where(path, text, "expr", index)
+    unknown_keys = set(raw) - {"expr", "why"} if isinstance(raw, dict) else set()
+    if unknown_keys:
+        key = sorted(unknown_keys)[0]
+        raise SpaceError(f"{_where(path, text, key)}: constraints[{index}]: unknown field(s) {sorted(unknown_keys)} "
+                         f"(a constraint has expr and why)")
     if not isinstance(raw, dict) or not isinstance(raw.get("expr"), str):
         raise SpaceError(f"{where}: constraints[{index}].expr: a string expression is required")
-    unknown_keys = set(raw) - {"expr", "why"}
-    if unknown_keys:
-        raise SpaceError(f"{where}: constraints[{index}]: unknown field(s) {sorted(unknown_keys)}")
     expr = raw["expr"]
     try:
         tree = ast.parse(expr, mode="eval")
@@ -201,7 +217,7 @@ def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], pro
     if unknown_top:
         key = sorted(unknown_top)[0]
         raise SpaceError(f"{_where(path, text, key)}: unknown top-level field {key!r}")
-    kernel = data.get("kernel")
+    kernel = data.get("kernel", for_kernel)  # optional: the kernel swept names it
     if not isinstance(kernel, str):
         raise SpaceError(f"{_where(path, text, 'kernel')}: kernel: a kernel name string is required")
     if for_kernel is not None and canonical_name(kernel) != for_kernel:

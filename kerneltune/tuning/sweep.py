@@ -37,6 +37,7 @@ from .table_writer import write_bucket_table
 from .warm_start import warm_configs
 
 FAILURES = ("compile", "runtime", "timeout", "correctness", "unsupported")
+EARLY_STOP = 1.5  # a candidate whose first batch is this many times the bucket's best so far stops there
 
 
 class Observer(Protocol):
@@ -50,7 +51,9 @@ class SearchOptions:
     strategy: str = "exhaustive"
     budget: int | None = None  # candidates measured per bucket (default: all feasible)
     seed: int = 0
-    prune_factor: float | None = 1.5  # stop timing a candidate whose first batch is this much slower than the best
+    # Stop timing a candidate whose first batch is this much slower than the best (None: every candidate is timed to
+    # the noise rule; ``--no-early-stop``).
+    prune_factor: float | None = EARLY_STOP
     contenders: Path | None = None  # a tuned table: time only the configs it holds per bucket (``contenders``)
     warm_start: bool = True  # measure the nearest tuned buckets' winners and runner-ups first (``warm_start``)
 
@@ -106,7 +109,7 @@ class SweepOptions:
         if self.journal is not None:
             return self.journal
         mode = "replay" if self.replay else "live"
-        name = re.sub(r"[^A-Za-z0-9_]+", "_", load_kernel(self.kernel).name if ":" in self.kernel
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", load_kernel(self.kernel).name if ":" in self.kernel
                       or self.kernel.endswith(".py") else self.kernel)
         worker = f"-{re.sub(r'[^A-Za-z0-9_.]+', '_', self.worker)}" if self.worker else ""
         return self.out / "journals" / f"{name}-{mode}{worker}.jsonl"
@@ -119,6 +122,8 @@ class BucketResult:
     skipped: int = 0
     pruned_by_constraints: int = 0
     failures: Counter = field(default_factory=Counter)
+    stopped_early: int = 0  # timed only until its first batch was clearly slower than the best (``--early-stop``)
+    remeasured: Counter = field(default_factory=Counter)  # journal records not resumed, by why
     best: dict[str, Any] | None = None
     entry: dict[str, Any] | None = None
     static_only: str | None = None  # ranked by the offline compile: why no timings here (the hardware needed)
@@ -322,10 +327,10 @@ class _Sweep:
         problem = _bucket_problem(kernel, bucket)
         fields = kernel.problem_dict(problem)
         result = BucketResult(bucket.name, static_only=self.static)
-        done = {key: rec for (b, key), rec in self.journal.done().items() if b == bucket.name}
         base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "inputs": bucket.bounds,
                 "stamps": self.stamps, "kernel_hash": kernel.source_hash(), "strategy": self.opts.search.strategy,
-                "seed": self.opts.search.seed}
+                "seed": self.opts.search.seed, "cold_l2": self.opts.settings.cold_l2}
+        done = self._resumable(bucket, base, result)
         search = self.opts.search
         held = None if self.held is None else self.held[bucket.name]
         feasible: list[dict[str, Any]] | None = None
@@ -349,8 +354,12 @@ class _Sweep:
                 raise ValueError(f"contenders {search.contenders}: none of the {len(held)} configs it holds for "
                                  f"bucket {bucket.name!r} is a feasible config of {self.space.path}")
             if not feasible:
-                raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config "
-                                 f"(every config breaks a constraint or the kernel's static checks)")
+                whys = Counter(r.get("error") for r in done.values() if r.get("status") == "constraint")
+                commonest = f"; the commonest refusal: {whys.most_common(1)[0][0]}" if whys else ""
+                raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config (every config "
+                                 f"breaks a constraint of the space or is refused by the kernel{commonest})")
+            if held is None:
+                result.pruned_by_constraints += self.space.excluded(fields)
         queued = self.opts.shared is not None and search.strategy == "exhaustive"  # a queue shared by workers
         if queued:
             self._shared(bucket, base, feasible, result)
@@ -373,6 +382,24 @@ class _Sweep:
         if self.observer:
             self.observer.on_bucket_end(bucket.name, result.entry)
         return result
+
+    def _resumable(self, bucket: Bucket, base: dict[str, Any], result: BucketResult) -> dict[str, dict[str, Any]]:
+        """The journal's records of this bucket that a resumed sweep may keep: measured under this kernel source,
+        on this bucket's problem and inputs, with the same cold-L2 setting. The others are measured again (the
+        journal keeps both) and counted, by why, in ``result.remeasured``."""
+        done = {}
+        for (b, key), rec in self.journal.done().items():
+            if b != bucket.name:
+                continue
+            why = ("another kernel source" if rec.get("kernel_hash") != base["kernel_hash"] and self.opts.replay is None
+                   else "another problem or inputs" if (rec.get("problem"), rec.get("inputs", {})) != (
+                       base["problem"], base["inputs"])
+                   else "another cold-L2 setting" if rec.get("cold_l2", False) != base["cold_l2"] else None)
+            if why is None:
+                done[key] = rec
+            elif rec.get("status") != "constraint":
+                result.remeasured[why] += 1
+        return done
 
     def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]] | None,
                   done: dict[str, dict[str, Any]]) -> Any:
@@ -520,6 +547,8 @@ class _Sweep:
         result.measured += 1
         if rec["status"] in FAILURES:
             result.failures[rec["status"]] += 1
+        elif rec["status"] == "pruned":
+            result.stopped_early += 1
         if self.observer:
             self.observer.on_record(result.bucket, rec, result.failures)
         return rec

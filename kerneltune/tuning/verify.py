@@ -327,10 +327,10 @@ def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], 
     rep.stamps = mismatches(entry.get("stamps", {}), want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
         rep.failed = True
-        carry = (f"`kerneltune rekey {kernel.name}` carries it if its programs did not change, else "
+        carry = (f"`kerneltune rekey {runner.kernel_name}` carries it if its programs did not change, else "
                  if Capability.PROGRAM_DIGEST in kernel.capabilities else "")
-        rep.verdict = (f"stale: tuned for another kernel source ({carry}`kerneltune sweep {kernel.name} --contenders "
-                       f"TABLE` re-measures the table's configs); checks here: {rep.verdict}")
+        rep.verdict = (f"stale: tuned for another kernel source ({carry}`kerneltune sweep {runner.kernel_name} "
+                       f"--contenders TABLE` re-measures the table's configs); checks here: {rep.verdict}")
     return rep
 
 
@@ -388,5 +388,5 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
         recorded_noise = max(entry.get("spread", 0.0), noise, DRIFT_SPREAD)
         if abs(drift) > 2 * recorded_noise:
             rep.verdict = (f"ok; warning: {100 * drift:+.1f}% against the recorded time (beyond twice the "
-                           f"{100 * recorded_noise:.1f}% spread across GPUs and runs)")
+                           f"{100 * recorded_noise:.1f}% spread across devices and runs)")
     return rep

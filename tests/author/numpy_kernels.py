@@ -67,3 +67,4 @@ class RefusesLoudly(RowScale):
 
 
 KERNEL = RowScale()
+BROKEN = SkipsARow()

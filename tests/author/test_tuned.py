@@ -25,7 +25,7 @@ def installed(tmp_path_factory):
                         workers=WorkerOptions(compile_workers=0, compile_timeout=60, run_timeout=60), settings=FAST)
     results = run_sweep(opts)
     assert [r.bucket for r in results] == ["r8", "r64"] and all(r.entry for r in results)
-    assert opts.journal_path.name == "row_scale-live.jsonl"  # named by the kernel, not its attribute
+    assert opts.journal_path.name == "row-scale-live.jsonl"  # named by the kernel, not its attribute
     install_table(work / "out/tables/cpu/row-scale.json", work / "tables")
     return work / "tables"
 

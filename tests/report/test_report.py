@@ -27,7 +27,7 @@ def test_csv_columns_follow_the_schema(tmp_path):
     assert {r["config_block_q"] for r in rows} == {"64", "128"} and "30.0" in {r["problem_cap"] for r in rows}
     assert set(df["run"]) == {"run-c-journals"} and set(df["strategy"]) == {"exhaustive"}
     assert {"problem_head_dim", "config_block_q", "config_block_kv"} <= set(df.columns)
-    assert set(df["status"]) <= {"ok", "pruned", "constraint", "compile", "runtime", "timeout", "correctness"}
+    assert set(df["status"]) <= {"ok", "stopped early", "refused", "compile", "runtime", "timeout", "correctness"}
     assert (df.loc[df.status == "ok", "median_us"] > 0).all()
 
 

@@ -89,7 +89,7 @@ def _exact(tmp_path, message):
     ('expr = "block_q == 64 or head_dim <= 64"', "expr = 3",
      "{p}:6: constraints[0].expr: a string expression is required"),
     ('expr = "block_q == 64 or head_dim <= 64"', 'expr = "block_q == 64"\nwhen = 1',
-     "{p}:6: constraints[0]: unknown field(s) ['when']"),
+     "{p}:7: constraints[0]: unknown field(s) ['when'] (a constraint has expr and why)"),
     ('expr = "block_q == 64 or head_dim <= 64"', 'expr = "block_q =="',
      "{p}:6: constraints[0].expr: not an expression (invalid syntax): 'block_q =='"),
     ('kernel = "ranker_attention"', "kernel = 3", "{p}:1: kernel: a kernel name string is required"),

@@ -154,7 +154,10 @@ def test_an_entry_of_another_kernel_source_fails_as_stale_naming_the_re_measure(
     assert r.exit_code == EXIT_FAIL and r.entries[0].correctness == "ok"
     verdict = r.entries[0].verdict
     assert verdict.startswith("stale: tuned for another kernel source") and "--contenders" in verdict
-    assert ("`kerneltune rekey fake` carries it if its programs did not change" in verdict) == (kernel == "DIGESTING")
+    # Both commands name the kernel as verify was given it (an import path here), so they run as printed.
+    assert f"`kerneltune sweep tests.tuning.fake_kernel:{kernel} --contenders TABLE`" in verdict
+    assert (f"`kerneltune rekey tests.tuning.fake_kernel:{kernel}` carries it if its programs did not change"
+            in verdict) == (kernel == "DIGESTING")
 
 
 def test_exit_2_without_the_hardware(tmp_path):
@@ -358,7 +361,7 @@ def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
     if warned:
         noise = 25.0 if spread else 4.0
         assert rep.verdict == (f"ok; warning: {100 * (now_us / 100.0 - 1):+.1f}% against the recorded time (beyond "
-                               f"twice the {noise:.1f}% spread across GPUs and runs)")
+                               f"twice the {noise:.1f}% spread across devices and runs)")
 
 
 def test_drift_is_judged_against_this_run_s_noise_when_it_is_the_widest():
