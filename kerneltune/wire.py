@@ -28,6 +28,7 @@ class Op(StrEnum):
     COMPILE_CHECK = "compile_check"  # a compile worker's job: what a problem's check compiles, into the build cache
     STATIC = "static"  # the kernel's offline compile and static ranking
     CHECK_SMALL = "check_small"  # the kernel's small-shape check on the CPU
+    PLAYOFF = "playoff"  # a bucket's leaders (``rivals``) timed in interleaved rounds on the same inputs
 
 
 class Status(StrEnum):
@@ -56,6 +57,7 @@ class Request:
     settings: Mapping[str, Any] = _EMPTY  # ``measure.MeasureSettings`` as a dict
     prune_above_us: float | None = None
     ceilings: tuple[Mapping[str, Any], ...] = field(default=())  # stamps: ceilings measured before
+    rivals: tuple[Mapping[str, Any], ...] = field(default=())  # a playoff's configs, ``tiles`` the first
 
     def as_op(self, op: Op) -> Request:
         return dataclasses.replace(self, op=op)
@@ -67,6 +69,8 @@ class Request:
             out["prune_above_us"] = self.prune_above_us
         if self.ceilings:
             out["ceilings"] = [dict(c) for c in self.ceilings]
+        if self.rivals:
+            out["rivals"] = [dict(c) for c in self.rivals]
         return out
 
     @classmethod
@@ -88,9 +92,13 @@ class Request:
             raise WireError(f"prune_above_us: {prune!r} is not a number")
         known = obj.get("ceilings") or ()
         ceilings = (known,) if isinstance(known, Mapping) else tuple(c for c in known if isinstance(c, Mapping))
+        rivals = obj.get("rivals") or []
+        if not isinstance(rivals, list) or not all(isinstance(c, Mapping) for c in rivals):
+            raise WireError("rivals: a list of configs is required")
         return cls(op, obj["kernel"], dict(obj.get("problem", {})), dict(obj.get("tiles", {})),
                    str(obj.get("bucket", "")), dict(obj.get("inputs", {})), obj.get("seed", 0),
-                   dict(obj.get("settings", {})), None if prune is None else float(prune), ceilings)
+                   dict(obj.get("settings", {})), None if prune is None else float(prune), ceilings,
+                   tuple(dict(c) for c in rivals))
 
 
 def candidate_request(kernel: str, bucket: str, problem: Mapping[str, Any], tiles: Mapping[str, Any],

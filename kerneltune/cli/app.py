@@ -25,7 +25,8 @@ app = typer.Typer(cls=failures.UsageIsBadInput,
                   help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape."
                        "\n\nExit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target "
                        "hardware is absent (what could be checked here was); 3 bad input (a file, a name, an "
-                       "option); 130 interrupted (SIGINT or SIGTERM; the line says what was kept).",
+                       "option); 4 correct, but a speed not judged (verify: timings did not settle); 130 "
+                       "interrupted (SIGINT or SIGTERM; the line says what was kept).",
                   no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   # Plain help, wrapped at 100 columns: Rich's help panels cut long values at the terminal's
                   # 80 ("search_spaces/KERNEL…") and label every flag "<bool>".
@@ -95,9 +96,12 @@ def verify(kernel: o.Kernel, table: o.Table = None, emulate: o.Emulate = False, 
            bucket: o.VerifyBucket = None, junit: o.Junit = None) -> None:
     """Re-check tuned tables here: stamps, correctness, time against rivals.
 
-    Exit codes: 0 everything checked on the target and passed; 1 wrong or slower; 2 the target hardware
-    is absent (what could be checked here is shown, with its verdict); 3 bad input (a missing or
-    malformed table, an unknown kernel); 130 interrupted (the JUnit keeps every verdict reached)."""
+    Verdicts: ok (correct, not slower than a rival timed beside it; "a tie" where a rival ran faster within
+    the noise), slower, stale, unsettled (correct, but a rival ran within the noise while a timing did not
+    settle: speed not judged), or the failed check. Exit codes: 0 everything checked on the target and
+    passed; 1 wrong, slower or stale; 2 the target hardware is absent (what could be checked here is shown,
+    with its verdict); 3 bad input (a missing or malformed table, an unknown kernel); 4 correct, but some
+    entry unsettled; 130 interrupted (the JUnit keeps every verdict reached)."""
     commands.verify(kernel, table, emulate, interpret, tuple(bucket or ()), junit)
 
 

@@ -49,6 +49,8 @@ def sweep(opts: Any) -> None:
         render.note(f"Compile-only sweep: no timings on this machine; timings need {need}. Candidates are ranked "
                     f"by the kernel's offline compile and cost model (modelled µs, never measured); no table written.")
     render.sweep_summary(kernel.name, opts.search.strategy, results, kernel.tile_defaults)
+    render.playoffs(results, kernel.tile_defaults)
+    render.unsettled(results)
     render.remeasured(results)
     if opts.replay is not None and (missing := sum(r.failures.get("unsupported", 0) for r in results)):
         render.note(f"{missing} candidates of {render.shown(checked.space.path)} are not in the replayed journal: "
@@ -100,6 +102,7 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
         for text in report.notes:
             render.line(text)
     render.phases([p for r in run.reports for p in r.phases], default_compile_workers(), "verify: ")
+    render.verdict_counts([e for r in run.reports for e in r.entries])
     if junit is not None:
         from kerneltune.report.junit import write_junit
 

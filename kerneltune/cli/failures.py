@@ -1,8 +1,9 @@
 """How a command ends: one line on stderr naming the culprit, and a documented exit code.
 
 Exit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target hardware is
-absent (the line says which); 3 bad input (a file, a name or an option; the line names it); 130
-interrupted (SIGINT or SIGTERM; the line says what was kept). ``--debug`` adds the traceback.
+absent (the line says which); 3 bad input (a file, a name or an option; the line names it); 4 correct, but
+a speed could not be judged (``verify``: timings did not settle); 130 interrupted (SIGINT or SIGTERM; the line
+says what was kept). ``--debug`` adds the traceback.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,13 +25,20 @@ if TYPE_CHECKING:
 console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 120)
 
 
+def _wrapped(text: str) -> str:
+    """``text`` wrapped at the console's width (120 columns in a log) between words only: a path stays whole, so
+    that it can be copied from the output."""
+    return "\n".join(textwrap.fill(part, console.width, break_long_words=False, break_on_hyphens=False)
+                     for part in text.split("\n"))
+
+
 def line(text: str) -> None:
-    """Plain text (markup in it shown as written), wrapped at the console's width (120 columns in a log)."""
-    console.print(escape(text), highlight=False)
+    """Plain text (markup in it shown as written), wrapped between words."""
+    console.print(escape(_wrapped(text)), highlight=False, overflow="ignore", crop=False)
 
 
 def note(text: str) -> None:
-    console.print(f"[yellow]{escape(text)}", highlight=False)
+    console.print(f"[yellow]{escape(_wrapped(text))}", highlight=False, overflow="ignore", crop=False)
 
 
 def shown(path: Path) -> str:
@@ -64,6 +72,30 @@ def sweep_summary(kernel: str, strategy: str, results: list[BucketResult], defau
                       f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
                       rate_text(e.get("tflops")) if e else "-")
     console.print(table)
+
+
+def playoffs(results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
+    """A line per bucket whose leaders were timed again head to head: the winner's margin and the ties."""
+    for r in results:
+        if r.playoff_note:
+            note(f"playoff: {r.playoff_note}")
+        p, e = r.playoff, r.entry
+        if p is None or e is None:
+            continue
+        closest = min(p.ratios.values(), key=lambda v: v[1])
+        ties = f"; tied within its 95% interval: {len(p.ties)}, kept as runner-ups" if p.ties else ""
+        line(f"playoff {r.bucket}: {1 + len(p.ratios)} leaders over {p.rounds} interleaved rounds, "
+             f"{r.playoff_s:.1f} s; {config_text(e['config'], defaults) or 'the winner'} wins by "
+             f"{100 * (closest[1] - 1):.1f}% (95% interval {100 * (closest[0] - 1):+.1f}% to "
+             f"{100 * (closest[2] - 1):+.1f}%){ties}")
+
+
+def unsettled(results: list[BucketResult]) -> None:
+    """One line where timings did not settle: how many, and what this host shows of why."""
+    from kerneltune.tuning.noise import unsettled_line
+
+    if text := unsettled_line([p for r in results for p in r.timings]):
+        note(text)
 
 
 def remeasured(results: list[BucketResult]) -> None:
@@ -120,6 +152,14 @@ def modelled_ranking(journal: Path, buckets: list[str], defaults: Mapping[str, A
 
 def verify_progress(r: EntryReport) -> None:
     line(f"{r.bucket}: {r.correctness}, {r.verdict}")
+
+
+def verdict_counts(entries: list[EntryReport]) -> None:
+    """``verify: 7 ok, 1 unsettled, 1 failed`` (every item: entries and fallbacks)."""
+    counts = Counter("failed" if e.failed else "unsettled" if e.unsettled else "not checked" if not e.checked
+                     else "ok" for e in entries)
+    if counts:
+        line("verify: " + ", ".join(f"{n} {word}" for word, n in sorted(counts.items(), key=lambda kv: -kv[1])))
 
 
 def verify_report(name: str, report: VerifyReport, defaults: Mapping[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """``verify --junit``: JUnit XML, the format CI systems render, one test case per table entry and fallback.
 
 A case passes, fails (wrong or slower, with the figures), or is skipped where the timing needs hardware
-this machine lacks (with the reason, and what was checked here) or where the run was interrupted before it.
+this machine lacks (with the reason, and what was checked here), where its speed was unsettled (the verdict says
+why) or where the run was interrupted before it.
 One test suite per table file.
 """
 
@@ -29,7 +30,7 @@ def _case(suite: ET.Element, kernel: str, report: VerifyReport, r: EntryReport) 
     if r.failed:
         ET.SubElement(case, "failure", message=r.verdict, type="wrong or slower").text = _figures(r)
         return "failures"
-    if not r.checked:
+    if not r.checked or r.unsettled:  # interrupted before it, or its speed not judged: neither passed nor failed
         ET.SubElement(case, "skipped", message=r.verdict)
         return "skipped"
     if report.timing_absent is not None:

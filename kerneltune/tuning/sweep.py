@@ -31,6 +31,7 @@ from kerneltune.wire import Op, Request, candidate_request
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
+from .playoff import Playoff, batch_for, decide, leaders
 from .space import Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
@@ -56,6 +57,7 @@ class SearchOptions:
     prune_factor: float | None = EARLY_STOP
     contenders: Path | None = None  # a tuned table: time only the configs it holds per bucket (``contenders``)
     warm_start: bool = True  # measure the nearest tuned buckets' winners and runner-ups first (``warm_start``)
+    playoff: bool = True  # time the bucket's leaders again head to head before its entry is written (``playoff``)
 
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
@@ -127,7 +129,11 @@ class BucketResult:
     best: dict[str, Any] | None = None
     entry: dict[str, Any] | None = None
     static_only: str | None = None  # ranked by the offline compile: why no timings here (the hardware needed)
+    playoff: Playoff | None = None  # the leaders timed again head to head, where they were
+    playoff_s: float = 0.0  # its wall on the timing worker
+    playoff_note: str | None = None  # why the leaders were not timed again, where they were not
     phases: list[dict[str, Any]] = field(default_factory=list)  # this run's records' bucket and phases
+    timings: list[dict[str, Any]] = field(default_factory=list)  # this run's timings measured to the noise rule
 
 
 class HardwareMissing(RuntimeError):
@@ -372,9 +378,11 @@ class _Sweep:
                 records = merged_records(self.journal.path.parent, kernel.name, bucket.name)
             else:
                 records = list(self.journal.records())
+            if not queued:
+                self._playoff(bucket, base, records, result)
             try:
                 result.entry = write_bucket_table(self.opts.out, kernel, bucket.name, records,
-                                                  self.opts.settings.rel_noise)
+                                                  self.opts.settings.rel_noise, result.playoff)
             except OSError as e:
                 raise OSError(e.errno, f"{e.strerror}; the table of bucket {bucket.name!r} was not written, the "
                                        f"journal {self.journal.path} keeps every measurement and a rerun with a "
@@ -382,6 +390,33 @@ class _Sweep:
         if self.observer:
             self.observer.on_bucket_end(bucket.name, result.entry)
         return result
+
+    def _playoff(self, bucket: Bucket, base: dict[str, Any], records: list[dict[str, Any]],
+                 result: BucketResult) -> None:
+        """The bucket's leaders (``playoff.leaders``, of this source's records) timed again in interleaved rounds
+        on the timing worker; the decision in ``result.playoff``, or why there was none in ``playoff_note``."""
+        if self.opts.replay is not None or not self.opts.search.playoff:
+            return
+        latest = {r["key"]: r for r in records if r.get("bucket") == bucket.name and r.get("kernel") == self.kernel.name
+                  and r.get("kernel_hash") == base["kernel_hash"]}
+        top = leaders(list(latest.values()))
+        if not top:
+            return
+        settings = dataclasses.replace(self.opts.settings, batch=batch_for(top[0]["timing"]["median_us"]))
+        req = dataclasses.replace(self.request(bucket, base["problem"], top[0]["tiles"]), op=Op.PLAYOFF,
+                                  settings=asdict(settings), rivals=tuple(r["tiles"] for r in top))
+        started = time.perf_counter()
+        reply = self.runner.request(req)
+        result.playoff_s = time.perf_counter() - started
+        times = reply.get("times")
+        if reply.get("status") != "ok" or not isinstance(times, list) or len(times) != len(top):
+            why = reply.get("error") or reply.get("status")
+            result.playoff_note = f"{bucket.name}: leaders not timed again ({why})"
+            return
+        try:
+            result.playoff = decide({r["key"]: t for r, t in zip(top, times, strict=True)}, settings.batch)
+        except ValueError as e:
+            result.playoff_note = f"{bucket.name}: {e}"
 
     def _resumable(self, bucket: Bucket, base: dict[str, Any], result: BucketResult) -> dict[str, dict[str, Any]]:
         """The journal's records of this bucket that a resumed sweep may keep: measured under this kernel source,
@@ -549,6 +584,8 @@ class _Sweep:
             result.failures[rec["status"]] += 1
         elif rec["status"] == "pruned":
             result.stopped_early += 1
+        elif rec["status"] == "ok" and isinstance(rec.get("timing"), dict):
+            result.timings.append(rec["timing"])
         if self.observer:
             self.observer.on_record(result.bucket, rec, result.failures)
         return rec

@@ -1,8 +1,8 @@
 """From a bucket's journal records to its tuned-table entry.
 
-The winner is the fastest verified candidate measured with the current kernel
-source; ties on the median break by the canonical config text, so the same
-measurements always give the same table. Runner-ups are the candidates whose
+The winner is the playoff's (``playoff.py``: the leaders timed again head to head), else the fastest verified
+candidate measured with the current kernel source; ties on the median break by the canonical config text, so
+the same measurements always give the same table. Runner-ups are the playoff's ties, else the candidates whose
 median lies within the winner's noise. Fallbacks are, for each other setting of
 the kernel's gated tiles, the fastest candidate with it: what a launch whose
 problem refuses the winner runs instead, measured rather than guessed.
@@ -15,10 +15,12 @@ from typing import Any
 
 from kerneltune.protocols import Kernel
 from kerneltune.registry import load_backend
+from kerneltune.report.configs import config_text
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
 from kerneltune.tuning.journal import config_key, pct_of_ceiling
+from kerneltune.tuning.playoff import Playoff
 
 MAX_RUNNER_UPS = 5
 
@@ -34,18 +36,26 @@ def _entry_hash(records: list[dict[str, Any]], kernel: Kernel) -> str | None:
     return max(replayed, key=lambda r: r.get("time", ""))["kernel_hash"] if replayed else None
 
 
-def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float) -> dict[str, Any] | None:
-    """The table entry for one bucket's records, or None if none verified and timed."""
+def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float,
+                 playoff: Playoff | None = None) -> dict[str, Any] | None:
+    """The table entry for one bucket's records, or None if none verified and timed. With a ``playoff`` of its
+    leaders, its winner is the entry's and its ties are the runner-ups."""
     source = _entry_hash(records, kernel)  # once: it reads the kernel's source files
     ok = [r for r in records if r.get("status") == "ok" and r.get("kernel_hash") == source]
     if not ok:
         return None
     ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))
-    win = ok[0]
+    by_key = {r["key"]: r for r in ok}
+    if playoff is not None and playoff.winner in by_key and all(k in by_key for k in playoff.ratios):
+        win = by_key[playoff.winner]
+        runner_ups = [_measured(by_key[k]) for k in playoff.ties][:MAX_RUNNER_UPS]
+    else:
+        playoff = None
+        win = ok[0]
+        t = win["timing"]
+        limit = t["median_us"] * (1.0 + max(t["spread"], t.get("noise", 0.0), rel_noise))
+        runner_ups = [_measured(r) for r in ok[1:] if r["timing"]["median_us"] <= limit][:MAX_RUNNER_UPS]
     t = win["timing"]
-    noise = max(t["spread"], t.get("noise", 0.0), rel_noise)
-    limit = t["median_us"] * (1.0 + noise)
-    runner_ups = [_measured(r) for r in ok[1:] if r["timing"]["median_us"] <= limit][:MAX_RUNNER_UPS]
 
     def gates(r: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(r["tiles"].get(g) for g in kernel.gated_tiles)
@@ -76,6 +86,9 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         "runner_ups": runner_ups,
         "fallbacks": list(fallbacks.values()),
         "candidates_ok": len(ok),
+        # Whether the winner's timing met the noise rule before its time cap (``measure.sample_until_quiet``).
+        "settled": bool(t.get("converged", True)),
+        **({"playoff": playoff.to_dict(lambda k: config_text(by_key[k]["tiles"], {}))} if playoff else {}),
         "stamps": stamps,
         **({"accuracy": win["accuracy"]} if win.get("accuracy") else {}),
     }
@@ -89,10 +102,10 @@ def _measured(r: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_bucket_table(out: Path, kernel: Kernel, bucket: str, records: list[dict[str, Any]],
-                       rel_noise: float) -> dict[str, Any] | None:
+                       rel_noise: float, playoff: Playoff | None = None) -> dict[str, Any] | None:
     """Write (atomically, under the table's lock) the entry of ``bucket`` from its records."""
     mine = [r for r in records if r.get("bucket") == bucket and r.get("kernel") == kernel.name]
-    entry = bucket_entry(mine, kernel, rel_noise)
+    entry = bucket_entry(mine, kernel, rel_noise, playoff)
     if entry is None:
         return None
     recorded = next(r for r in mine if r.get("key") == config_key(entry["config"]))["stamps"]

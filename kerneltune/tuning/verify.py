@@ -6,10 +6,14 @@ winner runs them.
 "Slower" is judged within this run: the winner against its recorded runner-ups and the heuristic,
 timed beside it now. Its drift from the recorded time, measured on another GPU or day, is a warning.
 
+Verdicts: "ok" (correct, and not slower than any rival timed beside it; "a tie" where a rival ran faster within
+the noise), "slower", "stale", a failed check's status, and "unsettled": correct, but a rival ran within the noise
+while a timing did not settle, so the speed is not judged either way.
+
 Exit codes: 0 everything holds; 1 a correctness failure, a winner slower than a rival timed beside it,
 or a stale kernel source; 2 the timing needs hardware this machine lacks (what could be checked here
-was, and passed); 3 the table is missing, unreadable or lacks a bucket asked for; 130 interrupted (the
-verdicts reached are kept, the rest reported as not checked).
+was, and passed); 3 the table is missing, unreadable or lacks a bucket asked for; 4 correct, but some
+entry's speed unsettled; 130 interrupted (the verdicts reached are kept, the rest reported as not checked).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from .compile_ahead import default_compile_workers
 from .runners import LiveRunner, device_groups
 
 EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
+EXIT_UNSETTLED = 4  # correct, but the speed could not be judged: the timings did not settle
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (a CI job's timeout) before every item was checked
 NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
 RUNNER_UPS_TIMED = 2
@@ -59,6 +64,7 @@ class EntryReport:
     heuristic_is_tuned: bool = False  # the heuristic already picks the tuned config: one timing serves both
     verdict: str = "ok"
     failed: bool = False
+    unsettled: bool = False  # correct, but its timing or a close rival's did not settle: its speed not judged
     rivals_us: dict[str, float] = field(default_factory=dict)  # runner-ups and heuristic timed beside it
     checked: bool = True  # False: the run was interrupted before this item
 
@@ -213,7 +219,8 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         if owned:
             runner.close()
     reports = schema_failures + reports
-    code = EXIT_FAIL if any(r.failed for r in reports) else EXIT_CANNOT_RUN if need is not None else EXIT_OK
+    code = (EXIT_FAIL if any(r.failed for r in reports) else EXIT_UNSETTLED if any(r.unsettled for r in reports)
+            else EXIT_CANNOT_RUN if need is not None else EXIT_OK)
     return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}", measured.phases)
 
 
@@ -298,9 +305,9 @@ def _items(entries: list[dict[str, Any]]) -> Iterator[tuple[bool, dict[str, Any]
 
 
 def worst_exit_code(codes: list[int]) -> int:
-    """One exit code for several tables: interrupted over bad input over a failure over hardware absent over
-    success."""
-    for code in (EXIT_INTERRUPTED, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_CANNOT_RUN):
+    """One exit code for several tables: interrupted over bad input over a failure over unsettled timings over
+    hardware absent over success."""
+    for code in (EXIT_INTERRUPTED, EXIT_BAD_INPUT, EXIT_FAIL, EXIT_UNSETTLED, EXIT_CANNOT_RUN):
         if code in codes:
             return code
     return EXIT_OK
@@ -363,6 +370,7 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
     rep.correctness = "ok"
     rep.now_us = reply["timing"]["median_us"]
     spreads = [reply["timing"]["spread"], settings.rel_noise]
+    settled = {"the item": reply["timing"].get("converged", True)}
     # The verdict compares timings of this run only: the winner against its recorded runner-ups and the
     # heuristic, each timed now beside it. Absolute times drift between GPUs and days.
     rivals: dict[str, float] = {}
@@ -373,6 +381,7 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
         if r.get("status") == "ok":
             rivals[name] = r["timing"]["median_us"]
             spreads.append(r["timing"]["spread"])
+            settled[name] = r["timing"].get("converged", True)
     rep.heuristic_us = rivals.get(HEURISTIC, rep.heuristic_us)
     noise = max(spreads)
     if rivals:
@@ -383,10 +392,20 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
             rep.verdict = (f"slower than {name} timed beside it: {rep.now_us:.1f} against {best:.1f} µs "
                            f"(noise {100 * noise:.1f}%)")
             return rep
+        close = {n for n, us in rivals.items() if us < rep.now_us * (1 + 2 * noise)}  # not clearly slower
+        if close and not all(settled[n] for n in (*close, "the item")):
+            rep.unsettled = True
+            rep.verdict = (f"unsettled: {name} timed {best:.1f} µs beside its {rep.now_us:.1f} µs, and the timings "
+                           f"did not settle (noise {100 * noise:.1f}%): its speed is not judged; verify again on a "
+                           f"quieter machine")
+            return rep
+        if best < rep.now_us:
+            rep.verdict = (f"ok; a tie: {name} timed {best:.1f} µs beside its {rep.now_us:.1f} µs, within twice the "
+                           f"{100 * noise:.1f}% noise")
     if rep.recorded_us:
         drift = rep.now_us / rep.recorded_us - 1.0
         recorded_noise = max(entry.get("spread", 0.0), noise, DRIFT_SPREAD)
         if abs(drift) > 2 * recorded_noise:
-            rep.verdict = (f"ok; warning: {100 * drift:+.1f}% against the recorded time (beyond twice the "
-                           f"{100 * recorded_noise:.1f}% spread across devices and runs)")
+            rep.verdict += (f"; warning: {100 * drift:+.1f}% against the recorded time (beyond twice the "
+                            f"{100 * recorded_noise:.1f}% spread across devices and runs)")
     return rep

@@ -253,6 +253,8 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
         except Exception as e:  # the check itself compiles them again and gives the verdict
             return {"status": "compile", "error": _error_text(e)}
         return {"status": "ok", "compile_s": time.perf_counter() - t0}
+    if op == Op.PLAYOFF:
+        return _playoff(kernel, backend, problem, req)
     ahead = prefetcher.take(req) if prefetcher is not None else None
     try:
         if ahead is not None:
@@ -303,6 +305,36 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
         "rel_error": check.rel_error,
         **({"accuracy": dict(check.accuracy)} if check.accuracy else {}),
     }
+
+
+def _playoff(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> dict[str, Any]:
+    """The leaders (``req.rivals``) built, then timed in interleaved rounds on one set of inputs
+    (``measure.take_turns``): each leader's median time per round, in µs."""
+    from kerneltune.measure import MeasureSettings, take_turns
+
+    from .playoff import ROUNDS
+
+    settings = MeasureSettings(**req.settings)
+    built: list[Any] = []
+    try:
+        for tiles in req.rivals:
+            built.append(kernel.build(problem, tiles))
+        inputs = kernel.make_inputs(problem, req.inputs, req.seed)
+        samplers = {}
+        for i, b in enumerate(built):
+            fn, args = kernel.timed_call(b, inputs)
+            samplers[str(i)] = backend.sampler(fn, args, settings.cold_l2)
+        turns = take_turns(samplers, ROUNDS, settings.batch, warmup=settings.warmup)
+    except Exception as e:  # a leader that built and ran in the sweep fails now: no playoff, said why
+        return {"status": "runtime", "error": _error_text(e), "restart": backend.is_sticky(e)}
+    finally:
+        for b in built:
+            kernel.release(b)
+    times: dict[str, list[float]] = {str(i): [] for i in range(len(req.rivals))}
+    for turn in turns:
+        times[turn.name].append(turn.median_us)
+    return {"status": "ok", "rounds": ROUNDS, "batch": settings.batch,
+            "times": [times[str(i)] for i in range(len(times))]}
 
 
 def _error_text(e: BaseException) -> str:

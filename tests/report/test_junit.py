@@ -103,3 +103,16 @@ def test_a_junit_path_that_cannot_be_written_fails_before_any_check(tmp_path, wh
     assert r.returncode == 3 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"--junit {junit}" in lines[0] and ("is a file" if where == "under_a_file" else "is a folder") in lines[0]
     assert "absent.json" not in r.stdout + r.stderr
+
+
+def test_an_unsettled_entry_is_skipped_with_its_verdict_not_passed(tmp_path):
+    from kerneltune.tuning.verify import EntryReport, VerifyReport
+
+    verdict = "unsettled: runner-up 1 timed 100.0 µs beside its 240.0 µs, and the timings did not settle"
+    report = VerifyReport(tmp_path / "cpu/t.json", [EntryReport("b", {"x": 1}, correctness="ok", verdict=verdict,
+                                                                unsettled=True),
+                                                    EntryReport("c", {"x": 2}, correctness="ok")], 4, [])
+    write_junit(tmp_path / "j.xml", "fake", [report])
+    [suite] = suites(tmp_path / "j.xml")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("2", "0", "1")
+    assert suite.find("testcase/skipped").get("message") == verdict

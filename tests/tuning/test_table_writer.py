@@ -120,7 +120,7 @@ def test_an_entry_holds_every_field_the_runtime_and_the_report_read():
     assert {k: v for k, v in e.items() if k not in ("bucket", "stamps")} == {
         "bucket_name": "b", "problem": {"n": 8}, "inputs": {"history": [1, 2]}, "config": {"mode": "good", "work": 1},
         "median_us": 10.0, "spread": 0.001, "samples": 10, "tflops": None, "pct_ceiling": None, "runner_ups": [],
-        "fallbacks": [], "candidates_ok": 2}
+        "fallbacks": [], "candidates_ok": 2, "settled": True}
     assert e["bucket"] == PLUGIN.bucket(PLUGIN.problem({"n": 8}))
     undated = bucket_entry([record("good", 1, 10.0)], PLUGIN, 0.01)
     assert undated["inputs"] == {} and undated["stamps"]["date"].startswith("20")

@@ -367,7 +367,20 @@ def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
 def test_drift_is_judged_against_this_run_s_noise_when_it_is_the_widest():
     """A rival's 25% spread: 40% over the recorded time is within twice it."""
     rep = _judge({1: _ok(140.0), 2: _ok(100.0, spread=0.25)})
-    assert (rep.failed, rep.verdict) == (False, "ok")
+    assert (rep.failed, rep.unsettled) == (False, False)
+    assert rep.verdict == "ok; a tie: runner-up 1 timed 100.0 µs beside its 140.0 µs, within twice the 25.0% noise"
+
+
+def test_a_close_rival_with_a_timing_that_did_not_settle_is_unsettled_not_ok():
+    """A rival 2.4x faster under a 160% spread: not "slower" (within twice the noise), and not "ok" either."""
+    unsettled = {**_ok(100.0, spread=1.6), "timing": {**_ok(100.0, spread=1.6)["timing"], "converged": False}}
+    rep = _judge({1: _ok(240.0), 2: unsettled})
+    assert (rep.failed, rep.unsettled) == (False, True)
+    assert rep.verdict.startswith("unsettled: runner-up 1 timed 100.0 µs beside its 240.0 µs, and the timings did "
+                                  "not settle (noise 160.0%)")
+    settled_but_slower = _judge({1: {**_ok(100.0), "timing": {**_ok(100.0)["timing"], "converged": False}},
+                                 2: _ok(300.0)})
+    assert (settled_but_slower.unsettled, settled_but_slower.verdict) == (False, "ok")  # clearly faster anyway
 
 
 def test_a_failed_reply_s_error_is_cut_and_a_reply_without_status_is_named():

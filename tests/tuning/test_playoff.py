@@ -1,0 +1,85 @@
+"""The playoff: a bucket's leaders timed again in interleaved rounds, the winner decided on paired ratios."""
+
+import json
+
+import numpy as np
+import pytest
+
+from kerneltune.measure import MeasureSettings
+from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.playoff import batch_for, decide, leaders, median_interval
+from kerneltune.tuning.sweep import SearchOptions, SweepOptions, WorkerOptions, run_sweep
+
+from ..paths import REPO
+
+
+def rec(key, median, spread=0.0, status="ok"):
+    return {"key": key, "status": status, "timing": {"median_us": median, "spread": spread, "noise": 0.0}}
+
+
+def test_leaders_are_within_the_noise_or_three_percent_and_at_most_five():
+    records = [rec("a", 100), rec("b", 102.9), rec("c", 103.1), rec("d", 101, status="pruned"), rec("e", 90, 0.0,
+                                                                                                     "correctness")]
+    assert [r["key"] for r in leaders(records)] == ["a", "b"]
+    assert [r["key"] for r in leaders([rec("a", 100, spread=0.10), rec("b", 109), rec("c", 111)])] == ["a", "b"]
+    assert len(leaders([rec(str(i), 100 + i * 0.1) for i in range(9)])) == 5
+    assert leaders([rec("a", 100), rec("b", 200)]) == []  # one leader: nothing to decide
+
+
+def test_a_turn_lasts_about_twenty_milliseconds():
+    assert batch_for(700.0) == 10 and batch_for(5_000.0) == 4 and batch_for(40_000.0) == 1
+
+
+def test_the_median_interval_is_the_distribution_free_one():
+    assert median_interval(list(range(1, 11))) == (2, 9)  # n=10: the 2nd and 9th order statistics (97.9%)
+    assert median_interval(list(range(1, 21))) == (6, 15)
+    assert median_interval([3.0, 1.0]) == (1.0, 3.0)  # too few for 95%: the whole range
+
+
+def test_decide_sees_through_a_drift_that_swapped_the_sequential_medians():
+    drift = np.linspace(1.0, 2.0, 10)  # the clock slows by half over the playoff
+    noise = 1 + 0.005 * np.random.default_rng(0).standard_normal((2, 10))
+    p = decide({"dear": 1.2 * drift * noise[0], "cheap": 1.0 * drift * noise[1]}, batch=4)
+    assert p.winner == "cheap" and p.rounds == 10 and p.batch == 4
+    lo, med, hi = p.ratios["dear"]
+    assert lo <= med <= hi and lo > 1.15 and hi < 1.25 and p.margin == pytest.approx(med - 1)
+    assert p.ties == []
+    tie = decide({"a": drift, "b": drift * (1 + 0.01 * np.sin(np.arange(10)))}, 1)
+    assert tie.ties == [k for k in ("a", "b") if k != tie.winner]  # within noise: a tie, kept as a runner-up
+
+
+def test_decide_refuses_what_is_no_timing():
+    with pytest.raises(ValueError, match="not all positive"):
+        decide({"a": [1.0, 0.0], "b": [1.0, 1.0]}, 1)
+    with pytest.raises(ValueError):
+        decide({"a": [1.0]}, 1)
+
+
+def test_a_sweep_on_a_drifting_clock_writes_the_playoffs_winner_and_its_margin(tmp_path):
+    """Timed one after the other, the dearer config (cost 1.2, measured first) reads faster than the cheaper
+    one (1.0, measured while the clock had slowed further); the playoff's interleaved rounds pick the cheaper,
+    and the entry keeps the margin (about 20%) and the rounds."""
+    opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
+                        search=SearchOptions(prune_factor=None, warm_start=False),
+                        workers=WorkerOptions(compile_workers=0, compile_timeout=60, run_timeout=60),
+                        settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
+    [result] = run_sweep(opts)
+    medians = {r["tiles"]["cost"]: r["timing"]["median_us"] for r in Journal(opts.journal_path).records()}
+    assert medians[1.0] > medians[1.2]  # the drift swapped them
+    assert result.playoff is not None and result.playoff_s > 0
+    entry = json.loads((tmp_path / "tables/cpu/two-costs.json").read_text())["entries"]["n=1"]
+    assert entry["config"] == {"cost": 1.0}
+    playoff = entry["playoff"]
+    assert playoff["rounds"] == 10 and playoff["leaders"] == 2 and playoff["ties"] == []
+    assert 0.1 < playoff["margin"] < 0.3 and playoff["ratios"]["cost=1.2"]["low"] > 1.0
+    assert entry["runner_ups"] == []  # the dearer one's interval excludes parity
+
+
+def test_no_playoff_leaves_the_sequential_winner(tmp_path):
+    opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
+                        search=SearchOptions(prune_factor=None, warm_start=False, playoff=False),
+                        workers=WorkerOptions(compile_workers=0, compile_timeout=60, run_timeout=60),
+                        settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
+    [result] = run_sweep(opts)
+    entry = json.loads((tmp_path / "tables/cpu/two-costs.json").read_text())["entries"]["n=1"]
+    assert result.playoff is None and entry["config"] == {"cost": 1.2} and "playoff" not in entry
