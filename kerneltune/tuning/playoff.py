@@ -69,6 +69,7 @@ class Playoff:
     rounds: int
     batch: int
     ratios: Mapping[str, tuple[float, float, float]]  # key -> (low, median, high)
+    seconds: float = 0.0  # its wall on the timing worker, builds included
 
     @property
     def ties(self) -> list[str]:
@@ -83,6 +84,7 @@ class Playoff:
     def to_dict(self, label: Any = str) -> dict[str, Any]:
         """As a table entry keeps it; ``label`` names a config key for a reader."""
         return {"rounds": self.rounds, "batch": self.batch, "leaders": 1 + len(self.ratios),
+                "seconds": round(self.seconds, 3),
                 "margin": self.margin, "ties": [label(k) for k in self.ties],
                 "ratios": {label(k): {"low": lo, "median": med, "high": hi}
                            for k, (lo, med, hi) in self.ratios.items()}}

@@ -414,7 +414,8 @@ class _Sweep:
             result.playoff_note = f"{bucket.name}: leaders not timed again ({why})"
             return
         try:
-            result.playoff = decide({r["key"]: t for r, t in zip(top, times, strict=True)}, settings.batch)
+            decided = decide({r["key"]: t for r, t in zip(top, times, strict=True)}, settings.batch)
+            result.playoff = dataclasses.replace(decided, seconds=result.playoff_s)
         except ValueError as e:
             result.playoff_note = f"{bucket.name}: {e}"
 

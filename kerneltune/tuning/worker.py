@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import json
 import os
 import queue
@@ -316,9 +317,14 @@ def _playoff(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> di
 
     settings = MeasureSettings(**req.settings)
     built: list[Any] = []
+    portable = Capability.PORTABLE_BUILD in kernel.capabilities
     try:
-        for tiles in req.rivals:
-            built.append(kernel.build(problem, tiles))
+        for tiles in req.rivals:  # a portable build from the user's build cache: the sweep compiled it there
+            if portable:
+                data, _ = _export(kernel, backend, problem, dataclasses.replace(req, tiles=tiles))
+                built.append(cast(PortableBuild, kernel).import_build(data))
+            else:
+                built.append(kernel.build(problem, tiles))
         inputs = kernel.make_inputs(problem, req.inputs, req.seed)
         samplers = {}
         for i, b in enumerate(built):

@@ -222,3 +222,22 @@ def test_a_reply_whose_status_is_outside_the_protocol_is_a_dead_worker(tmp_path)
     assert reply_status({"status": "pruned"}) == "pruned"
     with pytest.raises(WireError, match="status 'fine' is not one of"):
         reply_status({"status": "fine"})
+
+
+def test_a_playoff_times_every_leader_in_each_of_its_rounds(tmp_path, monkeypatch):
+    """A portable kernel's leaders come from the user's build cache; every leader gets one time per round."""
+    monkeypatch.setenv("KERNELTUNE_BUILD_CACHE", str(tmp_path / "builds"))
+    leaders = [{"mode": "good", "work": 1}, {"mode": "good", "work": 2}]
+    reply = handle(_req("good", op="playoff", kernel="tests.tuning.fake_kernel:PLUGIN", rivals=leaders))
+    assert reply["status"] == "ok" and reply["rounds"] == 10 and reply["batch"] == 3
+    assert [len(t) for t in reply["times"]] == [10, 10] and all(x > 0 for t in reply["times"] for x in t)
+    assert any((tmp_path / "builds").rglob("*")), "the leaders' builds went through the build cache"
+
+    def lost_device(self, built, inputs):
+        raise RuntimeError(ERRORS["illegal"])
+
+    monkeypatch.setattr(type(load_backend("host")), "is_sticky", lambda self, e: cuda_error_is_sticky(e))
+    monkeypatch.setattr(FakeKernel, "timed_call", lost_device)
+    broken = handle(_req("good", op="playoff", kernel="tests.tuning.fake_kernel:PLUGIN", rivals=leaders))
+    # A leader that fails now: no playoff, why, and a fresh worker where the device is lost.
+    assert broken["status"] == "runtime" and broken["error"].endswith(ERRORS["illegal"]) and broken["restart"]
