@@ -42,7 +42,9 @@ def test_the_own_kernel_page_runs_as_written(tmp_path):
                 if args[0] == "kerneltune":  # the venv's, also where the shell's PATH has another
                     args = [sys.executable, "-m", "kerneltune", *args[1:]]
                 r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
-                assert r.returncode == 0, f"{line}\n{r.stdout}\n{r.stderr}"
+                # verify may find a timing unsettled on a busy test machine (exit 4, as the page says); never worse
+                allowed = (0, 4) if args[3:4] == ["verify"] else (0,)
+                assert r.returncode in allowed, f"{line}\n{r.stdout}\n{r.stderr}"
                 ran.append(line)
         elif lang == "python":
             r = subprocess.run([sys.executable, "-c", body], cwd=tmp_path, env=env, capture_output=True, text=True,
