@@ -57,7 +57,7 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
           gpus: o.Gpus = "", out: o.Out = o.DEFAULT_OUT, replay: o.Replay = None, storage: o.Storage = None,
           study: o.Study = None, worker: o.Worker = None, heartbeat: o.Heartbeat = 10.0,
           replay_seconds: o.ReplaySeconds = 0.0, compile_only: o.CompileOnly = False, resume: o.Resume = True,
-          early_stop: o.EarlyStop = True,
+          early_stop: o.EarlyStop = True, playoff: o.Playoff = True,
           journal: o.Journal = None, compile_workers: o.CompileWorkers = None, rel_noise: o.RelNoise = 0.01,
           max_seconds: o.MaxSeconds = CANDIDATE_MAX_SECONDS, cold_l2: o.ColdL2 = False,
           compile_timeout: o.CompileTimeout = COMPILE_TIMEOUT_S, run_timeout: o.RunTimeout = RUN_TIMEOUT_S) -> None:
@@ -80,7 +80,8 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
         opts = SweepOptions(
             kernel=kernel_argument(kernel), space_path=space, out=out, buckets=tuple(bucket or ()),
             search=SearchOptions(strategy=strategy.lower(), budget=budget, seed=seed, contenders=contenders,
-                                 warm_start=warm_start, prune_factor=EARLY_STOP if early_stop else None),
+                                 warm_start=warm_start, prune_factor=EARLY_STOP if early_stop else None,
+                                 playoff=playoff),
             workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
                                   compile_workers=default_compile_workers() if compile_workers is None
                                   else compile_workers, compile_timeout=compile_timeout, run_timeout=run_timeout),

@@ -49,6 +49,7 @@ def sweep(opts: Any) -> None:
         render.note(f"Compile-only sweep: no timings on this machine; timings need {need}. Candidates are ranked "
                     f"by the kernel's offline compile and cost model (modelled µs, never measured); no table written.")
     render.sweep_summary(kernel.name, opts.search.strategy, results, kernel.tile_defaults)
+    render.first_failures(results)
     render.playoffs(results, kernel.tile_defaults)
     render.unsettled(results)
     render.remeasured(results)

@@ -49,6 +49,9 @@ CompileOnly = Annotated[bool, typer.Option(
 Resume = Annotated[bool, typer.Option(
     help="Keep what the journal holds for this kernel source, problem and inputs (records of another source are "
          "measured again, and counted); --no-resume sets the old journal aside and starts afresh.")]
+Playoff = Annotated[bool, typer.Option(
+    help="Before a bucket's entry is written, time its leaders (within the best's noise or 3%, at most 5) again in "
+         "10 interleaved rounds and decide the winner on paired ratios; --no-playoff keeps the sequential medians.")]
 EarlyStop = Annotated[bool, typer.Option(
     help="Stop timing a candidate whose first batch is already 1.5x the bucket's best so far (journaled as "
          "stopped early, its median from that batch); --no-early-stop times every candidate to the noise rule.")]

@@ -98,6 +98,15 @@ def unsettled(results: list[BucketResult]) -> None:
         note(text)
 
 
+def first_failures(results: list[BucketResult]) -> None:
+    """For each kind of failure of each bucket, the first candidate's error, cut to a line (the journal has all)."""
+    for r in results:
+        for kind, error in sorted(r.first_errors.items()):
+            if kind != "unsupported":
+                text = " ".join(error.split())
+                note(f"{r.bucket}: {r.failures[kind]} {kind}; the first: {text[:300]}{'…' if len(text) > 300 else ''}")
+
+
 def remeasured(results: list[BucketResult]) -> None:
     """One line where a resumed sweep measured again what its journal held under another source or problem."""
     whys = sum((r.remeasured for r in results), Counter())

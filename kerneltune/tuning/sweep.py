@@ -124,6 +124,7 @@ class BucketResult:
     skipped: int = 0
     pruned_by_constraints: int = 0
     failures: Counter = field(default_factory=Counter)
+    first_errors: dict[str, str] = field(default_factory=dict)  # failure kind -> the first such candidate's error
     stopped_early: int = 0  # timed only until its first batch was clearly slower than the best (``--early-stop``)
     remeasured: Counter = field(default_factory=Counter)  # journal records not resumed, by why
     best: dict[str, Any] | None = None
@@ -583,6 +584,7 @@ class _Sweep:
         result.measured += 1
         if rec["status"] in FAILURES:
             result.failures[rec["status"]] += 1
+            result.first_errors.setdefault(rec["status"], f"{config_key(tiles)}: {rec.get('error') or '?'}")
         elif rec["status"] == "pruned":
             result.stopped_early += 1
         elif rec["status"] == "ok" and isinstance(rec.get("timing"), dict):
