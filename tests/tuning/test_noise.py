@@ -36,9 +36,9 @@ def test_a_clock_held_down_is_a_cause_and_a_quiet_host_is_said_to_show_none():
 def test_a_sweep_whose_timings_never_settle_says_so(tmp_path):
     """The drifting clock's samples never agree to 0.1%: every timing runs to its cap unsettled."""
     r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", f"{REPO}/tests/tuning/drifting.py:KERNEL",
-                        "--out", str(tmp_path), "--rel-noise", "0.001", "--max-seconds", "0.05", "--no-playoff", "--no-early-stop",
-                        "--compile-workers", "0"], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                       env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(REPO)})
+                        "--out", str(tmp_path), "--rel-noise", "0.001", "--max-seconds", "0.05", "--no-playoff",
+                        "--no-early-stop", "--compile-workers", "0"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300, env={**os.environ, "COLUMNS": "400", "PYTHONPATH": str(REPO)})
     assert r.returncode == 0, r.stderr
     assert "2 of 2 timings did not settle (the median's noise stayed above --rel-noise until --max-seconds)" \
         in r.stdout
