@@ -45,10 +45,12 @@ class MeasureSettings:
     cold_l2: bool = False
 
     def __post_init__(self) -> None:
-        if not 0 < self.rel_noise < 1:
+        if not 0 < self.rel_noise < 1:  # NaN fails this too
             raise ValueError(f"rel_noise: must be in (0, 1), got {self.rel_noise}")
-        if self.max_seconds <= 0 or self.min_samples < 3 or self.batch < 1:
-            raise ValueError("max_seconds > 0, min_samples >= 3 and batch >= 1 are required")
+        if not (math.isfinite(self.max_seconds) and self.max_seconds > 0):
+            raise ValueError(f"max_seconds: must be a positive number of seconds, got {self.max_seconds}")
+        if self.min_samples < 3 or self.batch < 1 or self.warmup < 0:
+            raise ValueError("min_samples >= 3, batch >= 1 and warmup >= 0 are required")
 
 
 def median_noise(samples: Sequence[float]) -> float:

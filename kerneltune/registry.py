@@ -122,8 +122,15 @@ def kernel_argument(name: str) -> str:
 
 
 def load_kernel(name: str) -> Kernel:
-    """The kernel registered under ``name`` (or at the import path ``module:attr``)."""
-    return _load("kernel", KERNELS, canonical_name(name), [*KERNELS, *ALIASES])
+    """The kernel registered under ``name`` (or at the import path ``module:attr``), checked to be one: an import
+    path may name anything (a function, a module's constant), which would fail later in a traceback."""
+    kernel = _load("kernel", KERNELS, canonical_name(name), [*KERNELS, *ALIASES])
+    missing = sorted(m for m in Kernel.__protocol_attrs__ if not hasattr(kernel, m))  # type: ignore[attr-defined]
+    if missing:
+        raise UnknownName(f"kernel: {name!r} is a {type(kernel).__name__}, not a kernel (it lacks "
+                          f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); a kernel of your own "
+                          f"subclasses kerneltune.Kernel")
+    return kernel
 
 
 def registered_kernel(name: str) -> Kernel:

@@ -77,6 +77,8 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
     )
 
     with failures.bad_input_is_one_line():
+        if replay is None and replay_seconds != 0:
+            raise ValueError("--replay-seconds: it paces a replay; give --replay JOURNAL too")
         opts = SweepOptions(
             kernel=kernel_argument(kernel), space_path=space, out=out, buckets=tuple(bucket or ()),
             search=SearchOptions(strategy=strategy.lower(), budget=budget, seed=seed, contenders=contenders,

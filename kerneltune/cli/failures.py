@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -77,14 +78,27 @@ def sigterm_is_an_interrupt(signum: int, frame: object) -> None:
 
 
 def writable_file(path: Path, option: str) -> None:
-    """Fail now, naming the option, where ``path`` could not be written at the end of a long run."""
+    """Fail now, naming the option, where ``path`` could not be written at the end of a long run: a folder, a
+    device or a FIFO, a link to nothing, a folder that may not be written, a read-only or full file system (a
+    probe of a few KiB is written beside it, synced, and removed)."""
     if path.is_dir():
         fail(f"{option} {path}: is a folder; give a file name")
+    if path.is_symlink() and not path.exists():
+        fail(f"{option} {path}: a link to {os.readlink(path)}, which does not exist")
+    if path.exists() and not path.is_file():
+        fail(f"{option} {path}: not a regular file (a device, a FIFO or a socket)")
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not folder.is_dir():
         fail(f"{option} {path}: {folder} is a file, not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         fail(f"{option} {path}: {folder} is not writable")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".kerneltune-probe-") as probe:
+            probe.write(b"\0" * 16384)
+            probe.flush()
+            os.fsync(probe.fileno())
+    except OSError as e:
+        fail(f"{option} {path}: {folder} cannot be written ({e.strerror or type(e).__name__})")
 
 
 class UsageIsBadInput(TyperGroup):

@@ -60,7 +60,10 @@ def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...])
         if key in hard:
             return math.inf
         if isinstance(x, int | float) and isinstance(y, int | float) and x > 0 and y > 0:
-            d += abs(math.log2(x / y))
+            try:
+                d += abs(math.log2(x) - math.log2(y))  # each alone: a ratio of a 10**400 overflows a float
+            except (OverflowError, ValueError):  # an infinity: as far as a number can be
+                d += math.inf
         else:
             d += 1.0
     return d

@@ -29,7 +29,7 @@ class ReplayRunner:
     compiles_ahead = queues_ahead = 0
 
     def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0,
-                 tile_defaults: Mapping[str, Any] | None = None):
+                 tile_defaults: Mapping[str, Any] | None = None, kernel: str | None = None):
         self.seconds_per_candidate = seconds_per_candidate
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
@@ -39,6 +39,9 @@ class ReplayRunner:
             self.recorded.setdefault((bucket, self._key(rec["tiles"]) if "tiles" in rec else key), rec)
         if not self.recorded:
             raise ValueError(f"replay: {journal_path} holds no records")
+        others = sorted({str(r.get("kernel")) for r in self.recorded.values()} - {kernel}) if kernel else []
+        if others:  # another kernel's measurements would answer for configs of the same name
+            raise ValueError(f"replay: {journal_path} holds records of kernel {', '.join(others)}, not of {kernel}")
         self.path = journal_path
 
     def _key(self, tiles: Mapping[str, Any]) -> str:

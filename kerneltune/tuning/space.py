@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import math
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -29,6 +30,9 @@ _ALLOWED_NODES = (
 # Values one parameter may take: a range is counted before it is built, so a typo'd bound is a refusal, not
 # a MemoryError.
 MAX_VALUES = 10_000
+# Configs a bucket's space may hold for a load to prove its constraints satisfiable (a walk of the product), and
+# for an exhaustive sweep to enumerate: beyond, a sampler searches it (--strategy tpe --budget N).
+PROVED_CONFIGS = 1_000_000
 
 
 class SpaceError(ValueError):
@@ -42,11 +46,24 @@ def _times(a: Any, b: Any) -> Any:
     return a * b
 
 
-class _NumbersOnlyTimes(ast.NodeTransformer):
+def _mod(a: Any, b: Any) -> Any:
+    """``a % b`` of numbers only: on a string ``%`` formats, and ``'%0800000000d' % x`` asks for 800 MB."""
+    if not all(isinstance(x, int | float) for x in (a, b)):
+        raise TypeError(f"'%' takes numbers only, not {type(a).__name__} and {type(b).__name__}")
+    return a % b
+
+
+_NUMBERS_ONLY = {ast.Mult: "_times", ast.Mod: "_mod"}
+
+
+class _NumbersOnly(ast.NodeTransformer):
+    """Each ``*`` and ``%`` a call that refuses anything but numbers: what they do to a string or a list
+    allocates without bound."""
+
     def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
         self.generic_visit(node)
-        if isinstance(node.op, ast.Mult):
-            return ast.copy_location(ast.Call(ast.Name("_times", ast.Load()), [node.left, node.right], []), node)
+        if (name := _NUMBERS_ONLY.get(type(node.op))) is not None:
+            return ast.copy_location(ast.Call(ast.Name(name, ast.Load()), [node.left, node.right], []), node)
         return node
 
 
@@ -59,11 +76,12 @@ class Constraint:
 
     def holds(self, env: Mapping[str, Any]) -> bool:
         try:
-            return bool(eval(self.code, {"__builtins__": {}, "_times": _times}, dict(env)))
+            return bool(eval(self.code, {"__builtins__": {}, "_times": _times, "_mod": _mod}, dict(env)))
         except NameError:
             raise
         except Exception as e:  # a division by zero, a type mismatch: the file's fault, named
-            values = ", ".join(f"{k}={v!r}" for k, v in env.items() if k in self.code.co_names and k != "_times")
+            values = ", ".join(f"{k}={v!r}" for k, v in env.items() if k in self.code.co_names
+                               and k not in ("_times", "_mod"))
             raise SpaceError(f"{self.where}: constraint {self.expr!r} raised {type(e).__name__} ({e}) "
                              f"at {values}") from None
 
@@ -149,11 +167,11 @@ def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
         lo, hi, step = (*r, 1) if len(r) == 2 else r
         if step <= 0 or lo > hi:
             raise SpaceError(f"{where}: params.{name}: impossible range {r} (need lo <= hi, step > 0)")
-        values = range(lo, hi + 1, step)
-        if len(values) > MAX_VALUES:
-            raise SpaceError(f"{where}: params.{name}: range {r} holds {len(values)} values; a parameter takes at "
+        count = (hi - lo) // step + 1  # counted, not ``len``: a range past ssize_t has no len
+        if count > MAX_VALUES:
+            raise SpaceError(f"{where}: params.{name}: range {r} holds {count} values; a parameter takes at "
                              f"most {MAX_VALUES}")
-        return list(values)
+        return list(range(lo, hi + 1, step))
     raise SpaceError(f"{where}: params.{name}: expected a list of values or {{ range = [lo, hi] }}")
 
 
@@ -178,13 +196,14 @@ def _constraint(path: Path, text: str, index: int, raw: Any, names: set[str]) ->
             raise SpaceError(f"{where}: constraints[{index}].expr: {type(node).__name__} is not allowed in {expr!r}")
         if isinstance(node, ast.Name) and node.id not in names:
             raise SpaceError(f"{where}: constraints[{index}].expr: unknown name {node.id!r} in {expr!r}")
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and any(
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Mod) and any(
                 isinstance(x, ast.List | ast.Tuple) or (isinstance(x, ast.Constant) and isinstance(x.value, str))
                 for x in (node.left, node.right)):
-            raise SpaceError(f"{where}: constraints[{index}].expr: '*' repeats a sequence in {expr!r}; it "
-                             f"multiplies numbers only")
+            op = "*" if isinstance(node.op, ast.Mult) else "%"
+            raise SpaceError(f"{where}: constraints[{index}].expr: '{op}' of a string or a sequence in {expr!r}; "
+                             f"it takes numbers only")
     try:
-        tree = ast.fix_missing_locations(_NumbersOnlyTimes().visit(tree))
+        tree = ast.fix_missing_locations(_NumbersOnly().visit(tree))
         code = compile(tree, str(path), "eval")
     except (MemoryError, RecursionError):
         raise SpaceError(f"{where}: constraints[{index}].expr: nested too deeply to compile") from None
@@ -206,6 +225,8 @@ def load_space(path: Path | str, tunables: set[str], problem_fields: set[str], f
         raise SpaceError(f"{path}: malformed TOML: {e}") from None
     except RecursionError:
         raise SpaceError(f"{path}: nested too deeply to be a space") from None
+    except ValueError as e:  # an integer of more digits than Python converts (4,300)
+        raise SpaceError(f"{path}: not a space: {e}") from None
     return space_from_data(data, path, tunables, problem_fields, for_kernel, text)
 
 
@@ -262,7 +283,11 @@ def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], pro
 
 
 def _check_constraints_satisfiable(space: Space, text: str) -> None:
-    """A constraint false for every config of every bucket is a contradiction, not a filter."""
+    """A constraint false for every config of every bucket is a contradiction, not a filter. Proved on spaces of
+    at most ``PROVED_CONFIGS`` configs a bucket; a larger one (searched by a sampler, never enumerated whole) is
+    judged where its configs are drawn."""
+    if math.prod(len(v) for v in space.params.values()) > PROVED_CONFIGS:
+        return
     problems = [b.problem for b in space.buckets] or [{}]
     for i, c in enumerate(space.constraints):
         ok = False

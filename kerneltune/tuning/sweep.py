@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import hashlib
+import math
 import re
 import time
 from collections import Counter
@@ -32,7 +33,7 @@ from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
 from .playoff import Playoff, batch_for, decide, leaders
-from .space import Bucket, Space, SpaceError, load_space, space_from_data
+from .space import PROVED_CONFIGS, Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
 from .warm_start import warm_configs
@@ -62,6 +63,8 @@ class SearchOptions:
     def __post_init__(self) -> None:
         if self.budget is not None and self.budget < 1:
             raise ValueError(f"budget: must be at least 1, got {self.budget}")
+        if not 0 <= self.seed < 2**32:  # Optuna's samplers and NumPy take seeds in [0, 2**32)
+            raise ValueError(f"seed: must be in [0, 2**32), got {self.seed}")
         if self.contenders is not None and self.strategy != "exhaustive":
             raise ValueError(f"contenders: re-measures the table's configs exhaustively; strategy "
                              f"{self.strategy!r} samples the space instead")
@@ -74,11 +77,24 @@ class WorkerOptions:
     compile_timeout: float = COMPILE_TIMEOUT_S
     run_timeout: float = RUN_TIMEOUT_S
 
+    def __post_init__(self) -> None:
+        if bad := [g for g in self.gpus if not g.isdigit()]:
+            raise ValueError(f"gpus: {', '.join(map(repr, bad))} is not a GPU index (give e.g. --gpus 0,1)")
+        if self.compile_workers < 0:
+            raise ValueError(f"compile_workers: must be 0 (compile when timed) or more, got {self.compile_workers}")
+        for name in ("compile_timeout", "run_timeout"):
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
+                raise ValueError(f"{name}: must be a positive number of seconds, got {getattr(self, name)}")
+
 
 @dataclass(frozen=True)
 class ReplayOptions:
     journal: Path  # one journal, or a folder of per-worker journals
     seconds: float = 0.0  # pause per candidate, as a run would (demos, shared-study tests)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.seconds) and self.seconds >= 0):
+            raise ValueError(f"replay_seconds: must be 0 or more seconds, got {self.seconds}")
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,10 @@ class SharedOptions:
     storage: str  # an Optuna RDB URL: an exhaustive sweep becomes a queue shared by many workers
     study: str | None = None
     heartbeat: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.heartbeat) and self.heartbeat > 0):
+            raise ValueError(f"heartbeat: must be a positive number of seconds, got {self.heartbeat}")
 
 
 @dataclass(frozen=True)
@@ -139,6 +159,15 @@ class BucketResult:
 
 class HardwareMissing(RuntimeError):
     """The sweep cannot time here; the message names the hardware it needs."""
+
+
+def refusal(kernel: Kernel, problem: Any, tiles: dict[str, Any]) -> str | None:
+    """Why the kernel refuses ``tiles`` for ``problem``, or None; a check that raises (a block of 0, a field of the
+    wrong type from a space file) is this config's refusal, named, never a traceback that ends the sweep."""
+    try:
+        return kernel.infeasibility(problem, tiles)
+    except Exception as e:
+        return f"{kernel.name}'s feasibility check raised {type(e).__name__}: {e}"
 
 
 def inputs_seed(bucket: str, purpose: str, seed: int) -> int:
@@ -271,7 +300,7 @@ def _compile_first(opts: SweepOptions, kernel: Kernel, runner: Runner, bucket: B
         tiles = kernel.heuristic(problem)
     except (TypeError, ValueError):
         return  # a bad bucket is reported, naming it, where the bucket is swept
-    if kernel.infeasibility(problem, tiles) is None:
+    if refusal(kernel, problem, tiles) is None:
         runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), tiles, {}, 0, {}),
                         0)
 
@@ -294,7 +323,7 @@ def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
     if opts.replay is not None:
         from .replay import ReplayRunner
 
-        return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.tile_defaults)
+        return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.tile_defaults, kernel.name)
     from .runners import LiveRunner, device_groups
 
     w = opts.workers
@@ -342,12 +371,16 @@ class _Sweep:
         held = None if self.held is None else self.held[bucket.name]
         feasible: list[dict[str, Any]] | None = None
         if search.strategy == "exhaustive" or search.budget is None:  # else sampled without enumerating
+            if (size := math.prod(len(v) for v in self.space.params.values())) > PROVED_CONFIGS and held is None:
+                raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: the space holds {size:,} configs; a "
+                                 f"sweep enumerates at most {PROVED_CONFIGS:,} (--strategy tpe --budget N searches "
+                                 f"it without enumerating)")
             feasible = []
             for tiles in self.space.configs(fields):
                 if held is not None and not is_contender(tiles, held):
                     continue
                 key = config_key(tiles)
-                why = kernel.infeasibility(problem, tiles)
+                why = refusal(kernel, problem, tiles)
                 if why is None:
                     feasible.append(tiles)
                     continue
@@ -446,7 +479,7 @@ class _Sweep:
         def check(tiles: dict[str, Any]) -> str | None:
             if not self.space.allows(tiles, fields):
                 return "excluded by a constraint of the space"
-            return self.kernel.infeasibility(problem, tiles)
+            return refusal(self.kernel, problem, tiles)
 
         warm: tuple[dict[str, Any], ...] = ()
         if self.opts.search.warm_start and self.held is None:

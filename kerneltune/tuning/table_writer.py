@@ -10,12 +10,14 @@ problem refuses the winner runs instead, measured rather than guessed.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
 from kerneltune.protocols import Kernel
 from kerneltune.registry import load_backend
 from kerneltune.report.configs import config_text
+from kerneltune.tables.locations import table_roots
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
@@ -111,6 +113,13 @@ def write_bucket_table(out: Path, kernel: Kernel, bucket: str, records: list[dic
     recorded = next(r for r in mine if r.get("key") == config_key(entry["config"]))["stamps"]
     kind = recorded.get("device_kind") or device_kind(str(recorded["gpu"]))
     path = table_path(out / "tables", kind, kernel.name)
+    inside = (out / "tables").resolve()
+    where = path.parent.resolve()  # a link inside --out may point anywhere: where the write would really land
+    if (where != inside and inside not in where.parents) or any(
+            where == r or r in where.parents for r in (root.resolve() for root in table_roots())):
+        raise OSError(errno.EPERM, f"{path.parent} resolves to {where}, outside the sweep's own tables folder "
+                                   f"{inside} (a link?); a sweep writes only there, and the runtime reads only what "
+                                   f"`kerneltune install` puts in its folder", str(path.parent))
 
     def put(table: dict[str, Any]) -> None:
         table["entries"][bucket_key(entry["bucket"])] = entry

@@ -38,6 +38,7 @@ from kerneltune.wire import Op, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .runners import LiveRunner, device_groups
+from .sweep import refusal
 
 EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_UNSETTLED = 4  # correct, but the speed could not be judged: the timings did not settle
@@ -347,7 +348,7 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
     """``timed``: the item's config, then the rivals it is timed beside (``_timed_configs``)."""
     rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
     problem_fields = entry.get("problem") or {}
-    if (why := kernel.infeasibility(kernel.problem(problem_fields), entry["config"])) is not None:
+    if (why := refusal(kernel, kernel.problem(problem_fields), entry["config"])) is not None:
         rep.failed, rep.verdict, rep.correctness = True, f"config refused by the kernel: {why}", "not run"
         return rep
     if not on_gpu:

@@ -220,10 +220,35 @@ def test_a_range_is_counted_before_it_is_built(tmp_path):
         load(tmp_path, GOOD.replace("range = [2, 4]", "range = [0, 1000000000]"))
 
 
-@pytest.mark.parametrize("expr", ["[0] * 100000000 != []", "100000000 * (0,) != ()", "'x' * 100000000 != ''"])
-def test_a_constraint_may_not_repeat_a_sequence(tmp_path, expr):
-    with pytest.raises(SpaceError, match=r"s\.toml:6: constraints\[0\]\.expr: '\*' repeats a sequence"):
+@pytest.mark.parametrize("expr", ["[0] * 100000000 != []", "100000000 * (0,) != ()", "'x' * 100000000 != ''",
+                                  "('%0800000000d' % block_q) != ''", "'%s' % (1,) != ''"])
+def test_a_constraint_may_not_repeat_or_format_a_sequence(tmp_path, expr):
+    op = r"\*" if "*" in expr else "%"
+    with pytest.raises(SpaceError, match=rf"s\.toml:6: constraints\[0\]\.expr: '{op}' of a string or a sequence "
+                                         rf".*; it takes numbers only"):
         load(tmp_path, GOOD.replace("block_q == 64 or head_dim <= 64", expr))
+
+
+def test_a_string_formatted_through_a_name_fails_at_once_naming_it(tmp_path):
+    """``'%0800000000d'`` through a string-valued field: '%' refuses anything but numbers when it runs."""
+    with pytest.raises(SpaceError, match=r"s\.toml:6: constraint .* raised TypeError \('%' takes numbers only, not "
+                                         r"str and int\) at cap_method='%0800000000d'"):
+        load(tmp_path, GOOD.replace("block_q == 64 or head_dim <= 64", "cap_method % block_q != ''")
+             .replace("head_dim = 128 }", "head_dim = 128, cap_method = '%0800000000d' }"))
+    assert list(load(tmp_path, GOOD.replace("block_q == 64", "block_q % 64 == 0")).configs({"head_dim": 128}))
+
+
+def test_a_space_too_large_to_prove_loads_at_once_and_a_range_past_ssize_t_is_refused(tmp_path):
+    import time
+
+    big = GOOD.replace("num_stages = { range = [2, 4] }", "num_stages = { range = [1, 10000] }\n"
+                       "extra = { range = [1, 10000] }")
+    started = time.monotonic()
+    with pytest.raises(SpaceError, match="unknown parameter"):  # the loader reads it; 'extra' is no tunable
+        load(tmp_path, big)
+    assert time.monotonic() - started < 5
+    with pytest.raises(SpaceError, match=r"holds 18446744073709551616 values; a parameter takes at most 10000"):
+        load(tmp_path, GOOD.replace("range = [2, 4]", "range = [0, 18446744073709551615]"))
 
 
 def test_a_constraint_that_repeats_a_string_parameter_fails_at_once_naming_it(tmp_path):

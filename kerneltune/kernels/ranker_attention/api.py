@@ -108,7 +108,10 @@ def _cap_kin(problem: Problem, entry_bucket: dict[str, Any]) -> int:
     static_max, and was once taken by the entries' order alone)."""
     def function(m: Any) -> CapMethod:
         return _SAME_FUNCTION.get(CapMethod.parse(m), CapMethod.parse(m))
-    return 0 if function(entry_bucket["cap_method"]) == function(problem.cap_method) else 1
+    try:
+        return 0 if function(entry_bucket.get("cap_method")) == function(problem.cap_method) else 1
+    except (ValueError, TypeError):  # a table's bucket that lacks or garbles its cap: the least kin, never a crash
+        return 2
 
 
 def choose_config(problem: Problem, config: KernelConfig | None, budget: ErrorBudget | None = None) -> KernelConfig:
