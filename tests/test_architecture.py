@@ -113,3 +113,85 @@ def test_worker_requests_are_built_in_one_place():
                 if {"kernel", "tiles"} <= keys or "op" in keys:
                     bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not bad, bad
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere, function-local and TYPE_CHECKING imports included (an
+    import inside a function hides a cycle from Python, not from a reader)."""
+    mods = {}
+    for f in PACKAGE.rglob("*.py"):
+        parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for mod, f in mods.items():
+        package = mod if f.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+                names = subs if len(subs) == len(node.names) else [base, *subs]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in mods:
+                    name = name.rpartition(".")[0]
+                if name and name != mod:
+                    graph[mod].add(name)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    group = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        group.append(w)
+                        if w == v:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return found
+
+
+def test_no_import_cycle_even_inside_a_function():
+    assert not _cycles(_module_graph())
+
+
+def test_the_cycle_check_sees_a_cycle_hidden_in_a_function():
+    graph = _module_graph()
+    graph["kerneltune.tables.stamps"].add("kerneltune.tables.lookup")  # lookup imports stamps; now both ways
+    assert ["kerneltune.tables.lookup", "kerneltune.tables.stamps"] in _cycles(graph)

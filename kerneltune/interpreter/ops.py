@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from . import fp8, mfma
+from .ir import TERMINATORS, Op, Region, UnknownOp
 from .memory import MemoryFault
-from .program import TERMINATORS, Op, Program, Region, UnknownOp
 from .types import VType, parse_type
 
 DYNAMIC_64 = -(2 ** 63)  # a dynamic position in vector ops
@@ -583,7 +583,7 @@ def _noop(task: Any, env: list, mask: Any) -> None:
     return None
 
 
-def _run_of(op: Op, program: Program) -> Callable[..., Any]:
+def _run_of(op: Op, program: Any) -> Callable[..., Any]:
     n = op.name
     dialect = n.split(".", 1)[0]
     if n in TERMINATORS or n in ("llvm.fence", "rocdl.s.sleep", "gpu.barrier", "rocdl.s.barrier",
@@ -657,7 +657,7 @@ def _has_yield(region: Region) -> bool:
     return any(op.generator for op in region.ops)
 
 
-def bind(region: Region, program: Program) -> None:
+def bind(region: Region, program: Any) -> None:
     """Give every op of ``region`` (innermost first) its ``run``, or fail naming the op and its line."""
     for op in region.ops:
         for r in op.regions:

@@ -17,23 +17,19 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .types import VType, parse_type
+from .ir import TERMINATORS, Op, Region, UnknownOp
+from .types import parse_type
+
+__all__ = ["TERMINATORS", "CaptureFailed", "Op", "Program", "Region", "UnknownOp", "capture"]
 
 STAGE_BEFORE = "convert_scf_to_cf"  # the first dumped stage whose name has this is one too late
-TERMINATORS = {"scf.yield", "scf.condition", "gpu.return", "func.return"}
 
 
 class CaptureFailed(RuntimeError):
     """FlyDSL could not build the kernel's module; carries its log's tail."""
-
-
-class UnknownOp(NotImplementedError):
-    """An op the interpreter has no meaning for: its name and source line."""
 
 
 def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: str, cache: Path,
@@ -67,29 +63,6 @@ def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: s
     part.write_text(text, encoding="utf-8")
     part.replace(cached)
     return text
-
-
-@dataclass(eq=False)
-class Region:
-    params: tuple[int, ...]
-    ops: list[Op]
-
-
-@dataclass(eq=False)
-class Op:
-    name: str
-    res: tuple[int, ...]
-    args: tuple[int, ...]
-    res_types: tuple[VType, ...]
-    arg_types: tuple[VType, ...]
-    attrs: dict[str, Any]
-    regions: tuple[Region, ...]
-    where: str  # "kernel.py:230 <- ..." (innermost first)
-    lines: tuple[tuple[str, int], ...]  # every (file name, line) of the location's call chain
-    kill: tuple[int, ...] = ()  # slots whose last use this op is: freed after it
-    run: Callable[..., Any] | None = None  # set by ops.bind
-    generator: bool = False
-    hit: bool = False  # run at least once (by any launch of the program): what coverage counts
 
 
 _FRAME = re.compile(r'"([^"]+)":(\d+):(\d+)')
@@ -127,8 +100,7 @@ class Program:
     def __init__(self, text: str, kernel: str | None = None):
         from flydsl._mlir import ir
 
-        from . import ops
-
+        
         self.slots = 0
         self._slot: dict[Any, int] = {}
         self.globals: dict[str, tuple[int, int]] = {}  # LDS global name -> (space, bytes)
@@ -147,7 +119,9 @@ class Program:
             self.param_types = tuple(parse_type(str(a.type)) for a in body.arguments)
             self.body = Region(self.params, [self._op(o.operation) for o in body.operations])
         _liveness(self.body)
-        ops.bind(self.body, self)
+        from .ops import bind  # the ops' implementations, bound to this program's op tree
+
+        bind(self.body, self)
         self.lds_bytes = sum(b for _, b in self.globals.values())
 
     def _find(self, op: Any, kernel: str | None) -> Any:

@@ -31,7 +31,7 @@ from kerneltune.build_cache import BuildCache
 from kerneltune.protocols import Capability, CheckPrograms, PortableBuild
 from kerneltune.wire import Op, Request, Status
 
-from .worker import WorkerDied, WorkerProcess
+from .worker_process import WorkerDied, WorkerProcess
 
 Built = tuple[Any, float]  # a build (None for a check's programs) and the seconds it took
 log = logging.getLogger("kerneltune.compile_ahead")

@@ -20,7 +20,7 @@ from kerneltune.protocols import Capability
 from kerneltune.registry import load_backend, load_kernel
 from kerneltune.wire import Op, Request
 
-from .worker import WorkerDied, WorkerProcess, worker_env
+from .worker_process import WorkerDied, WorkerProcess, worker_env
 
 _KEPT_CEILINGS = 8  # systems whose ceilings the user's cache keeps, newest first
 

@@ -82,9 +82,9 @@ class WorkerOptions:
             raise ValueError(f"gpus: {', '.join(map(repr, bad))} is not a GPU index (give e.g. --gpus 0,1)")
         if self.compile_workers < 0:
             raise ValueError(f"compile_workers: must be 0 (compile when timed) or more, got {self.compile_workers}")
-        for name in ("compile_timeout", "run_timeout"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):
-                raise ValueError(f"{name}: must be a positive number of seconds, got {getattr(self, name)}")
+        for name, seconds in (("compile_timeout", self.compile_timeout), ("run_timeout", self.run_timeout)):
+            if not (math.isfinite(seconds) and seconds > 0):
+                raise ValueError(f"{name}: must be a positive number of seconds, got {seconds}")
 
 
 @dataclass(frozen=True)

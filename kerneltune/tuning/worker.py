@@ -1,163 +1,38 @@
-"""Worker processes: compile, verify and time candidates away from the CLI's process.
+"""The worker's side: compile, verify and time candidates away from the CLI's process.
 
-``python -m kerneltune.tuning.worker`` reads one JSON request per line on
-stdin and answers one JSON line on its real stdout (library prints go to
-stderr). The parent (:class:`WorkerProcess`) starts it in its own process
-group, so a hang or a crash is ended with one ``killpg`` and a fresh worker
-takes its place; a sticky device error ends the worker on purpose. A timing worker's
-compile workers (``compile_ahead.py``) are workers too, answering ``export`` requests.
+``python -m kerneltune.tuning.worker`` reads one JSON request per line on stdin and answers one JSON line on
+its real stdout (library prints go to stderr). The parent (``worker_process.WorkerProcess``) starts it in its
+own process group, so a hang or a crash is ended with one ``killpg`` and a fresh worker takes its place; a
+sticky device error ends the worker on purpose. A timing worker's compile workers (``compile_ahead.py``) are
+workers too, answering ``export`` requests.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import json
 import os
 import queue
-import signal
-import subprocess
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from kerneltune.build_cache import ENV as BUILD_CACHE_ENV
 from kerneltune.build_cache import BuildCache, build_key
 from kerneltune.limits import COMPILE_TIMEOUT_S
-from kerneltune.paths import user_cache_dir
-from kerneltune.process import child_env, die_with_parent, parent_pid_from_env
+from kerneltune.process import die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, CheckPrograms, Kernel, PortableBuild, SmallCheck, StaticRanking
-from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
-from kerneltune.wire import Op, Request, WireError, reply_status
+from kerneltune.wire import Op, Request, WireError
 
+from .compile_ahead import BuildFailed, CompileAhead
 from .phases import Phases
+from .worker_process import COMPILE_CACHE_ENV, WorkerDied, WorkerProcess, worker_env
 
-COMPILE_CACHE_ENV = "KERNELTUNE_COMPILE_CACHE"  # the folder a backend keeps compiled programs in (``prepare_worker``)
+__all__ = ["WorkerDied", "WorkerProcess", "handle", "main", "worker_env"]
 
-if TYPE_CHECKING:
-    from .compile_ahead import CompileAhead
-
-
-class WorkerDied(RuntimeError):
-    """The worker crashed, hung past its timeout or broke the protocol."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind  # "timeout" or "runtime"
-
-
-def worker_env(backend: Backend, cache_dir: Path | None, devices: str | None, compile_workers: int = 0,
-               reference_dir: Path | None = None, compile_timeout: float = COMPILE_TIMEOUT_S) -> dict[str, str]:
-    """A timing worker's environment: the backend's for ``devices`` (``Backend.worker_env``), and the engine's
-    settings the worker reads (compile cache, compile workers and their timeout, the references' folder, the
-    user's build cache unless ``KERNELTUNE_BUILD_CACHE`` names another folder, or none when empty)."""
-    env = {**os.environ, **backend.worker_env(devices)}
-    env.setdefault(BUILD_CACHE_ENV, str(user_cache_dir() / "builds"))
-    if reference_dir is not None:  # the checks' references, kept for the next worker (``reference_cache``)
-        env[REFERENCE_CACHE_ENV] = str(reference_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    if cache_dir is not None:
-        env[COMPILE_CACHE_ENV] = str(cache_dir)
-    env["KERNELTUNE_COMPILE_WORKERS"] = str(compile_workers)
-    env["KERNELTUNE_COMPILE_TIMEOUT"] = str(compile_timeout)
-    return env
-
-
-class WorkerProcess:
-    """One worker subprocess and the request/response exchange with it."""
-
-    def __init__(self, env: Mapping[str, str], log_path: Path | None = None):
-        self.env = dict(env)
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._lines: queue.Queue[bytes | None] = queue.Queue()
-        self._write_lock = threading.RLock()
-        self._closed = False
-
-    def start(self) -> None:
-        stderr = self.log_path.open("ab") if self.log_path else None  # None: this process's own stderr
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kerneltune.tuning.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=child_env(self.env), start_new_session=True,
-        )
-        self._lines = queue.Queue()
-        threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
-
-    @staticmethod
-    def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[bytes | None]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    def _stderr_tail(self) -> str:
-        if not self.log_path or not self.log_path.exists():
-            return ""
-        return self.log_path.read_bytes()[-1500:].decode(errors="replace")
-
-    def send(self, req: Request) -> bool:
-        """Write one request line (starting the worker if needed); False if the worker is gone.
-        Alone, it is a request that gets no answer (compile-ahead)."""
-        with self._write_lock:  # the sweep's thread and a pool thread may both write
-            if self._closed:
-                return False
-            if self.proc is None or self.proc.poll() is not None:
-                self.start()
-            assert self.proc is not None and self.proc.stdin is not None
-            try:
-                self.proc.stdin.write((json.dumps(req.to_json()) + "\n").encode())
-                self.proc.stdin.flush()
-                return True
-            except BrokenPipeError:
-                self.kill()
-                return False
-
-    def request(self, req: Request, timeout: float) -> dict[str, Any]:
-        if not self.send(req):
-            raise WorkerDied("runtime", "worker exited before taking the request: " + self._stderr_tail())
-        proc = self.proc  # close() may kill it from another thread meanwhile
-        if proc is None:
-            raise WorkerDied("runtime", "the worker was closed before it answered")
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise WorkerDied("timeout", f"no answer within {timeout:.0f} s; worker killed") from None
-        if line is None:
-            code = proc.wait()
-            self.kill()
-            why = f"signal {-code}" if code < 0 else f"exit code {code}"
-            raise WorkerDied("runtime", f"worker died ({why}): {self._stderr_tail()}")
-        try:
-            reply = json.loads(line)
-            reply_status(reply)
-        except (ValueError, AttributeError) as e:  # not JSON, not an object, a status outside the protocol
-            self.kill()
-            raise WorkerDied("runtime", f"the worker broke the protocol ({e}): {line[:200]!r}") from None
-        if reply.get("restart"):
-            self.kill()
-        return reply
-
-    def kill(self) -> None:
-        proc, self.proc = self.proc, None  # taken once: the waiting thread and close() may both kill
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-    def close(self) -> None:
-        """Kill the worker for good: a request in flight ends at once (as a dead worker) and no later
-        request starts another."""
-        with self._write_lock:
-            self._closed = True
-        self.kill()
 
 
 # ----------------------------------------------------------------------------- worker side
@@ -212,8 +87,6 @@ def _export(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> tup
 def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> dict[str, Any]:
     """The answer to one request (checked first: ``Request.from_json``)."""
     from kerneltune.registry import load_backend, load_kernel
-
-    from .compile_ahead import BuildFailed
 
     req = request if isinstance(request, Request) else Request.from_json(request)
     op = req.op
@@ -352,8 +225,6 @@ def main() -> None:
     die_with_parent(parent_pid_from_env())
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log
-    from .compile_ahead import CompileAhead
-
     prefetcher = CompileAhead(int(os.environ.get("KERNELTUNE_COMPILE_WORKERS", "0") or 0),
                               float(os.environ.get("KERNELTUNE_COMPILE_TIMEOUT") or COMPILE_TIMEOUT_S))
     work: queue.Queue[Request | str | None] = queue.Queue()  # a str: why a line was no request

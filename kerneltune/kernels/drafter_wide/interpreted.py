@@ -45,13 +45,13 @@ def small_dims(layers: int = 1) -> Dims:
 def capture_program(layout: DrafterLayout, arch: str, cache: Path) -> Program:
     """The layout's module, captured (or read from ``cache``) and read into a ``Program``."""
     from .kernel import KERNEL_ARG_SPEC
-    from .plugin import PLUGIN
+    from .sources import drafter_source_hash
 
     m = layout.model
     model = {f.name: getattr(m, f.name) for f in dataclasses.fields(m) if f.name != "layers"}
     kwargs = {"arch": arch, "ng": layout.ng, "threads": layout.threads, "w_na": layout.w_na, "qpr": layout.qpr,
               "layers": m.layers, "model": model}
-    return Program(capture(BUILDER, kwargs, KERNEL_ARG_SPEC, arch, cache, PLUGIN.source_hash()))
+    return Program(capture(BUILDER, kwargs, KERNEL_ARG_SPEC, arch, cache, drafter_source_hash()))
 
 
 @dataclass

@@ -19,9 +19,9 @@ from typing import Any
 
 from kerneltune.protocols import Capability, CheckResult
 
-from .kernel import KERNEL_FILES
 from .layout import TP, DrafterLayout, LayoutError
 from .offline_compile import ARCHS
+from .sources import drafter_source_hash
 
 _LDS = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
 GROUP_TIMEOUT_S = 900.0  # emulated, one step of the whole TP4 launch takes ~20 s on a 2-core machine
@@ -80,12 +80,7 @@ class DrafterWidePlugin:
         return self.problem_dict(problem)
 
     def source_hash(self) -> str:
-        from kerneltune.tables.stamps import source_hash
-
-        here = Path(__file__).parent
-        # Everything the compiled kernel is built from: its constants come from the reference too.
-        return source_hash(here / n for n in ("layout.py", "indexing.py", "health.py", "reference.py", "device.py",
-                                               *KERNEL_FILES, "offline_compile.py"))
+        return drafter_source_hash()
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
         device, count = stamps.get("group_device"), int(stamps.get("gpu_count") or 0)
