@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from kerneltune.wire import Status
+
 
 class RichObserver:
     def __init__(self, console: Console):
@@ -34,14 +36,14 @@ class RichObserver:
         self._unit = "µs"
 
     def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None:
-        if record.get("status") == "ok":
+        if record.get("status") == Status.OK:
             t = record["timing"]["median_us"] if "timing" in record else record.get("score")
             self._unit = "µs" if "timing" in record else "µs (modelled)"
             if t is not None and (self._best is None or t < self._best):
                 self._best = t
-        fails = " ".join(f"{k}:{v}" for k, v in sorted(failures.items()) if k != "constraint" and v)
+        fails = " ".join(f"{k}:{v}" for k, v in sorted(failures.items()) if k != Status.CONSTRAINT and v)
         best = f"best {self._best:.1f} {self._unit}" if self._best is not None else ""
-        if record.get("status") != "constraint":
+        if record.get("status") != Status.CONSTRAINT:
             self.progress.update(self.task, advance=1, best=best, fails=fails)
 
     def on_bucket_end(self, bucket: str, entry: dict[str, Any] | None) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.tuning.journal import Journal
+from kerneltune.wire import Status
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,8 @@ class ModelledRow:
 def modelled_ranking(journal: Path, bucket: str, top: int = 10) -> list[ModelledRow]:
     """The ``top`` candidates of ``bucket`` by modelled time (the journal's ``score``); [] if none was modelled."""
     ranked = sorted((r for r in Journal(journal).records()
-                     if r["status"] == "ok" and "modelled" in r and r["bucket"] == bucket), key=lambda r: r["score"])
+                     if r["status"] == Status.OK and "modelled" in r and r["bucket"] == bucket),
+                    key=lambda r: r["score"])
     by_isa = {r["key"]: i + 1 for i, r in enumerate(sorted(ranked, key=lambda r: r["static"]["isa_score"]))}
     return [ModelledRow(i + 1, r["tiles"], float(r["modelled"]["us_per_layer"]),
                         float(r["modelled"]["fraction_of_floor"]), by_isa[r["key"]], float(r["static"]["isa_score"]))

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from kerneltune.wire import Status
+
 LEADERS = 5  # at most this many are timed again
 WITHIN = 0.03  # a leader is within the best's noise, or this much of it, whichever is more
 ROUNDS = 10
@@ -29,7 +31,7 @@ CONFIDENCE = 0.95
 def leaders(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The records worth a playoff, fastest first: the timed ones (``ok``) whose median is within the best's noise
     (its spread or the noise at its stop) or ``WITHIN`` of it, at most ``LEADERS``; none where fewer than two."""
-    ok = sorted((r for r in records if r.get("status") == "ok" and "timing" in r),
+    ok = sorted((r for r in records if r.get("status") == Status.OK and "timing" in r),
                 key=lambda r: (r["timing"]["median_us"], r["key"]))
     if len(ok) < 2:
         return []

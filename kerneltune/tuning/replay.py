@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.wire import Request
+from kerneltune.wire import Request, Status
 
 from .journal import config_key, merged_journals
 
@@ -58,7 +58,7 @@ class ReplayRunner:
         done: cf.Future[dict[str, Any]] = cf.Future()
         rec = self.recorded.get((req.bucket, self._key(req.tiles)))
         if rec is None:
-            done.set_result({"status": "unsupported", "error": f"not in the replayed journal {self.path}"})
+            done.set_result({"status": Status.UNSUPPORTED, "error": f"not in the replayed journal {self.path}"})
             return done
         time.sleep(self.seconds_per_candidate)
         # The record's own stamps: a folder of per-worker journals holds several GPUs' ceilings.
@@ -67,7 +67,7 @@ class ReplayRunner:
         return done
 
     def request(self, req: Request) -> dict[str, Any]:
-        return {"status": "unsupported", "error": f"a replay answers measurements only, not {str(req.op)!r}"}
+        return {"status": Status.UNSUPPORTED, "error": f"a replay answers measurements only, not {str(req.op)!r}"}
 
     def close(self) -> None:
         pass

@@ -18,7 +18,7 @@ from kerneltune.limits import COMPILE_QUEUE
 from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
 from kerneltune.registry import load_backend, load_kernel
-from kerneltune.wire import Op, Request
+from kerneltune.wire import Op, Request, Status
 
 from .worker_process import WorkerDied, WorkerProcess, worker_env
 
@@ -124,7 +124,7 @@ class LiveRunner:
             seeded = self.log_dir / "ceilings.json"
             known = [*_read_list(seeded), *known_ceilings()]
             reply = self.request(Request(Op.STAMPS, self.kernel, ceilings=tuple(known)))
-            if reply.get("status") != "ok":
+            if reply.get("status") != Status.OK:
                 raise RuntimeError(f"a timing worker could not start: {reply.get('error')}")
             self._stamps = reply["stamps"]
             if any(k.endswith("_ceiling") for k in self._stamps):

@@ -28,7 +28,7 @@ from typing import Any
 from filelock import FileLock
 
 from kerneltune.protocols import Runner
-from kerneltune.wire import Request
+from kerneltune.wire import Request, Status
 
 from .journal import config_key, merged_journals
 from .space import Space
@@ -261,7 +261,8 @@ class QueueWorker:
                     continue
                 trial, tiles = held.popleft()
                 reply = self.runner.measure(make_request(tiles)).result()
-                self._tell(trial, reply["timing"]["median_us"] if reply.get("status") in ("ok", "pruned") else None)
+                timed = reply.get("status") in (Status.OK, Status.PRUNED)
+                self._tell(trial, reply["timing"]["median_us"] if timed else None)
                 beats.release(trial._trial_id)
                 on_reply(tiles, reply, trial.number)
                 measured += 1

@@ -27,7 +27,7 @@ from kerneltune.protocols import Capability, Kernel, OwnSpace, Runner, StrategyC
 from kerneltune.registry import load_kernel, module_file
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.wire import Op, Request, candidate_request
+from kerneltune.wire import Op, Request, Status, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
@@ -38,7 +38,7 @@ from .strategies import make_strategy
 from .table_writer import write_bucket_table
 from .warm_start import warm_configs
 
-FAILURES = ("compile", "runtime", "timeout", "correctness", "unsupported")
+FAILURES = (Status.COMPILE, Status.RUNTIME, Status.TIMEOUT, Status.CORRECTNESS, Status.UNSUPPORTED)
 EARLY_STOP = 1.5  # a candidate whose first batch is this many times the bucket's best so far stops there
 
 
@@ -177,7 +177,7 @@ def inputs_seed(bucket: str, purpose: str, seed: int) -> int:
 
 def record_value(rec: dict[str, Any]) -> float | None:
     """What a strategy minimises: the median time, or the static score of a compile-only sweep."""
-    if rec.get("status") not in ("ok", "pruned"):
+    if rec.get("status") not in (Status.OK, Status.PRUNED):
         return None
     return rec["timing"]["median_us"] if "timing" in rec else rec.get("score")
 
@@ -386,7 +386,7 @@ class _Sweep:
                     continue
                 result.pruned_by_constraints += 1
                 if key not in done:
-                    rec = {**base, "key": key, "tiles": tiles, "status": "constraint", "error": why,
+                    rec = {**base, "key": key, "tiles": tiles, "status": Status.CONSTRAINT, "error": why,
                            "time": now_stamp()}
                     self.journal.append(rec)
                     done[key] = rec
@@ -394,7 +394,7 @@ class _Sweep:
                 raise ValueError(f"contenders {search.contenders}: none of the {len(held)} configs it holds for "
                                  f"bucket {bucket.name!r} is a feasible config of {self.space.path}")
             if not feasible:
-                whys = Counter(r.get("error") for r in done.values() if r.get("status") == "constraint")
+                whys = Counter(r.get("error") for r in done.values() if r.get("status") == Status.CONSTRAINT)
                 commonest = f"; the commonest refusal: {whys.most_common(1)[0][0]}" if whys else ""
                 raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config (every config "
                                  f"breaks a constraint of the space or is refused by the kernel{commonest})")
@@ -443,7 +443,7 @@ class _Sweep:
         reply = self.runner.request(req)
         result.playoff_s = time.perf_counter() - started
         times = reply.get("times")
-        if reply.get("status") != "ok" or not isinstance(times, list) or len(times) != len(top):
+        if reply.get("status") != Status.OK or not isinstance(times, list) or len(times) != len(top):
             why = reply.get("error") or reply.get("status")
             result.playoff_note = f"{bucket.name}: leaders not timed again ({why})"
             return
@@ -467,7 +467,7 @@ class _Sweep:
                    else "another cold-L2 setting" if rec.get("cold_l2", False) != base["cold_l2"] else None)
             if why is None:
                 done[key] = rec
-            elif rec.get("status") != "constraint":
+            elif rec.get("status") != Status.CONSTRAINT:
                 result.remeasured[why] += 1
         return done
 
@@ -519,7 +519,7 @@ class _Sweep:
                done: dict[str, dict[str, Any]], result: BucketResult) -> None:
         """Propose, compile ahead and measure on every route, one candidate in flight per route."""
         strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done)
-        ok = [record_value(r) for r in done.values() if r["status"] == "ok"]
+        ok = [record_value(r) for r in done.values() if r["status"] == Status.OK]
         best = min((v for v in ok if v is not None), default=None)
         search = self.opts.search
         if feasible is not None:
@@ -529,7 +529,7 @@ class _Sweep:
         else:  # a budgeted search: every candidate the journal holds counts against the budget
             assert search.budget is not None
             budget = total = search.budget
-            already = sum(1 for r in done.values() if r["status"] != "constraint")
+            already = sum(1 for r in done.values() if r["status"] != Status.CONSTRAINT)
         result.skipped = already
         if self.observer:
             self.observer.on_bucket_start(bucket.name, total, min(already, budget))
@@ -575,7 +575,7 @@ class _Sweep:
                 if fut in finished:
                     del busy[route]
                     rec = self._finish(base, tiles, fut.result(), result, strategy=strategy, ask_s=ask_s)
-                    v = record_value(rec) if rec["status"] == "ok" else None
+                    v = record_value(rec) if rec["status"] == Status.OK else None
                     if v is not None and (best is None or v < best):
                         best = v
                         result.best = rec
@@ -618,9 +618,9 @@ class _Sweep:
         if rec["status"] in FAILURES:
             result.failures[rec["status"]] += 1
             result.first_errors.setdefault(rec["status"], f"{config_key(tiles)}: {rec.get('error') or '?'}")
-        elif rec["status"] == "pruned":
+        elif rec["status"] == Status.PRUNED:
             result.stopped_early += 1
-        elif rec["status"] == "ok" and isinstance(rec.get("timing"), dict):
+        elif rec["status"] == Status.OK and isinstance(rec.get("timing"), dict):
             result.timings.append(rec["timing"])
         if self.observer:
             self.observer.on_record(result.bucket, rec, result.failures)

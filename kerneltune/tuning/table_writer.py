@@ -23,6 +23,7 @@ from kerneltune.tables.stamps import device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
 from kerneltune.tuning.journal import config_key, pct_of_ceiling
 from kerneltune.tuning.playoff import Playoff
+from kerneltune.wire import Status
 
 MAX_RUNNER_UPS = 5
 
@@ -31,7 +32,7 @@ def _entry_hash(records: list[dict[str, Any]], kernel: Kernel) -> str | None:
     """The kernel source an entry is written for: the current one; in a replay of records made by an
     older source, that source (the newest record's), so the runtime sees the entry as stale."""
     current = kernel.source_hash()
-    measured = [r for r in records if r.get("status") == "ok"]
+    measured = [r for r in records if r.get("status") == Status.OK]
     if any(r.get("kernel_hash") == current for r in measured):
         return current
     replayed = [r for r in measured if "replayed_from" in r.get("stamps", {})]
@@ -43,7 +44,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
     """The table entry for one bucket's records, or None if none verified and timed. With a ``playoff`` of its
     leaders, its winner is the entry's and its ties are the runner-ups."""
     source = _entry_hash(records, kernel)  # once: it reads the kernel's source files
-    ok = [r for r in records if r.get("status") == "ok" and r.get("kernel_hash") == source]
+    ok = [r for r in records if r.get("status") == Status.OK and r.get("kernel_hash") == source]
     if not ok:
         return None
     ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))

@@ -34,7 +34,7 @@ from kerneltune.tables.locations import shipped_tables_dir, table_roots
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
 from kerneltune.tables.store import table_path as stored_table_path
-from kerneltune.wire import Op, Request, candidate_request
+from kerneltune.wire import Op, Request, Status, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .runners import LiveRunner, device_groups
@@ -354,7 +354,7 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
     if not on_gpu:
         reply = runner.request(_measure_request(runner.kernel_name, entry, entry["config"], settings,
                                                 Op.CHECK_SMALL))
-        if reply.get("status") == "ok":
+        if reply.get("status") == Status.OK:
             rep.correctness = "ok (interpret mode, small shape)"
         else:
             rep.correctness = reply.get("status", "?")
@@ -364,7 +364,7 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
     # (random and adversarial) before it times them.
     rivals_timed = timed[1:]
     reply = runner(entry, entry["config"])
-    if reply.get("status") != "ok":
+    if reply.get("status") != Status.OK:
         rep.failed, rep.verdict = True, f"{reply['status']}: {reply.get('error', '')[:300]}"
         rep.correctness = reply["status"]
         return rep
@@ -379,7 +379,7 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
     for name, tiles in rivals_timed:
         r = runner(entry, tiles)
-        if r.get("status") == "ok":
+        if r.get("status") == Status.OK:
             rivals[name] = r["timing"]["median_us"]
             spreads.append(r["timing"]["spread"])
             settled[name] = r["timing"].get("converged", True)

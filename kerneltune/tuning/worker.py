@@ -25,7 +25,7 @@ from kerneltune.build_cache import BuildCache, build_key
 from kerneltune.limits import COMPILE_TIMEOUT_S
 from kerneltune.process import die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, CheckPrograms, Kernel, PortableBuild, SmallCheck, StaticRanking
-from kerneltune.wire import Op, Request, WireError
+from kerneltune.wire import Op, Request, Status, WireError
 
 from .compile_ahead import BuildFailed, CompileAhead
 from .phases import Phases
@@ -94,39 +94,39 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     backend = load_backend(kernel.backend)
     _prepare(backend)
     if op == Op.STAMPS:
-        return {"status": "ok", "stamps": _stamps(kernel, backend, list(req.ceilings))}
+        return {"status": Status.OK, "stamps": _stamps(kernel, backend, list(req.ceilings))}
     problem = kernel.problem(req.problem)
     if op == Op.STATIC:  # compile-only: the kernel's own static ranking (no device here)
         if Capability.STATIC_RANK not in kernel.capabilities:
-            return {"status": "unsupported", "error": f"{kernel.name} has no static ranking"}
+            return {"status": Status.UNSUPPORTED, "error": f"{kernel.name} has no static ranking"}
         try:
             return cast(StaticRanking, kernel).static_rank(problem, req.tiles)
         except Exception as e:  # an offline compile that fails is this candidate's compile error
-            return {"status": "compile", "error": _error_text(e)}
+            return {"status": Status.COMPILE, "error": _error_text(e)}
     if op == Op.CHECK_SMALL:
         if Capability.CHECK_SMALL not in kernel.capabilities:
-            return {"status": "unsupported", "error": f"{kernel.name} has no small-shape check"}
+            return {"status": Status.UNSUPPORTED, "error": f"{kernel.name} has no small-shape check"}
         try:
             result = cast(SmallCheck, kernel).check_small(problem, req.tiles)
         except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
-            return {"status": "runtime", "error": _error_text(e)}
-        return {"status": "ok"} if result.error is None else {"status": "correctness", "error": result.error}
+            return {"status": Status.RUNTIME, "error": _error_text(e)}
+        return {"status": Status.OK} if result.error is None else {"status": Status.CORRECTNESS, "error": result.error}
     t0 = time.perf_counter()
     if op == Op.EXPORT:  # a compile worker's job: the build as bytes, for the timing worker that asked
         try:
             data, cached = _export(kernel, backend, problem, req)
         except Exception as e:  # any failure to build is this candidate's compile error
-            return {"status": "compile", "error": _error_text(e)}
-        return {"status": "ok", "build": base64.b64encode(data).decode(), "compile_s": time.perf_counter() - t0,
+            return {"status": Status.COMPILE, "error": _error_text(e)}
+        return {"status": Status.OK, "build": base64.b64encode(data).decode(), "compile_s": time.perf_counter() - t0,
                 "cached": cached}
     if op == Op.COMPILE_CHECK:  # a compile worker's job: what the problem's check compiles, into the build cache
         if Capability.CHECK_PROGRAMS not in kernel.capabilities:
-            return {"status": "unsupported", "error": f"{kernel.name} compiles no programs for its check"}
+            return {"status": Status.UNSUPPORTED, "error": f"{kernel.name} compiles no programs for its check"}
         try:
             cast(CheckPrograms, kernel).compile_check(problem)
         except Exception as e:  # the check itself compiles them again and gives the verdict
-            return {"status": "compile", "error": _error_text(e)}
-        return {"status": "ok", "compile_s": time.perf_counter() - t0}
+            return {"status": Status.COMPILE, "error": _error_text(e)}
+        return {"status": Status.OK, "compile_s": time.perf_counter() - t0}
     if op == Op.PLAYOFF:
         return _playoff(kernel, backend, problem, req)
     ahead = prefetcher.take(req) if prefetcher is not None else None
@@ -139,7 +139,7 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     except BuildFailed as e:  # a compile worker's verdict, in its own words
         return {"status": e.status, "error": str(e), "compile_s": time.perf_counter() - t0}
     except Exception as e:  # any failure to build is this candidate's compile error
-        return {"status": "compile", "error": _error_text(e), "compile_s": time.perf_counter() - t0}
+        return {"status": Status.COMPILE, "error": _error_text(e), "compile_s": time.perf_counter() - t0}
     # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
     base = {"compile_s": compile_s, "compile_wait_s": time.perf_counter() - t0}
     phases = Phases(**base)
@@ -157,14 +157,14 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
             check = kernel.check(built, problem, inputs)
         phases.split("check_s", "reference_s", check.reference_s)
         if check.error is not None:
-            return {**base, "status": "correctness", "error": check.error, "rel_error": check.rel_error,
+            return {**base, "status": Status.CORRECTNESS, "error": check.error, "rel_error": check.rel_error,
                     "phases": phases.to_dict()}
         with phases.timed("timing_s"):
             fn, args = kernel.timed_call(built, inputs)
             timing = time_with(backend, fn, args, settings, req.prune_above_us)
         flops = kernel.flops(problem, inputs)
     except Exception as e:  # a launch or device failure of this candidate
-        return {**base, "status": "runtime", "error": _error_text(e), "restart": backend.is_sticky(e),
+        return {**base, "status": Status.RUNTIME, "error": _error_text(e), "restart": backend.is_sticky(e),
                 "phases": phases.to_dict()}
     finally:
         kernel.release(built)  # a launch group's rank processes end with their candidate
@@ -172,7 +172,7 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     return {
         **base,
         "phases": phases.to_dict(),
-        "status": "pruned" if pruned else "ok",
+        "status": Status.PRUNED if pruned else Status.OK,
         "timing": timing.to_dict(),
         "tflops": flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None,
         "flops": flops,
@@ -205,14 +205,14 @@ def _playoff(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> di
             samplers[str(i)] = backend.sampler(fn, args, settings.cold_l2)
         turns = take_turns(samplers, ROUNDS, settings.batch, warmup=settings.warmup)
     except Exception as e:  # a leader that built and ran in the sweep fails now: no playoff, said why
-        return {"status": "runtime", "error": _error_text(e), "restart": backend.is_sticky(e)}
+        return {"status": Status.RUNTIME, "error": _error_text(e), "restart": backend.is_sticky(e)}
     finally:
         for b in built:
             kernel.release(b)
     times: dict[str, list[float]] = {str(i): [] for i in range(len(req.rivals))}
     for turn in turns:
         times[turn.name].append(turn.median_us)
-    return {"status": "ok", "rounds": ROUNDS, "batch": settings.batch,
+    return {"status": Status.OK, "rounds": ROUNDS, "batch": settings.batch,
             "times": [times[str(i)] for i in range(len(times))]}
 
 
@@ -250,7 +250,7 @@ def main() -> None:
                 raise WireError(req)
             reply = handle(req, prefetcher)
         except Exception as e:
-            reply = {"status": "runtime", "error": _error_text(e), "restart": True}
+            reply = {"status": Status.RUNTIME, "error": _error_text(e), "restart": True}
         out.write(json.dumps(reply) + "\n")
         out.flush()
         if reply.get("restart"):

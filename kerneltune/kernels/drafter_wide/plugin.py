@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from kerneltune.protocols import Capability, CheckResult
+from kerneltune.wire import Status
 
 from .layout import TP, DrafterLayout, LayoutError
 from .offline_compile import ARCHS
@@ -170,15 +171,15 @@ class DrafterWidePlugin:
                    "resident_blocks": occ.resident_blocks, "blocks": layout.BLOCKS, "isa_lines": report.isa_lines,
                    "isa_mfma": report.isa_mfma, "pool_words": layout.pool_words}
         if r.vgpr_spill or r.sgpr_spill or r.scratch_bytes:
-            return {"status": "constraint", "error": f"spills: {r.vgpr_spill} VGPR, {r.sgpr_spill} SGPR",
+            return {"status": Status.CONSTRAINT, "error": f"spills: {r.vgpr_spill} VGPR, {r.sgpr_spill} SGPR",
                     "static": metrics}
         if occ.resident_blocks < layout.BLOCKS:
-            return {"status": "constraint", "static": metrics,
+            return {"status": Status.CONSTRAINT, "static": metrics,
                     "error": f"not co-resident: BLOCKS {layout.BLOCKS} > {occ.cus} CUs x {occ.blocks_per_cu} "
                              f"block(s) per CU ({occ.limited_by}): the persistent grid would deadlock"}
         metrics["isa_score"] = report.isa_lines * (1.0 + layout.BLOCKS / occ.resident_blocks)
         modelled = model(layout, problem.arch, problem.requests, problem.context)
-        return {"status": "ok", "static": metrics, "score": modelled.us_per_layer * problem.layers,
+        return {"status": Status.OK, "static": metrics, "score": modelled.us_per_layer * problem.layers,
                 "modelled": modelled.to_dict()}
 
 
