@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from kerneltune.build_cache import BuildCache, build_key
@@ -84,51 +85,77 @@ def _export(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> tup
     return BuildCache.from_env().build(key, compile_, portable.import_build)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What every handler is given: the request, its kernel, backend and problem, and the compile-ahead pool."""
+
+    req: Request
+    kernel: Kernel
+    backend: Backend
+    problem: Any
+    prefetcher: CompileAhead | None
+    started: float
+
+
 def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> dict[str, Any]:
-    """The answer to one request (checked first: ``Request.from_json``)."""
+    """The answer to one request (checked first: ``Request.from_json``), by its op's handler (``HANDLERS``)."""
     from kerneltune.registry import load_backend, load_kernel
 
     req = request if isinstance(request, Request) else Request.from_json(request)
-    op = req.op
     kernel = load_kernel(req.kernel)
     backend = load_backend(kernel.backend)
     _prepare(backend)
-    if op == Op.STAMPS:
+    if req.op == Op.STAMPS:
         return {"status": Status.OK, "stamps": _stamps(kernel, backend, list(req.ceilings))}
-    problem = kernel.problem(req.problem)
-    if op == Op.STATIC:  # compile-only: the kernel's own static ranking (no device here)
-        if Capability.STATIC_RANK not in kernel.capabilities:
-            return {"status": Status.UNSUPPORTED, "error": f"{kernel.name} has no static ranking"}
-        try:
-            return cast(StaticRanking, kernel).static_rank(problem, req.tiles)
-        except Exception as e:  # an offline compile that fails is this candidate's compile error
-            return {"status": Status.COMPILE, "error": _error_text(e)}
-    if op == Op.CHECK_SMALL:
-        if Capability.CHECK_SMALL not in kernel.capabilities:
-            return {"status": Status.UNSUPPORTED, "error": f"{kernel.name} has no small-shape check"}
-        try:
-            result = cast(SmallCheck, kernel).check_small(problem, req.tiles)
-        except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
-            return {"status": Status.RUNTIME, "error": _error_text(e)}
-        return {"status": Status.OK} if result.error is None else {"status": Status.CORRECTNESS, "error": result.error}
-    t0 = time.perf_counter()
-    if op == Op.EXPORT:  # a compile worker's job: the build as bytes, for the timing worker that asked
-        try:
-            data, cached = _export(kernel, backend, problem, req)
-        except Exception as e:  # any failure to build is this candidate's compile error
-            return {"status": Status.COMPILE, "error": _error_text(e)}
-        return {"status": Status.OK, "build": base64.b64encode(data).decode(), "compile_s": time.perf_counter() - t0,
-                "cached": cached}
-    if op == Op.COMPILE_CHECK:  # a compile worker's job: what the problem's check compiles, into the build cache
-        if Capability.CHECK_PROGRAMS not in kernel.capabilities:
-            return {"status": Status.UNSUPPORTED, "error": f"{kernel.name} compiles no programs for its check"}
-        try:
-            cast(CheckPrograms, kernel).compile_check(problem)
-        except Exception as e:  # the check itself compiles them again and gives the verdict
-            return {"status": Status.COMPILE, "error": _error_text(e)}
-        return {"status": Status.OK, "compile_s": time.perf_counter() - t0}
-    if op == Op.PLAYOFF:
-        return _playoff(kernel, backend, problem, req)
+    job = _Job(req, kernel, backend, kernel.problem(req.problem), prefetcher, time.perf_counter())
+    return HANDLERS[req.op](job)
+
+
+def _static(job: _Job) -> dict[str, Any]:
+    """Compile-only: the kernel's own static ranking (no device here)."""
+    if Capability.STATIC_RANK not in job.kernel.capabilities:
+        return {"status": Status.UNSUPPORTED, "error": f"{job.kernel.name} has no static ranking"}
+    try:
+        return cast(StaticRanking, job.kernel).static_rank(job.problem, job.req.tiles)
+    except Exception as e:  # an offline compile that fails is this candidate's compile error
+        return {"status": Status.COMPILE, "error": _error_text(e)}
+
+
+def _check_small(job: _Job) -> dict[str, Any]:
+    if Capability.CHECK_SMALL not in job.kernel.capabilities:
+        return {"status": Status.UNSUPPORTED, "error": f"{job.kernel.name} has no small-shape check"}
+    try:
+        result = cast(SmallCheck, job.kernel).check_small(job.problem, job.req.tiles)
+    except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
+        return {"status": Status.RUNTIME, "error": _error_text(e)}
+    return {"status": Status.OK} if result.error is None else {"status": Status.CORRECTNESS, "error": result.error}
+
+
+def _export_job(job: _Job) -> dict[str, Any]:
+    """A compile worker's job: the build as bytes, for the timing worker that asked."""
+    try:
+        data, cached = _export(job.kernel, job.backend, job.problem, job.req)
+    except Exception as e:  # any failure to build is this candidate's compile error
+        return {"status": Status.COMPILE, "error": _error_text(e)}
+    return {"status": Status.OK, "build": base64.b64encode(data).decode(),
+            "compile_s": time.perf_counter() - job.started, "cached": cached}
+
+
+def _compile_check(job: _Job) -> dict[str, Any]:
+    """A compile worker's job: what the problem's check compiles, into the build cache."""
+    if Capability.CHECK_PROGRAMS not in job.kernel.capabilities:
+        return {"status": Status.UNSUPPORTED, "error": f"{job.kernel.name} compiles no programs for its check"}
+    try:
+        cast(CheckPrograms, job.kernel).compile_check(job.problem)
+    except Exception as e:  # the check itself compiles them again and gives the verdict
+        return {"status": Status.COMPILE, "error": _error_text(e)}
+    return {"status": Status.OK, "compile_s": time.perf_counter() - job.started}
+
+
+def _measure(job: _Job) -> dict[str, Any]:
+    """Build (or take the compiled-ahead build), check on fresh inputs, time."""
+    kernel, backend, problem, req, prefetcher, t0 = (job.kernel, job.backend, job.problem, job.req, job.prefetcher,
+                                                     job.started)
     ahead = prefetcher.take(req) if prefetcher is not None else None
     try:
         if ahead is not None:
@@ -214,6 +241,12 @@ def _playoff(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> di
         times[turn.name].append(turn.median_us)
     return {"status": Status.OK, "rounds": ROUNDS, "batch": settings.batch,
             "times": [times[str(i)] for i in range(len(times))]}
+
+
+HANDLERS: dict[Op, Callable[[_Job], dict[str, Any]]] = {
+    Op.MEASURE: _measure, Op.STATIC: _static, Op.CHECK_SMALL: _check_small, Op.EXPORT: _export_job,
+    Op.COMPILE_CHECK: _compile_check, Op.PLAYOFF: lambda job: _playoff(job.kernel, job.backend, job.problem, job.req),
+}
 
 
 def _error_text(e: BaseException) -> str:
