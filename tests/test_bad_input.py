@@ -84,7 +84,7 @@ def test_a_baseline_that_is_not_json_or_of_another_kernel(tmp_path):
 
 
 def test_the_drafters_compile_only_journal_reports(tmp_path):
-    r = kerneltune("report", REPO / "results/drafter_wide/2026-11-30-offline-compile/journals", "--html",
+    r = kerneltune("report", FIXTURES / "drafter_wide/offline-compile-2026-11-30", "--html",
                    tmp_path / "d.html", "--csv", tmp_path / "d.csv")
     assert r.returncode == 0, r.stderr
     assert "static score" in (tmp_path / "d.html").read_text()
@@ -202,13 +202,13 @@ def test_the_replay_banner_comes_after_the_inputs_are_found_good(tmp_path):
 
 def test_a_replay_on_another_space_says_so_and_where_that_space_is(tmp_path):
     """A journal recorded on another space answers "unsupported" for the configs it lacks: the summary says why."""
-    run_p = REPO / "results/ranker_attention/2026-12-02-h200-run-p"
-    r = kerneltune("sweep", "ranker-attention", "--replay", run_p / "calls2-3/sweep/journals", "--bucket",
+    run_p = FIXTURES / "ranker_attention/run-p"
+    r = kerneltune("sweep", "ranker-attention", "--replay", run_p / "journals", "--bucket",
                    "d128-tanh-long", "--out", tmp_path)
     out = " ".join(r.stdout.split())  # lines wrapped at 120 columns
     assert "candidates of search_spaces/ranker_attention.toml are not in the replayed journal: it was recorded on " \
            "another space" in out
-    assert "Replay it with --space results/ranker_attention/2026-12-02-h200-run-p/space.toml" in out
+    assert "Replay it with --space tests/fixtures/ranker_attention/run-p/space.toml" in out
     assert r.returncode == 0, r.stderr
 
 

@@ -61,3 +61,12 @@ def test_package_comments_name_no_run():
              for n, line in enumerate(f.read_text().splitlines(), 1)
              if re.search(r"\b(runs? [A-Z]{1,2}|attempts? [0-9]+)\b", line)]
     assert not named
+
+
+def test_tests_read_fixtures_not_records():
+    """A record may leave the tree (into main's history) without breaking a test: tests read tests/fixtures/."""
+    readers = [(str(f.relative_to(REPO)), m.group(0)) for f in sorted((REPO / "tests").rglob("*.py"))
+               if f.name != "test_records.py"
+               for m in re.finditer(r"results/(ranker_attention|drafter_wide|engine|bench|mutation)/[\w.-]+",
+                                    f.read_text())]
+    assert not readers

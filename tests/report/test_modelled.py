@@ -4,9 +4,9 @@ drafter's offline-compile journal."""
 from kerneltune.report.modelled import modelled_ranking
 from kerneltune.tuning.journal import Journal
 
-from ..paths import REPO
+from ..paths import FIXTURES
 
-JOURNAL = REPO / "results/drafter_wide/2026-12-01-offline-compile/journals/drafter_wide-live.jsonl"
+JOURNAL = FIXTURES / "drafter_wide/offline-compile-2026-12-01/drafter_wide-live.jsonl"
 
 
 def test_ranked_by_the_model_beside_the_static_scores_rank():
