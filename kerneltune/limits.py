@@ -1,18 +1,17 @@
-"""How long measuring may take: the time caps of sampling and the timeouts of a candidate, one place each.
+"""How long measuring may take and how much is kept ahead: one place for each limit.
 
-A sweep's candidate and a bench's shape sample for up to ``CANDIDATE_MAX_SECONDS`` (the noise rule usually stops
-them far sooner: 0.1 s a candidate on the H200, results/engine/2026-12-04-compile-workers/); verify re-measures
-every config of an entry beside its rivals, where a ratio in one run matters more than a tight median; the
-ceilings' reference kernels are long and steady. A candidate that compiles or runs past its timeout is killed
-and journaled as a timeout. The user's cache keeps compiled builds up to ``BUILD_CACHE_BYTES`` (``build_cache``).
-
-A strategy that learns nothing from a result (exhaustive, random) keeps up to ``COMPILE_QUEUE`` candidates a route
-handed over to its compile workers, so that no worker waits on the slowest compile at the head of the line and the
-workers go on compiling while a bucket's first candidate computes its references (10-17 s on the H200). The one-entry
-record's cold sweeps, their compile and measure times replayed in a model of the queue that reproduces their walls
-within 2% (results/engine/2026-12-05-one-entry/queue_model.py), take 73.9 s for both buckets with 14 workers one round
-ahead (as measured: 75.5 s) and 63.9 s with 42 or more ahead; with 8 workers 103.2 s (104.6 s measured) and 74.2 s
-with 64. It also bounds the builds loaded in the timing worker while they wait for their measurement.
+- ``CANDIDATE_MAX_SECONDS``: a sweep's candidate (or a bench's shape) samples at most this long; the noise rule
+  usually stops it far sooner (0.1 s a candidate on the H200).
+- ``REMEASURE_MAX_SECONDS``: verify re-measures each config beside its rivals, where a ratio within one run
+  matters more than a tight median.
+- ``CEILING_MAX_SECONDS``: the ceilings' reference kernels are long and steady.
+- ``COMPILE_TIMEOUT_S``, ``RUN_TIMEOUT_S``: a candidate that compiles, or checks and times, past these is killed
+  and journaled as a timeout.
+- ``BUILD_CACHE_BYTES``: the user's cache keeps compiled builds up to this (``build_cache``).
+- ``COMPILE_QUEUE``: candidates a route keeps handed over to its compile workers when the strategy learns nothing
+  from a result (exhaustive, random): no worker waits on the slowest compile at the head of the line, and the
+  timing worker holds at most this many loaded builds. Why 64: a model of the H200's cold sweeps
+  (``results/engine/2026-12-05-one-entry/queue_model.py``) gains nothing past 42.
 """
 
 CANDIDATE_MAX_SECONDS = 2.0
