@@ -73,8 +73,12 @@ def test_a_clearly_slower_candidate_is_pruned_after_one_batch():
 @pytest.mark.parametrize(("bad", "message"), [
     (dict(rel_noise=0.0), r"^rel_noise: must be in \(0, 1\), got 0\.0$"),
     (dict(rel_noise=1.0), r"^rel_noise: must be in \(0, 1\), got 1\.0$"),
-    *[(b, r"^max_seconds > 0, min_samples >= 3 and batch >= 1 are required$")
-      for b in (dict(max_seconds=0), dict(min_samples=2), dict(batch=0))],
+    (dict(max_seconds=0), r"^max_seconds: must be a positive number of seconds, got 0$"),
+    (dict(max_seconds=float("nan")), r"^max_seconds: must be a positive number of seconds, got nan$"),
+    (dict(max_seconds=float("inf")), r"^max_seconds: must be a positive number of seconds, got inf$"),
+    (dict(rel_noise=float("nan")), r"^rel_noise: must be in \(0, 1\), got nan$"),
+    *[(b, r"^min_samples >= 3, batch >= 1 and warmup >= 0 are required$")
+      for b in (dict(min_samples=2), dict(batch=0), dict(warmup=-1))],
 ])
 def test_settings_are_validated(bad, message):
     with pytest.raises(ValueError, match=message):

@@ -106,7 +106,12 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
 
 def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
     """bucket name -> table entry, from one table file or every table under a folder; a file that is not a
-    tuned table, or a table of another kernel or device than the journals', is an error naming it."""
+    tuned table (or no regular file, or over ``MAX_TABLE_BYTES``, or JSON past ``safe_io``'s bounds), a table of
+    another kernel or device than the journals', or an entry whose time is no positive finite number (the report
+    would call a NaN or zero baseline "faster") is an error naming it."""
+    from kerneltune.safe_io import MAX_TABLE_BYTES, BadJson, brief, loads_bounded_json, read_regular_bytes
+    from kerneltune.tables.store import finite, positive_time
+
     files = [path] if path.is_file() else sorted(path.rglob("*.json"))
     if not files:
         raise FileNotFoundError(f"--baseline {path}: no tuned table (*.json) there")
@@ -115,16 +120,28 @@ def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for f in files:
         try:
-            table = json.loads(f.read_text())
-            entries = table["entries"].values()
+            text = read_regular_bytes(f, MAX_TABLE_BYTES, "tuned table").decode("utf-8")
+            table = loads_bounded_json(text, f"--baseline {f}")
+            entries = table["entries"].items()
+        except OSError as e:  # a FIFO, a device, a folder, too big, unreadable: as the system or safe_io words it
+            raise ValueError(f"--baseline {f}: {e.strerror or e}") from None
+        except BadJson as e:
+            raise ValueError(f"--baseline {f}: not a tuned table ({e.why})") from None
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"--baseline {f}: not a tuned table ({type(e).__name__}: {e})") from None
-        if table.get("kernel") not in kernels:
-            raise ValueError(f"--baseline {f}: a table of kernel {table.get('kernel')!r}, the journals are of "
+        if not isinstance(table.get("kernel"), str) or table["kernel"] not in kernels:
+            raise ValueError(f"--baseline {f}: a table of kernel {brief(table.get('kernel'))}, the journals are of "
                              f"{', '.join(sorted(kernels)) or 'no kernel'}")
-        if kinds and table.get("device_kind") not in kinds:
-            raise ValueError(f"--baseline {f}: a table for {table.get('device_kind')!r}, the journals were measured "
-                             f"on {', '.join(sorted(kinds))}")
-        for e in entries:
-            out[e.get("bucket_name", json.dumps(e["bucket"], sort_keys=True))] = e
+        if kinds and (not isinstance(table.get("device_kind"), str) or table["device_kind"] not in kinds):
+            raise ValueError(f"--baseline {f}: a table for {brief(table.get('device_kind'))}, the journals were "
+                             f"measured on {', '.join(sorted(kinds))}")
+        for key, e in entries:
+            name = f"--baseline {f}: entry {brief(key)}"
+            if not isinstance(e, dict) or not isinstance(e.get("bucket_name", e.get("bucket")), str | dict):
+                raise ValueError(f"{name}: not an entry (no bucket_name or bucket)")
+            if not positive_time(e.get("median_us")):
+                raise ValueError(f"{name}: median_us {brief(e.get('median_us'))} is not a positive finite time")
+            if "spread" in e and not (finite(e["spread"]) and e["spread"] >= 0):
+                raise ValueError(f"{name}: spread {brief(e['spread'])} is not a finite number at or above 0")
+            out[e["bucket_name"] if "bucket_name" in e else json.dumps(e["bucket"], sort_keys=True)] = e
     return out

@@ -14,6 +14,7 @@ from typing import Any
 from filelock import FileLock
 
 from kerneltune.paths import make_folder
+from kerneltune.safe_io import MAX_TABLE_BYTES, BadJson, UnsafeFile, brief, loads_bounded_json, read_regular_bytes
 
 SCHEMA = 1
 
@@ -51,30 +52,36 @@ def empty_table(kernel: str, device_kind: str) -> dict[str, Any]:
 
 def read_table(path: Path) -> dict[str, Any] | None:
     """The table at ``path``, None if absent; ``TableError`` if the file itself is unusable. An entry
-    that breaks the schema is left out alone, named (file, entry, field) in ``table["skipped"]``."""
+    that breaks the schema is left out alone, named (file, entry, field) in ``table["skipped"]``.
+
+    Whatever the file holds, nothing else is raised and nothing hangs (a launch's lookup reads the user's tables):
+    a FIFO, a device, a socket, a file over ``MAX_TABLE_BYTES``, an integer past JSON's bounds is a TableError
+    naming the file (``safe_io``)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_regular_bytes(path, MAX_TABLE_BYTES, "tuned table")
     except FileNotFoundError:
         return None
-    except UnicodeDecodeError:
-        raise TableError(f"{path}: not a text file (it is not UTF-8)") from None
+    except UnsafeFile as e:  # a FIFO, a device, a file too big: what it is, named
+        raise TableError(str(e)) from None
     except OSError as e:  # a folder, a file the user may not read, an I/O error: the file is named, never raised raw
         raise TableError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
     try:
-        table = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TableError(f"{path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-    except RecursionError:
-        raise TableError(f"{path}: nested too deeply to be a table") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TableError(f"{path}: not a text file (it is not UTF-8)") from None
+    try:
+        table = loads_bounded_json(text, str(path))
+    except BadJson as e:
+        raise TableError(str(e)) from None
     if not isinstance(table, dict) or table.get("schema") != SCHEMA:
-        raise TableError(f"{path}: schema is {table.get('schema') if isinstance(table, dict) else None!r}, "
+        raise TableError(f"{path}: schema is {brief(table.get('schema') if isinstance(table, dict) else None)}, "
                          f"this kerneltune reads {SCHEMA}")
     if not isinstance(table.get("entries"), dict):
         raise TableError(f"{path}: field 'entries' is missing or not an object")
     table["skipped"] = []
     for key, entry in list(table["entries"].items()):
         if (why := entry_problem(entry)) is not None:
-            table["skipped"].append(f"{path}: entry {key}: {why}; entry skipped")
+            table["skipped"].append(f"{path}: entry {_key_text(key)}: {why}; entry skipped")
             del table["entries"][key]
     return table
 
@@ -100,9 +107,25 @@ def _number(x: Any) -> bool:
     return type(x) in (int, float)
 
 
+def finite(x: Any) -> bool:
+    """A number float arithmetic can take: not NaN, not an infinity, not an integer past a float's range (one of
+    4,000 digits is valid JSON, and ``math.isfinite`` of it raises OverflowError)."""
+    if not _number(x):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
+
+
 def positive_time(x: Any) -> bool:
     """A measured time: a number, finite and above zero (NaN, infinities, zero and negatives are not)."""
-    return _number(x) and math.isfinite(x) and x > 0
+    return finite(x) and x > 0
+
+
+def _key_text(key: str) -> str:
+    """An entry's key as a message names it: as written when short and printable, else quoted short."""
+    return key if len(key) <= 80 and key.isprintable() else brief(key)
 
 
 def _scalars(name: str, d: Any) -> str | None:
@@ -110,7 +133,7 @@ def _scalars(name: str, d: Any) -> str | None:
         return f"field {name!r} is missing, empty or not an object"
     for k, v in d.items():
         if type(v) not in _SCALARS:
-            return f"{name}.{k}: {v!r} is not a string, number or bool"
+            return f"{name}.{k}: {brief(v)} is not a string, number or bool"
     return None
 
 
@@ -123,7 +146,7 @@ def _measured(name: str, items: Any) -> str | None:
         if (why := _scalars(f"{name}[{i}].config", item.get("config"))) is not None:
             return why
         if not positive_time(item.get("median_us")):
-            return f"{name}[{i}].median_us: {item.get('median_us')!r} is not a positive finite time"
+            return f"{name}[{i}].median_us: {brief(item.get('median_us'))} is not a positive finite time"
     return None
 
 
@@ -136,11 +159,13 @@ def entry_problem(entry: Any) -> str | None:
         if (why := _scalars(name, entry.get(name))) is not None:
             return why
     if "median_us" in entry and not positive_time(entry["median_us"]):
-        return f"median_us: {entry['median_us']!r} is not a positive finite time"
-    if "spread" in entry and not (_number(entry["spread"]) and math.isfinite(entry["spread"]) and entry["spread"] >= 0):
-        return f"spread: {entry['spread']!r} is not a finite number at or above 0"
-    if not isinstance(entry.get("stamps", {}), dict):
+        return f"median_us: {brief(entry['median_us'])} is not a positive finite time"
+    if "spread" in entry and not (finite(entry["spread"]) and entry["spread"] >= 0):
+        return f"spread: {brief(entry['spread'])} is not a finite number at or above 0"
+    if not isinstance(stamps := entry.get("stamps", {}), dict):
         return "field 'stamps' is not an object"
+    if not isinstance(stamps.get("rekeyed_from", []), list):  # the lookup names its first item: a list, as rekey writes
+        return f"stamps.rekeyed_from: {brief(stamps['rekeyed_from'])} is not a list"
     for name in ("fallbacks", "runner_ups"):
         if (why := _measured(name, entry.get(name, []))) is not None:
             return why

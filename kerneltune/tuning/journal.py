@@ -12,14 +12,23 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from filelock import FileLock
 
 from kerneltune.logs import log_once
 from kerneltune.paths import SHARED_FILE, make_folder
+from kerneltune.safe_io import (
+    MAX_JOURNAL_BYTES,
+    BadJson,
+    UnsafeFile,
+    brief,
+    loads_bounded_json,
+    open_regular,
+    size_text,
+)
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.tables.store import is_plain_name, positive_time
+from kerneltune.tables.store import finite, is_plain_name, positive_time
 
 log = logging.getLogger("kerneltune.journal")
 
@@ -77,7 +86,7 @@ def record_defect(rec: Any) -> str | None:
             return f"field {name!r} is missing or not a string"
     for name in ("status", "kernel", "strategy", "error", "time"):
         if name in rec and rec[name] is not None and not isinstance(rec[name], str):
-            return f"field {name!r}: {rec[name]!r} is not a string"
+            return f"field {name!r}: {brief(rec[name])} is not a string"
     for name in ("tiles", "problem", "stamps", "timing", "phases", "accuracy", "inputs"):
         if name in rec and not isinstance(rec[name], dict):
             return f"field {name!r} is not an object"
@@ -88,15 +97,17 @@ def record_defect(rec: Any) -> str | None:
     numbers += [(f"stamps.{k}", v) for k, v in rec.get("stamps", {}).items() if k.endswith("_ceiling")]
     for name, value in numbers:
         if type(value) not in (int, float):
-            return f"field {name!r}: {value!r} is not a number"
+            return f"field {brief(name)}: {brief(value)} is not a number"
+        if type(value) is int and not finite(value):  # a ratio or a mean of it would raise OverflowError
+            return f"field {brief(name)}: an integer of {len(str(value))} digits, past a float's range"
     timing = rec.get("timing", {})
     if "median_us" in timing and not positive_time(timing["median_us"]):
-        return f"timing.median_us: {timing['median_us']!r} is not a positive finite time"
+        return f"timing.median_us: {brief(timing['median_us'])} is not a positive finite time"
     if rec.get("status") in ("ok", "pruned") and "score" not in rec and "median_us" not in timing:
-        return f"status {rec['status']!r} without a timing's median_us"
+        return f"status {brief(rec['status'])} without a timing's median_us"
     kind = rec.get("stamps", {}).get("device_kind")
     if kind is not None and not is_plain_name(kind):
-        return f"stamps.device_kind {kind!r} is not a plain name"
+        return f"stamps.device_kind {brief(kind)} is not a plain name"
     return None
 
 
@@ -109,10 +120,19 @@ def cut_torn_tail(path: Path) -> int:
         return 0
     with f:
         size = f.seek(0, os.SEEK_END)
-        if size == 0 or (f.seek(size - 1) or f.read(1)) == b"\n":
+        if size == 0:
             return 0
-        data = f.seek(0) or f.read()
-        keep = data.rfind(b"\n") + 1
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        keep, end = 0, size - 1
+        while end > 0:  # back from the end a block at a time: the file is never read whole
+            start = max(0, end - (1 << 16))
+            f.seek(start)
+            if (i := f.read(end - start).rfind(b"\n")) != -1:
+                keep = start + i + 1
+                break
+            end = start
         f.truncate(keep)
     return size - keep
 
@@ -143,21 +163,39 @@ class Journal:
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every usable record. A torn final line (a kill mid-write) is skipped in silence; any other line that
-        is not a record (``record_defect``) is skipped with a warning naming the file and line (the first
-        ``NAMED_BAD_LINES`` of a file, then how many more)."""
-        if not self.path.exists():
+        is not a record (``record_defect``), or is JSON past ``safe_io``'s bounds, is skipped with a warning naming
+        the file and line (the first ``NAMED_BAD_LINES`` of a file, then how many more). A journal that is no
+        regular file (a FIFO, a device), cannot be read, or holds more than ``MAX_JOURNAL_BYTES`` is a JournalError
+        naming it, raised before any record: it is read a line at a time, never whole, never past that bound."""
+        try:
+            f = open_regular(self.path, MAX_JOURNAL_BYTES, "journal")
+        except FileNotFoundError:
             return
-        lines = self.path.read_bytes().split(b"\n")
-        bad = 0
-        for n, raw in enumerate(lines, 1):
+        except UnsafeFile as e:
+            raise JournalError(str(e)) from None
+        except OSError as e:  # a folder, a loop of links, a file the user may not read: named, never raised raw
+            raise JournalError(f"{self.path}: cannot be read ({e.strerror or type(e).__name__})") from None
+        with f:
+            yield from self._parsed(f)
+
+    def _parsed(self, f: IO[bytes]) -> Iterator[dict[str, Any]]:
+        """The records of the opened journal ``f``, a line at a time, each line bounded by what is left of the
+        journal's bound (a file can grow while it is read: another worker appends to it)."""
+        bad = read = n = 0
+        while raw := f.readline(MAX_JOURNAL_BYTES + 1 - read):
+            read += len(raw)
+            if read > MAX_JOURNAL_BYTES:  # grew past the bound while read
+                raise JournalError(f"{self.path}: holds more than {size_text(MAX_JOURNAL_BYTES)}, the most a journal "
+                                   f"may hold; read no further")
+            n += 1
             if not raw.strip():
                 continue
             try:
-                rec = json.loads(raw)
-            except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, nested too deeply
-                if n == len(lines):  # the last line, not newline-terminated: torn by a kill
+                rec = loads_bounded_json(raw, f"{self.path}:{n}")
+            except BadJson as e:  # not JSON, not UTF-8, nested too deeply, an integer of 100,000 digits
+                if not raw.endswith(b"\n"):  # the last line, not newline-terminated: torn by a kill
                     break
-                why = "nested too deeply" if isinstance(e, RecursionError) else "not a JSON line"
+                why = "not a JSON line" if e.syntax else e.why
             else:
                 if (why := record_defect(rec)) is None:
                     yield rec
