@@ -72,6 +72,9 @@ def load_frame(results: Path) -> pd.DataFrame:
             row.update({f"problem_{k}": v for k, v in (r.get("problem") or {}).items()})
             row.update({f"config_{k}": v for k, v in r["tiles"].items()})
             rows.append(row)
+    if not rows:  # a journal of another encoding, another tool's file, or only its torn last line
+        raise ValueError(f"report: no record in {', '.join(str(p) for p in journal_files(results))} (each line that "
+                         f"is not one is named above)")
     frame = pd.DataFrame(rows)
     extra = [c for prefix in ("stamp_", "problem_", "config_") for c in sorted(frame.columns) if c.startswith(prefix)]
     frame = frame.reindex(columns=list(SCHEMA) + extra)
@@ -97,11 +100,23 @@ def _all_ints(values: Any) -> bool:
     return bool(present) and all(type(v) is int for v in present)
 
 
+# A spreadsheet runs a cell that begins with one of these as a formula (CSV injection, OWASP): a journal's error
+# text or a bucket's name could. Such a text cell is written with a leading apostrophe, read as text.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _as_text(value: Any) -> Any:
+    return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_START) else value
+
+
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
-    """One CSV row per candidate, measured floats rounded to what the measurement resolves; the folder made as
-    needed."""
+    """One CSV row per candidate, measured floats rounded to what the measurement resolves, no text cell a
+    spreadsheet would run as a formula; the folder made as needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame}).to_csv(path, index=False)
+    out = frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame})
+    for column in out.select_dtypes(include=["object", "string"]).columns:
+        out[column] = out[column].map(_as_text)
+    out.to_csv(path, index=False)
 
 
 def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:

@@ -203,7 +203,10 @@ def update_table(path: Path, kernel: str, device_kind: str,
     """Read-modify-write under an exclusive lock, so concurrent writers lose nothing. A table holding
     entries that break the schema is not rewritten: the rewrite would drop them unseen."""
     make_folder(path.parent)
-    with FileLock(f"{path.resolve()}.lock"):  # a table named through a link is the same table
+    if path.is_symlink():  # its lock and its rewrite would land beside the target, outside this folder
+        raise TableError(f"{path}: a link to {os.readlink(path)}; a table is written only as a file of its own "
+                         f"folder (remove the link)")
+    with FileLock(f"{path}.lock"):
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write (we hold the lock)
             stale.unlink(missing_ok=True)
         table = read_table(path) or empty_table(kernel, device_kind)

@@ -7,14 +7,16 @@ repaired before the next append.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from kerneltune.logs import log_once
 from kerneltune.paths import SHARED_FILE, make_folder
@@ -149,6 +151,43 @@ class JournalError(ValueError):
 NAMED_BAD_LINES = 3
 
 
+class WriterLock:
+    """An exclusive ``flock`` on the journal file itself, so that one sweep writes it, whatever name it is given:
+    a link or a hard link reaches the same inode, which a lock file named after the path did not (two sweeps
+    through two hard links wrote 27 duplicate records). Released by ``release`` or when the process dies."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        make_folder(self.path.parent)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, SHARED_FILE)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise JournalError(f"{self.path}: not a regular file; a journal is one")
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise Timeout(str(self.path)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases its flock
+            self._fd = None
+
+    def __enter__(self) -> WriterLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
 class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -157,9 +196,9 @@ class Journal:
         self._real = self.path.resolve()
         self._lock = FileLock(f"{self._real}.lock")
 
-    def writer_lock(self) -> FileLock:
+    def writer_lock(self) -> WriterLock:
         """The lock a sweep holds while it writes this journal (taken at once or not at all)."""
-        return FileLock(f"{self._real}.writer.lock", timeout=0)
+        return WriterLock(self.path)
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every usable record. A torn final line (a kill mid-write) is skipped in silence; any other line that

@@ -135,3 +135,37 @@ def test_a_sweep_after_a_refused_link_loses_nothing(tmp_path):
     assert again.returncode == 0, again.stderr
     assert len(journal.read_text().splitlines()) == len(measured)  # nothing measured twice
     assert not any(user.rglob("*.json"))
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_are_written_as_text(tmp_path):
+    from kerneltune.report.frame import load_frame, write_csv
+
+    journal = tmp_path / "j.jsonl"
+    record = {"kernel": "toy", "bucket": "=HYPERLINK(\"http://x\")", "key": "{}", "tiles": {"block": 1},
+              "status": "correctness", "error": "+cmd|' /C calc'!A0", "strategy": "@SUM(1)", "problem": {"n": -3}}
+    journal.write_text(json.dumps(record) + "\n")
+    write_csv(load_frame(journal), tmp_path / "r.csv")
+    text = (tmp_path / "r.csv").read_text()
+    assert "'=HYPERLINK" in text and "'+cmd" in text and "'@SUM" in text
+    assert ",-3" in text  # a negative number is a number, not a formula
+
+
+def test_a_journal_with_no_record_is_refused_by_the_report(tmp_path):
+    journal = tmp_path / "j.jsonl"
+    journal.write_text('{"bucket": "b", "key": "{}", "tiles": {}}\n'.encode("utf-16").decode("latin-1"))
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "report", str(journal)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 3 and r.stderr.strip().splitlines()[-1].startswith(f"error: report: no record in {journal}")
+
+
+def test_install_onto_a_table_that_is_a_link_is_refused_and_writes_nothing_beside_its_target(tmp_path):
+    from kerneltune.tables.store import TableError, update_table
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "toy.json").write_text('{"schema": 1, "kernel": "toy", "device_kind": "cpu", "entries": {}}')
+    (tmp_path / "to/cpu").mkdir(parents=True)
+    (tmp_path / "to/cpu/toy.json").symlink_to(elsewhere / "toy.json")
+    with pytest.raises(TableError, match=r"a link to .*; a table is written only as a file of its own folder"):
+        update_table(tmp_path / "to/cpu/toy.json", "toy", "cpu", lambda t: None)
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["toy.json"]

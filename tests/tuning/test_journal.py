@@ -172,12 +172,19 @@ def test_each_append_reaches_the_disk_before_it_returns(tmp_path, monkeypatch):
 
 def test_a_journal_named_through_a_link_is_locked_as_the_file_itself(tmp_path):
     """Two sweeps, one given the journal and one a link to it, would both write it (10-12 duplicate records)."""
+    import os
+
     from filelock import Timeout
 
     real = Journal(tmp_path / "real.jsonl")
     (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
     with real.writer_lock(), pytest.raises(Timeout):
         Journal(tmp_path / "link.jsonl").writer_lock().acquire()
+    os.link(tmp_path / "real.jsonl", tmp_path / "hard.jsonl")
+    with real.writer_lock(), pytest.raises(Timeout):
+        Journal(tmp_path / "hard.jsonl").writer_lock().acquire()
+    with Journal(tmp_path / "hard.jsonl").writer_lock():  # released: the next one takes it
+        pass
 
 
 def test_a_full_disk_names_the_journal_and_keeps_what_it_holds(tmp_path, monkeypatch):

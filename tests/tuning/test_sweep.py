@@ -353,11 +353,17 @@ def test_a_replay_of_an_older_kernel_writes_entries_stamped_with_the_recorded_ha
 
 
 def test_two_sweeps_never_write_one_journal(tmp_path):
-    from filelock import FileLock
-
     opts = options(tmp_path, ["good"])
-    opts.journal_path.parent.mkdir(parents=True)
-    with FileLock(f"{opts.journal_path}.writer.lock"), pytest.raises(ValueError, match="another sweep is writing"):
+    with Journal(opts.journal_path).writer_lock(), pytest.raises(ValueError, match="another sweep is writing"):
+        run_sweep(opts)
+
+
+def test_a_hard_link_to_a_journal_is_the_same_journal(tmp_path):
+    """The lock is on the file, not its name: two sweeps through two hard links wrote 27 duplicate records."""
+    opts = options(tmp_path, ["good"])
+    Journal(opts.journal_path).path.touch()
+    os.link(opts.journal_path, tmp_path / "hard.jsonl")
+    with Journal(tmp_path / "hard.jsonl").writer_lock(), pytest.raises(ValueError, match="another sweep is writing"):
         run_sweep(opts)
 
 
