@@ -144,19 +144,26 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
 
 
 def _read_cached(path: Path) -> dict[str, Any] | None:
-    """The table, read again only when its file changes (launches call this on every call)."""
+    """The table, read again only when its file changes (launches call this on every call); a file that cannot
+    be used is not read again either until it changes (a broken 64 MiB table cost every launch its read)."""
     try:
         stamp = path.stat().st_mtime_ns
     except FileNotFoundError:
         return None
     except OSError as e:  # a loop of links, a folder it may not enter: named and skipped, never raised at launch
         raise TableError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
-    return _read_at(path, stamp)
+    table, error = _read_at(path, stamp)
+    if error is not None:
+        raise TableError(error)
+    return table
 
 
 @functools.lru_cache(maxsize=64)
-def _read_at(path: Path, mtime_ns: int) -> dict[str, Any] | None:
-    return read_table(path)
+def _read_at(path: Path, mtime_ns: int) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        return read_table(path), None
+    except TableError as e:
+        return None, str(e)
 
 
 def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tuple[dict[str, Any] | None, str]:

@@ -14,6 +14,7 @@ import logging
 import os
 from pathlib import Path
 
+from kerneltune.safe_io import MAX_JOURNAL_BYTES, read_regular_bytes
 from kerneltune.tables.stamps import now_stamp
 
 from .journal import cut_torn_tail
@@ -26,7 +27,7 @@ def usable_study_log(path: Path) -> None:
     if cut := cut_torn_tail(path):
         log.warning("%s: cut a torn last line of %d bytes (a write cut by a full disk or a kill)", path, cut)
     try:
-        data = path.read_bytes()
+        data = read_regular_bytes(path, MAX_JOURNAL_BYTES, "study log")
     except FileNotFoundError:
         return
     for n, line in enumerate(data.splitlines(), 1):

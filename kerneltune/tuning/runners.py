@@ -18,6 +18,7 @@ from kerneltune.limits import COMPILE_QUEUE
 from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
 from kerneltune.registry import load_backend, load_kernel
+from kerneltune.safe_io import MAX_TABLE_BYTES, loads_bounded_json, read_regular_bytes
 from kerneltune.wire import Op, Request, Status
 
 from .worker_process import WorkerDied, WorkerProcess, worker_env
@@ -31,8 +32,8 @@ def _ceilings_path() -> Path:
 
 def _read_list(path: Path) -> list[dict[str, Any]]:
     """Stamp sets from ``path`` (one object or a list of them); [] if it is missing or unusable."""
-    try:
-        data = json.loads(path.read_text())
+    try:  # a cache, not a record: anything but a small regular file of JSON is no cache
+        data = loads_bounded_json(read_regular_bytes(path, MAX_TABLE_BYTES, "ceilings cache"), str(path))
     except (OSError, ValueError):
         return []
     items = data if isinstance(data, list) else [data]

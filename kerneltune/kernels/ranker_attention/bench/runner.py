@@ -35,6 +35,7 @@ from kerneltune.backends.cuda_jax import cupti_sampler, gpu_clocks, system_stamp
 from kerneltune.backends.torch_events import event_sampler
 from kerneltune.measure import MeasureSettings, Timing, Turn, round_ratios, sample_until_quiet, take_turns, turn_medians
 from kerneltune.protocols import TakeBatch
+from kerneltune.safe_io import MAX_BENCH_BYTES, loads_bounded_json, read_regular_bytes
 from kerneltune.tables.stamps import device_kind, now_stamp
 
 from .. import baselines
@@ -302,7 +303,7 @@ def _resumed_rows(out: Path, stamps: dict[str, Any], shapes_path: Path) -> list[
     if not out.exists():
         return []
     try:
-        previous = json.loads(out.read_text())
+        previous = loads_bounded_json(read_regular_bytes(out, MAX_BENCH_BYTES, "bench result"), str(out))
         recorded, rows = previous["stamps"], previous["rows"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{out}: cannot resume it: {type(e).__name__}: {e}") from None
