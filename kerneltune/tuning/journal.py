@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import logging
+import math
 import os
 import stat
 from collections.abc import Iterator, Mapping
@@ -31,6 +32,7 @@ from kerneltune.safe_io import (
 )
 from kerneltune.tables.stamps import now_stamp
 from kerneltune.tables.store import finite, is_plain_name, positive_time
+from kerneltune.wire import Status
 
 log = logging.getLogger("kerneltune.journal")
 
@@ -105,8 +107,13 @@ def record_defect(rec: Any) -> str | None:
     timing = rec.get("timing", {})
     if "median_us" in timing and not positive_time(timing["median_us"]):
         return f"timing.median_us: {brief(timing['median_us'])} is not a positive finite time"
-    if rec.get("status") in ("ok", "pruned") and "score" not in rec and "median_us" not in timing:
+    if rec.get("status") in (Status.OK, Status.PRUNED) and "score" not in rec and "median_us" not in timing:
         return f"status {brief(rec['status'])} without a timing's median_us"
+    # What a table entry keeps of a timing: one such record would block its bucket's table.
+    if "spread" in timing and not (math.isfinite(timing["spread"]) and timing["spread"] >= 0):
+        return f"timing.spread: {brief(timing['spread'])} is not a spread (a finite number, 0 or more)"
+    if "samples" in timing and (type(timing["samples"]) is not int or timing["samples"] < 1):
+        return f"timing.samples: {brief(timing['samples'])} is not a count of samples"
     kind = rec.get("stamps", {}).get("device_kind")
     if kind is not None and not is_plain_name(kind):
         return f"stamps.device_kind {brief(kind)} is not a plain name"

@@ -44,7 +44,10 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
     """The table entry for one bucket's records, or None if none verified and timed. With a ``playoff`` of its
     leaders, its winner is the entry's and its ties are the runner-ups."""
     source = _entry_hash(records, kernel)  # once: it reads the kernel's source files
-    ok = [r for r in records if r.get("status") == Status.OK and r.get("kernel_hash") == source]
+    # A record that lacks what an entry keeps (a device to name the table by, a spread, a count of samples) can
+    # be no winner; it is passed over, not allowed to stop the bucket's table.
+    ok = [r for r in records if r.get("status") == Status.OK and r.get("kernel_hash") == source
+          and _device_kind(r) and {"spread", "samples"} <= set(r["timing"])]
     if not ok:
         return None
     ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))
@@ -97,6 +100,12 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
     }
 
 
+def _device_kind(record: dict[str, Any]) -> str | None:
+    """The table folder a record's device names: its stamps' device kind (or its GPU's, in older records)."""
+    stamps = record.get("stamps") or {}
+    return stamps.get("device_kind") or (device_kind(str(stamps["gpu"])) if stamps.get("gpu") else None)
+
+
 def _measured(r: dict[str, Any]) -> dict[str, Any]:
     """A runner-up's or fallback's config with what was measured of it (time, and errors where the
     kernel's check reports them: the runtime holds them against a launch's error budget)."""
@@ -111,8 +120,8 @@ def write_bucket_table(out: Path, kernel: Kernel, bucket: str, records: list[dic
     entry = bucket_entry(mine, kernel, rel_noise, playoff)
     if entry is None:
         return None
-    recorded = next(r for r in mine if r.get("key") == config_key(entry["config"]))["stamps"]
-    kind = recorded.get("device_kind") or device_kind(str(recorded["gpu"]))
+    key = config_key(entry["config"])
+    kind = next(k for r in reversed(mine) if r.get("key") == key and (k := _device_kind(r)))
     path = table_path(out / "tables", kind, kernel.name)
     inside = (out / "tables").resolve()
     where = path.parent.resolve()  # a link inside --out may point anywhere: where the write would really land

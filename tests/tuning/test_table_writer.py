@@ -141,3 +141,18 @@ def test_the_written_table_names_its_kernel_and_device_kind(tmp_path):
     write_bucket_table(tmp_path, PLUGIN, "b", [mine], 0.01)
     table = read_table(table_path(tmp_path / "tables", "gpu-x", "fake"))
     assert (table["kernel"], table["device_kind"]) == ("fake", "gpu-x")
+
+
+def test_a_record_an_entry_cannot_keep_is_passed_over_not_allowed_to_stop_the_table():
+    """A record without a spread, samples or a device (or a NaN spread, which the journal refuses) loses; the
+    bucket's other records still make its entry."""
+    from kerneltune.tuning.journal import record_defect
+
+    good = record("good", 1, 20.0)
+    no_spread = record("good", 2, 10.0)
+    no_spread["timing"] = {k: v for k, v in no_spread["timing"].items() if k != "spread"}
+    no_device = {**record("good", 3, 5.0), "stamps": {}}
+    entry = bucket_entry([good, no_spread, no_device], PLUGIN, 0.01)
+    assert entry["config"] == good["tiles"]
+    assert record_defect({**good, "timing": {**good["timing"], "spread": float("nan")}}).startswith("timing.spread")
+    assert record_defect({**good, "timing": {**good["timing"], "samples": 0}}).startswith("timing.samples")
