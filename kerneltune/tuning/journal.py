@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -158,6 +159,17 @@ class JournalError(ValueError):
 NAMED_BAD_LINES = 3
 
 
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _encodes(rec: Any) -> bool:
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class WriterLock:
     """An exclusive ``flock`` on the journal file itself, so that one sweep writes it, whatever name it is given:
     a link or a hard link reaches the same inode, which a lock file named after the path did not (two sweeps
@@ -243,7 +255,9 @@ class Journal:
                     break
                 why = "not a JSON line" if e.syntax else e.why
             else:
-                if (why := record_defect(rec)) is None:
+                if _SURROGATE.search(raw) and not _encodes(rec):  # "\\ud800": JSON, but no text any output takes
+                    why = "a string holds a lone surrogate (\\ud800-\\udfff), which is no text"
+                elif (why := record_defect(rec)) is None:
                     yield rec
                     continue
             bad += 1

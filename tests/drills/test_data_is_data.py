@@ -169,3 +169,13 @@ def test_install_onto_a_table_that_is_a_link_is_refused_and_writes_nothing_besid
     with pytest.raises(TableError, match=r"a link to .*; a table is written only as a file of its own folder"):
         update_table(tmp_path / "to/cpu/toy.json", "toy", "cpu", lambda t: None)
     assert sorted(p.name for p in elsewhere.iterdir()) == ["toy.json"]
+
+
+def test_a_lone_surrogate_in_a_journal_is_a_named_bad_line_not_an_encoding_traceback(tmp_path):
+    journal = tmp_path / "j.jsonl"
+    journal.write_text('{"kernel": "toy", "bucket": "b\\ud800", "key": "{}", "tiles": {"block": 1}, '
+                       '"status": "correctness", "error": "x"}\n')
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "report", str(journal), "--csv", str(tmp_path / "r.csv")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3 and "Traceback" not in r.stderr
+    assert f"{journal}:1: a string holds a lone surrogate" in r.stderr
