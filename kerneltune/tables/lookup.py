@@ -178,6 +178,7 @@ def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tup
             table = _read_cached(path)
         except TableError as e:
             log_once(f"{kernel}: {e}; left out")
+            used.append("")  # a table was there: no second line says there was none
             continue
         if table is None:
             continue
@@ -185,8 +186,9 @@ def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tup
             log_once(f"{kernel}: {skipped}")
         used.append(str(path))
         merged = {"entries": {**(merged or {}).get("entries", {}), **table["entries"]}}
-    where = " over ".join(reversed(used)) or " or ".join(str(table_path(r, device_kind, kernel)) for r in roots)
-    return merged, where
+    where = " over ".join(u for u in reversed(used) if u) or " or ".join(
+        str(table_path(r, device_kind, kernel)) for r in roots)
+    return merged, where if merged is not None or not used else ""
 
 
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
@@ -198,7 +200,8 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
     logged as one line (once per process), not one line each."""
     table, where = read_overlaid(kernel, str(running["device_kind"]), roots or table_roots())
     if table is None:
-        log_once(f"{kernel}: no tuned table at {where}; using the heuristic")
+        if where:  # else every table there was left out, and said so: one line, not two
+            log_once(f"{kernel}: no tuned table at {where}; using the heuristic")
         return None
     entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, kin)
     if entry is None:

@@ -179,3 +179,86 @@ def test_a_lone_surrogate_in_a_journal_is_a_named_bad_line_not_an_encoding_trace
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 3 and "Traceback" not in r.stderr
     assert f"{journal}:1: a string holds a lone surrogate" in r.stderr
+
+
+LAUNCH = """import json, logging, sys
+logging.basicConfig(level=logging.WARNING, format="%(message)s")
+from tests.toy_kernel.kernel import PLUGIN, toy_matvec
+import numpy as np
+from pathlib import Path
+y, tiles = toy_matvec(np.ones((192, 192)), np.ones(192), Path(sys.argv[1]))
+print(json.dumps(tiles))
+"""
+
+
+def _toy_entry(**change):
+    from tests.toy_kernel.backend import BACKEND
+    from tests.toy_kernel.kernel import PLUGIN
+
+    stamps = {k: v for k, v in BACKEND.stamps().items() if k in BACKEND.matched_stamps}
+    entry = {"bucket": {"n": 192}, "bucket_name": "n192", "problem": {"n": 192}, "config": {"block": 16, "unroll": 8},
+             "median_us": 10.0, "spread": 0.01, "samples": 10, "runner_ups": [], "fallbacks": [],
+             "stamps": {**stamps, "kernel_hash": PLUGIN.source_hash()}}
+    for key, value in change.items():
+        if key == "stamps":
+            entry["stamps"] = {**entry["stamps"], **value}
+        else:
+            entry[key] = value
+    return entry
+
+
+@pytest.mark.parametrize(("name", "entry_or_text", "warns"), [
+    ("a bucket value of 10**400", _toy_entry(bucket={"n": 10**400}), None),
+    ("a median of 10**400", _toy_entry(median_us=10**400), "median_us"),
+    ("an entry written by a replay", _toy_entry(stamps={"replayed_from": "/x/journal"}), "written by a replay"),
+    ("an integer of 5,000 digits",
+     '{"schema": 1, "kernel": "toy", "device_kind": "toy-cpu", "entries": {"x": ' + "9" * 5000 + "}}", "4300 digits"),
+    ("a rekeyed_from that is no list", _toy_entry(stamps={"rekeyed_from": 7}), "rekeyed_from"),
+])
+def test_the_launch_survives_any_table_with_one_warning(tmp_path, name, entry_or_text, warns):
+    """The toy's launch API over a user table holding one hostile entry: no exception, the heuristic (or the entry
+    where it is usable), at most one warning naming the table."""
+    folder = tmp_path / "toy-cpu"
+    folder.mkdir()
+    text = entry_or_text if isinstance(entry_or_text, str) else json.dumps(
+        {"schema": 1, "kernel": "toy", "device_kind": "toy-cpu", "entries": {"n=192": entry_or_text}})
+    (folder / "toy.json").write_text(text)
+    r = subprocess.run([sys.executable, "-c", LAUNCH, str(tmp_path)], capture_output=True, text=True, timeout=60,
+                       cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert json.loads(r.stdout) in ({"block": 1, "unroll": 1}, {"block": 16, "unroll": 8})
+    if warns is not None:
+        named = [line for line in r.stderr.splitlines() if warns in line]
+        assert len(named) == 1, r.stderr
+        assert str(folder / "toy.json") in named[0] or "n=192" in named[0], r.stderr
+
+
+def test_a_fifo_in_the_users_tables_neither_hangs_a_launch_nor_a_warm_started_sweep(tmp_path):
+    user = tmp_path / "user"
+    (user / "toy-cpu").mkdir(parents=True)
+    os.mkfifo(user / "toy-cpu/toy.json")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KERNELTUNE_TABLES": str(user), "COLUMNS": "400"}
+    r = subprocess.run([sys.executable, "-c", LAUNCH, str(user)], capture_output=True, text=True, timeout=60,
+                       cwd=REPO, env=env)
+    assert r.returncode == 0 and json.loads(r.stdout) == {"block": 1, "unroll": 1}
+    assert [line for line in r.stderr.splitlines() if line] == [  # one line, naming the file
+        f"toy: {user / 'toy-cpu/toy.json'}: is a FIFO, not a regular file; left out"]
+    (tmp_path / "s.toml").write_text(TOY_SPACE)
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", TOY, "--space", str(tmp_path / "s.toml"),
+                        "--out", str(tmp_path / "out"), "--compile-workers", "0", "--max-seconds", "0.05"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_kernels_feasibility_check_that_raises_is_that_configs_refusal(tmp_path):
+    """The toy divides n by the block: block 0 raised ZeroDivisionError through the sweep; now it is refused."""
+    (tmp_path / "s.toml").write_text(TOY_SPACE.replace("block = [1, 16, 64]", "block = [0, 16]"))
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", TOY, "--space", str(tmp_path / "s.toml"),
+                        "--out", str(tmp_path / "out"), "--compile-workers", "0", "--max-seconds", "0.05"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    refused = [json.loads(line) for line in (tmp_path / "out/journals/toy-live.jsonl").read_text().splitlines()
+               if '"constraint"' in line]
+    assert {rec["tiles"]["block"] for rec in refused} == {0}
+    assert "toy's feasibility check raised ZeroDivisionError" in refused[0]["error"]
