@@ -16,7 +16,6 @@ from typing import Any
 
 from kerneltune.protocols import Kernel
 from kerneltune.registry import load_backend
-from kerneltune.report.configs import config_text
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import device_kind, now_stamp
@@ -94,10 +93,15 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         "candidates_ok": len(ok),
         # Whether the winner's timing met the noise rule before its time cap (``measure.sample_until_quiet``).
         "settled": bool(t.get("converged", True)),
-        **({"playoff": playoff.to_dict(lambda k: config_text(by_key[k]["tiles"], {}))} if playoff else {}),
+        **({"playoff": playoff.to_dict(lambda k: _label(by_key[k]["tiles"]))} if playoff else {}),
         "stamps": stamps,
         **({"accuracy": win["accuracy"]} if win.get("accuracy") else {}),
     }
+
+
+def _label(tiles: dict[str, Any]) -> str:
+    """A config as a reader names it in the playoff's ratios: ``cost=1.2 warps=4``."""
+    return " ".join(f"{k}={v}" for k, v in tiles.items())
 
 
 def _device_kind(record: dict[str, Any]) -> str | None:
