@@ -9,6 +9,14 @@ from types import ModuleType
 from typing import Any
 
 
+def _parse[E: enum.StrEnum](cls: type[E], value: E | str, field: str) -> E:
+    """``value`` as a member of ``cls``, or a ValueError naming the field and the members."""
+    try:
+        return cls(value)
+    except ValueError:
+        raise ValueError(f"{field}: {value!r} is not one of {', '.join(m.value for m in cls)}") from None
+
+
 class CapMethod(enum.StrEnum):
     """How scaled logits are bounded before the softmax.
 
@@ -27,11 +35,7 @@ class CapMethod(enum.StrEnum):
 
     @classmethod
     def parse(cls, value: CapMethod | str) -> CapMethod:
-        try:
-            return cls(value)
-        except ValueError:
-            names = ", ".join(m.value for m in cls)
-            raise ValueError(f"cap_method: {value!r} is not one of {names}") from None
+        return _parse(cls, value, "cap_method")
 
     @property
     def needs_cap(self) -> bool:
@@ -59,11 +63,7 @@ class CapImpl(enum.StrEnum):
 
     @classmethod
     def parse(cls, value: CapImpl | str) -> CapImpl:
-        try:
-            return cls(value)
-        except ValueError:
-            names = ", ".join(m.value for m in cls)
-            raise ValueError(f"cap_impl: {value!r} is not one of {names}") from None
+        return _parse(cls, value, "cap_impl")
 
 
 # Extra absolute error on the output allowed for a method, on top of the dtype's
