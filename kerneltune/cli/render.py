@@ -82,12 +82,13 @@ def playoffs(results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
         p, e = r.playoff, r.entry
         if p is None or e is None:
             continue
-        closest = min(p.ratios.values(), key=lambda v: v[1])
-        ties = f"; tied within its 95% interval: {len(p.ties)}, kept as runner-ups" if p.ties else ""
+        lo, med, hi = min(p.ratios.values(), key=lambda v: v[1])
+        interval = f"{100 * (med - 1):+.1f}%, 95% interval {100 * (lo - 1):+.1f}% to {100 * (hi - 1):+.1f}%"
+        winner = config_text(e["config"], defaults) or "the winner"
+        verdict = (f"{winner} kept; {len(p.ties)} other leader(s) tie with it (the closest {interval}), kept as "
+                   f"runner-ups" if p.ties else f"{winner} wins ({interval} for the closest other leader)")
         line(f"playoff {r.bucket}: {1 + len(p.ratios)} leaders over {p.rounds} interleaved rounds, "
-             f"{r.playoff_s:.1f} s; {config_text(e['config'], defaults) or 'the winner'} wins by "
-             f"{100 * (closest[1] - 1):.1f}% (95% interval {100 * (closest[0] - 1):+.1f}% to "
-             f"{100 * (closest[2] - 1):+.1f}%){ties}")
+             f"{r.playoff_s:.1f} s; {verdict}")
 
 
 def unsettled(results: list[BucketResult]) -> None:
@@ -159,14 +160,21 @@ def modelled_ranking(journal: Path, buckets: list[str], defaults: Mapping[str, A
         console.print(out)
 
 
+def verdict_word(e: EntryReport) -> str:
+    """The verdict's first word, as docs/ci.md names them: ok, slower, stale, unsettled, a failed check's status."""
+    if not e.checked:
+        return "not checked"
+    word = e.verdict.split(":")[0].split(";")[0].split(" ")[0]
+    return word if e.failed or e.unsettled else "ok"
+
+
 def verify_progress(r: EntryReport) -> None:
-    line(f"{r.bucket}: {r.correctness}, {r.verdict}")
+    line(f"{r.bucket}: {r.verdict} (correctness: {r.correctness})")
 
 
 def verdict_counts(entries: list[EntryReport]) -> None:
     """``verify: 7 ok, 1 unsettled, 1 failed`` (every item: entries and fallbacks)."""
-    counts = Counter("failed" if e.failed else "unsettled" if e.unsettled else "not checked" if not e.checked
-                     else "ok" for e in entries)
+    counts = Counter(verdict_word(e) for e in entries)
     if counts:
         line("verify: " + ", ".join(f"{n} {word}" for word, n in sorted(counts.items(), key=lambda kv: -kv[1])))
 

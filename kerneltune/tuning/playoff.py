@@ -11,6 +11,7 @@ runner-up the entry keeps, measured as good as the winner.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,23 @@ class Playoff:
     def ties(self) -> list[str]:
         """The leaders as good as the winner: their interval includes parity. Closest first."""
         return sorted((k for k, (lo, _, _) in self.ratios.items() if lo <= 1.0), key=lambda k: self.ratios[k][1])
+
+    def beats(self, key: str) -> bool:
+        """Whether the winner ran faster than ``key``'s leader beyond doubt: that leader's interval lies above 1."""
+        return key in self.ratios and self.ratios[key][0] > 1.0
+
+    def kept_for(self, incumbent: str) -> Playoff:
+        """The decision an entry keeps: this one where its winner beats ``incumbent`` (the fastest sequential
+        median) beyond doubt, else the incumbent's: a winner picked from within the noise would flip from one run
+        to the next. The incumbent's ratios to the others are read off the winner's."""
+        if incumbent == self.winner or self.beats(incumbent) or incumbent not in self.ratios:
+            return self
+        lo_w, med_w, hi_w = self.ratios[incumbent]
+        ratios = {self.winner: (1 / hi_w, 1 / med_w, 1 / lo_w)}  # the winner against the incumbent
+        for k, (lo, med, hi) in self.ratios.items():
+            if k != incumbent:
+                ratios[k] = (lo / hi_w, med / med_w, hi / lo_w)  # a conservative interval of a ratio of ratios
+        return dataclasses.replace(self, winner=incumbent, ratios=ratios)
 
     @property
     def margin(self) -> float | None:

@@ -449,14 +449,16 @@ class _Sweep:
             return
         try:
             decided = decide({r["key"]: t for r, t in zip(top, times, strict=True)}, settings.batch)
-            result.playoff = dataclasses.replace(decided, seconds=result.playoff_s)
+            # top[0]: the fastest sequential median, kept unless another leader beats it beyond doubt
+            result.playoff = dataclasses.replace(decided.kept_for(top[0]["key"]), seconds=result.playoff_s)
         except ValueError as e:
             result.playoff_note = f"{bucket.name}: {e}"
 
     def _resumable(self, bucket: Bucket, base: dict[str, Any], result: BucketResult) -> dict[str, dict[str, Any]]:
         """The journal's records of this bucket that a resumed sweep may keep: measured under this kernel source,
-        on this bucket's problem and inputs, with the same cold-L2 setting. The others are measured again (the
-        journal keeps both) and counted, by why, in ``result.remeasured``."""
+        on this bucket's problem and inputs, with the same cold-L2 setting, and none stopped early where this sweep
+        times every candidate fully. The others are measured again (the journal keeps both) and counted, by why, in
+        ``result.remeasured``."""
         done = {}
         for (b, key), rec in self.journal.done().items():
             if b != bucket.name:
@@ -464,7 +466,9 @@ class _Sweep:
             why = ("another kernel source" if rec.get("kernel_hash") != base["kernel_hash"] and self.opts.replay is None
                    else "another problem or inputs" if (rec.get("problem"), rec.get("inputs", {})) != (
                        base["problem"], base["inputs"])
-                   else "another cold-L2 setting" if rec.get("cold_l2", False) != base["cold_l2"] else None)
+                   else "another cold-L2 setting" if rec.get("cold_l2", False) != base["cold_l2"]
+                   else "a candidate stopped early, now timed fully (--no-early-stop)"
+                   if rec.get("status") == Status.PRUNED and self.opts.search.prune_factor is None else None)
             if why is None:
                 done[key] = rec
             elif rec.get("status") != Status.CONSTRAINT:

@@ -52,6 +52,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
     ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))
     by_key = {r["key"]: r for r in ok}
     if playoff is not None and playoff.winner in by_key and all(k in by_key for k in playoff.ratios):
+        playoff = playoff.kept_for(ok[0]["key"])
         win = by_key[playoff.winner]
         runner_ups = [_measured(by_key[k]) for k in playoff.ties][:MAX_RUNNER_UPS]
     else:

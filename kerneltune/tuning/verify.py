@@ -206,7 +206,7 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         try:
             for n, (against_heuristic, checked) in enumerate(items):
                 reports.append(_verify_entry(kernel, measured, checked, want, need is None, settings,
-                                             against_heuristic, timed[n]))
+                                             against_heuristic, timed[n], table_path))
                 if on_entry is not None:
                     on_entry(reports[-1])
         except KeyboardInterrupt:
@@ -328,7 +328,7 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> bool:
 
 def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], want: dict[str, Any],
                   on_gpu: bool, settings: MeasureSettings, against_heuristic: bool,
-                  timed: list[tuple[str, dict[str, Any]]]) -> EntryReport:
+                  timed: list[tuple[str, dict[str, Any]]], table: Path | str = "TABLE") -> EntryReport:
     """Checked and timed as any entry; one tuned for another kernel source fails as stale whatever its checks
     say, and its verdict says so first (it was once overwritten by a later "ok; warning")."""
     rep = _check_and_time(kernel, runner, entry, on_gpu, settings, against_heuristic, timed)
@@ -338,7 +338,8 @@ def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], 
         carry = (f"`kerneltune rekey {runner.kernel_name}` carries it if its programs did not change, else "
                  if Capability.PROGRAM_DIGEST in kernel.capabilities else "")
         rep.verdict = (f"stale: tuned for another kernel source ({carry}`kerneltune sweep {runner.kernel_name} "
-                       f"--contenders TABLE` re-measures the table's configs); checks here: {rep.verdict}")
+                       f"--contenders {table}` re-measures the table's configs, then `kerneltune install` the "
+                       f"sweep's table); checks here: {rep.verdict}")
     return rep
 
 

@@ -83,3 +83,17 @@ def test_no_playoff_leaves_the_sequential_winner(tmp_path):
     [result] = run_sweep(opts)
     entry = json.loads((tmp_path / "tables/cpu/two-costs.json").read_text())["entries"]["n=1"]
     assert result.playoff is None and entry["config"] == {"cost": 1.2} and "playoff" not in entry
+
+
+def test_a_winner_from_within_the_noise_does_not_unseat_the_sequential_one():
+    """The incumbent (fastest sequential median) stays unless another leader beats it beyond doubt: a playoff
+    that cannot tell them apart would otherwise flip the entry from one run to the next."""
+    rng = np.random.default_rng(3)
+    noisy = {"seq": 1.0 + 0.3 * rng.standard_normal(10) ** 2, "other": 1.0 + 0.3 * rng.standard_normal(10) ** 2}
+    p = decide(noisy, 1)
+    kept = p.kept_for("seq")
+    assert kept.winner == "seq" and kept.ties == ["other"]
+    lo, _, hi = kept.ratios["other"]
+    assert lo <= 1 <= hi
+    clear = decide({"seq": np.full(10, 1.2), "other": np.full(10, 1.0)}, 1)
+    assert clear.beats("seq") and clear.kept_for("seq").winner == "other"  # beaten beyond doubt: unseated

@@ -155,7 +155,7 @@ def test_an_entry_of_another_kernel_source_fails_as_stale_naming_the_re_measure(
     verdict = r.entries[0].verdict
     assert verdict.startswith("stale: tuned for another kernel source") and "--contenders" in verdict
     # Both commands name the kernel as verify was given it (an import path here), so they run as printed.
-    assert f"`kerneltune sweep tests.tuning.fake_kernel:{kernel} --contenders TABLE`" in verdict
+    assert f"`kerneltune sweep tests.tuning.fake_kernel:{kernel} --contenders {path}`" in verdict
     assert (f"`kerneltune rekey tests.tuning.fake_kernel:{kernel}` carries it if its programs did not change"
             in verdict) == (kernel == "DIGESTING")
 
@@ -444,7 +444,7 @@ def test_an_unstamped_entry_is_verified_and_its_missing_stamps_named(tmp_path):
                         [("the item", entry["config"])])
     assert rep.stamps == ["kernel_hash: table None, running 'fakehash'"]
     assert rep.failed and rep.verdict.startswith("stale: tuned for another kernel source (`kerneltune sweep fake "
-                                                 "--contenders TABLE` re-measures the table's configs)")
+                                                 "--contenders TABLE` re-measures the table's configs, then `kerneltune install` the sweep's table)")
 
 
 def test_without_any_table_the_refusal_names_every_place_it_looked(tmp_path, monkeypatch):
