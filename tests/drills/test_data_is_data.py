@@ -17,6 +17,9 @@ import pytest
 
 from ..paths import REPO
 
+# Each case starts a kerneltune process or two (~1-2 s each): make test runs them, the quick loop does not.
+pytestmark = pytest.mark.slow
+
 TOY = "tests.toy_kernel.kernel:PLUGIN"
 TOY_SPACE = 'kernel = "toy"\n[params]\nblock = [1, 16, 64]\nunroll = [8, 64]\n[[buckets]]\nname = "n192"\n' \
             'problem = { n = 192 }\n'

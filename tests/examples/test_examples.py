@@ -22,7 +22,7 @@ def kerneltune(*args, env, cwd, allowed=(0,)):
 
 
 @pytest.mark.parametrize(("example", "bucket", "extra"), [
-    pytest.param("jax_matmul", "m256", (), id="jax"),
+    pytest.param("jax_matmul", "m256", (), marks=pytest.mark.slow, id="jax"),
     pytest.param("pallas_matmul", "m256", ("--budget", "3"), marks=pytest.mark.slow, id="pallas-interpret"),
     pytest.param("triton_softmax", "r64-c256", ("--budget", "2"), marks=pytest.mark.slow, id="triton-interpret"),
 ])

@@ -444,7 +444,8 @@ def test_an_unstamped_entry_is_verified_and_its_missing_stamps_named(tmp_path):
                         [("the item", entry["config"])])
     assert rep.stamps == ["kernel_hash: table None, running 'fakehash'"]
     assert rep.failed and rep.verdict.startswith("stale: tuned for another kernel source (`kerneltune sweep fake "
-                                                 "--contenders TABLE` re-measures the table's configs, then `kerneltune install` the sweep's table)")
+                                                 "--contenders TABLE` re-measures the table's configs, then "
+                                                 "`kerneltune install` the sweep's table)")
 
 
 def test_without_any_table_the_refusal_names_every_place_it_looked(tmp_path, monkeypatch):
