@@ -265,3 +265,92 @@ def test_a_kernels_feasibility_check_that_raises_is_that_configs_refusal(tmp_pat
                if '"constraint"' in line]
     assert {rec["tiles"]["block"] for rec in refused} == {0}
     assert "toy's feasibility check raised ZeroDivisionError" in refused[0]["error"]
+
+
+@pytest.mark.parametrize(("name", "make", "says"), [
+    ("a link to /dev/zero", lambda p: p.symlink_to("/dev/zero"), "is a character device, not a regular file"),
+    ("a table of 65 MiB", lambda p: os.truncate(p.open("wb").name, 65 << 20), "over the 64 MiB a tuned table may"),
+])
+def test_a_table_file_that_is_no_table_costs_a_launch_one_line(tmp_path, name, make, says):
+    folder = tmp_path / "toy-cpu"
+    folder.mkdir()
+    make(folder / "toy.json")
+    started = time.monotonic()
+    r = subprocess.run([sys.executable, "-c", LAUNCH, str(tmp_path)], capture_output=True, text=True, timeout=60,
+                       cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert time.monotonic() - started < 30 and r.returncode == 0 and json.loads(r.stdout) == {"block": 1, "unroll": 1}
+    lines = [line for line in r.stderr.splitlines() if line]
+    assert len(lines) == 1 and str(folder / "toy.json") in lines[0] and says in lines[0], r.stderr
+
+
+REPORTED = str(REPO / "tests/fixtures/ranker_attention/run-c-journals")
+
+
+@pytest.mark.parametrize(("name", "option", "text", "says"), [
+    ("a bench result that is a list", "--bench", "[1, 2]", "bench.json"),
+    ("a bench result of 5,000 digits", "--bench", '{"rows": [' + "9" * 5000 + "]}", "bench.json"),
+    ("a baseline with a median that is text", "--baseline", None, "median_us"),
+    ("a baseline with a NaN median", "--baseline", float("nan"), "median_us"),
+    ("a baseline with an infinite median", "--baseline", float("inf"), "median_us"),
+    ("a baseline with a zero median", "--baseline", 0, "median_us"),
+])
+def test_a_report_given_a_bad_file_refuses_it_in_one_line(tmp_path, name, option, text, says):
+    if option == "--bench":
+        path = tmp_path / "bench.json"
+        path.write_text(text)
+    else:
+        table = json.loads((REPO / "tests/fixtures/ranker_attention/sweep-a-table.json").read_text())
+        for entry in table["entries"].values():
+            entry["median_us"] = "fast" if text is None else text
+        path = tmp_path / "base.json"
+        path.write_text(json.dumps(table))
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "report", REPORTED, option, str(path), "--csv",
+                        str(tmp_path / "r.csv")], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "400"})
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert r.returncode == 3 and "Traceback" not in r.stderr and len(errors) == 1, r.stderr
+    assert str(path) in errors[0] and says in errors[0], errors
+
+
+def test_a_sweep_through_a_hard_link_to_a_journal_in_use_is_refused(tmp_path):
+    """The writer lock is on the file: a second sweep through a hard link waits for no one and writes nothing."""
+    from kerneltune.tuning.journal import Journal
+
+    (tmp_path / "s.toml").write_text(TOY_SPACE)
+    first = tmp_path / "a.jsonl"
+    first.touch()
+    os.link(first, tmp_path / "b.jsonl")
+    with Journal(first).writer_lock():
+        r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", TOY, "--space", str(tmp_path / "s.toml"),
+                            "--out", str(tmp_path / "out"), "--journal", str(tmp_path / "b.jsonl")],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400"})
+    assert r.returncode == 3 and "another sweep is writing this journal" in r.stderr
+    assert first.read_text() == ""
+
+
+def test_a_ranker_entry_that_lacks_or_garbles_its_cap_is_no_crash():
+    from kerneltune.kernels.ranker_attention.api import _cap_kin
+    from kerneltune.kernels.ranker_attention.config import Problem
+
+    problem = Problem(batch=1, seq_len=128, q_heads=1, kv_heads=1, head_dim=64, cap_method="tanh", cap=30.0)
+    assert _cap_kin(problem, {"head_dim": 64}) == 2 and _cap_kin(problem, {"cap_method": 7}) == 2
+    assert _cap_kin(problem, {"cap_method": "tanh_approx"}) == 0
+
+
+@pytest.mark.parametrize(("change", "says"), [({"rekeyed_from": 7}, "stamps.rekeyed_from: 7 is not a list"),
+                                              ({"median_us": 10**400}, "median_us")])
+def test_rekey_skips_and_names_an_entry_it_cannot_read(tmp_path, change, says):
+    table = json.loads((REPO / "tests/fixtures/ranker_attention/sweep-a-table.json").read_text())
+    entry = next(iter(table["entries"].values()))
+    if "rekeyed_from" in change:
+        entry["stamps"].update(change)
+    else:
+        entry.update(change)
+    (tmp_path / "t.json").write_text(json.dumps(table))
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "rekey", "ranker-attention", "--table",
+                        str(tmp_path / "t.json")], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "COLUMNS": "400"})
+    assert r.returncode in (1, 3) and "Traceback" not in r.stdout + r.stderr
+    named = [line for line in (r.stdout + r.stderr).splitlines() if says in line]
+    assert len(named) == 1 and str(tmp_path / "t.json") in named[0], r.stdout + r.stderr
