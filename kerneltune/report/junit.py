@@ -58,7 +58,7 @@ def write_junit(path: Path, kernel: str, reports: list[VerifyReport]) -> None:
         for k, v in counts.items():
             suite.set(k, str(v))
     path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    _write(root, path)
 
 
 def write_checks_junit(path: Path, kernel: str, what: str, checks: list[EmulationCheck]) -> None:
@@ -75,4 +75,12 @@ def write_checks_junit(path: Path, kernel: str, what: str, checks: list[Emulatio
         if not c.ok:
             ET.SubElement(case, "failure", message=c.error or "over its tolerance", type="wrong").text = figures
     path.parent.mkdir(parents=True, exist_ok=True)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    _write(root, path)
+
+
+def _write(root: ET.Element, path: Path) -> None:
+    """The file, or an OSError naming it (a full disk raises one without its file)."""
+    try:
+        ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None

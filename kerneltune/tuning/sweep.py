@@ -612,7 +612,14 @@ class _Sweep:
         rec = make_record(base, tiles, {**reply, "phases": phases}, **extra)
         if strategy is not None:
             told = time.perf_counter()
-            strategy.observe(tiles, record_value(rec))
+            try:
+                strategy.observe(tiles, record_value(rec))
+            except OSError as e:  # the sampler's study log (a full disk): named, the measurement journaled first
+                self.journal.append(rec)
+                log = e.filename or self.journal.path.with_suffix(".optuna.log")
+                raise OSError(e.errno, f"{e.strerror or e}; the study log could not be written; the journal "
+                                       f"{self.journal.path} keeps every measurement, this one included", str(log)
+                              ) from None
             rec["phases"]["tell_s"] = round(time.perf_counter() - told, 6)
         self._mark = time.perf_counter()
         self.journal.append(rec)

@@ -361,3 +361,35 @@ def test_rekey_skips_and_names_an_entry_it_cannot_read(tmp_path, change, says):
     assert r.returncode in (1, 3) and "Traceback" not in r.stdout + r.stderr
     named = [line for line in (r.stdout + r.stderr).splitlines() if says in line]
     assert len(named) == 1 and str(tmp_path / "t.json") in named[0], r.stdout + r.stderr
+
+
+def test_a_full_disk_under_the_study_log_or_the_junit_file_names_the_file(tmp_path, monkeypatch):
+    """ENOSPC carries no file name: the line would have said "No space left on device" and nothing else."""
+    import errno
+
+    from typer.testing import CliRunner
+
+    from kerneltune.cli import app
+    from kerneltune.report.junit import write_junit
+    from kerneltune.tuning.strategies.exhaustive import Exhaustive
+
+    def full(self, tiles, value):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Exhaustive, "observe", full)
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    (tmp_path / "s.toml").write_text(TOY_SPACE)
+    r = CliRunner().invoke(app, ["sweep", TOY, "--space", str(tmp_path / "s.toml"), "--out", str(tmp_path / "out"),
+                                 "--compile-workers", "0", "--max-seconds", "0.05"])
+    errors = [line for line in r.output.splitlines() if line.startswith("error: ")]
+    assert r.exit_code == 3 and len(errors) == 1 and "toy-live.optuna.log: No space left on device" in errors[0]
+    journal = tmp_path / "out/journals/toy-live.jsonl"
+    assert len(journal.read_text().splitlines()) >= 1  # the measurement that met the full disk is kept
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("xml.etree.ElementTree.ElementTree.write", no_space)
+    with pytest.raises(OSError) as raised:
+        write_junit(tmp_path / "j.xml", "toy", [])
+    assert raised.value.filename == str(tmp_path / "j.xml")
