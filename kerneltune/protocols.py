@@ -47,8 +47,10 @@ class Capability(StrEnum):
     OWN_SPACE = "own_space"  # OwnSpace: the kernel carries its space, so a sweep needs no --space
 
 
+@runtime_checkable
 class Kernel(Protocol):
-    """What the engine needs of a kernel; everything else stays inside its folder."""
+    """What the engine needs of a kernel; everything else stays inside its folder. Runtime-checkable: an import
+    path may name anything, and the registry asks ``isinstance(obj, Kernel)`` before the engine uses it."""
 
     name: str
     backend: str  # the registered backend (or an import path) that discovers its device and times it

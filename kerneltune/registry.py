@@ -44,7 +44,6 @@ def canonical_name(name: str) -> str:
 
 
 OWN_FORMS = "path/to/file.py[:ATTR] or package.module:ATTR"  # how a kernel of one's own is named
-_KERNEL_MEMBERS: frozenset[str] = Kernel.__protocol_attrs__  # type: ignore[attr-defined]
 
 
 def _split_file(target: str) -> tuple[str, str | None] | None:
@@ -72,14 +71,10 @@ def _module_of_file(path: Path) -> Any:
     return module
 
 
-def _is_kernel(value: Any) -> bool:
-    """Whether ``value`` is a kernel (an instance with every member of the protocol), not a class or a module."""
-    return not isinstance(value, type) and all(hasattr(value, m) for m in _KERNEL_MEMBERS)
-
-
 def _the_kernel_of(module: Any, path: Path) -> Any:
     """The one kernel a file defines, where it was named without an attribute."""
-    found = [name for name, value in vars(module).items() if not name.startswith("_") and _is_kernel(value)]
+    found = [name for name, value in vars(module).items() if not name.startswith("_") and not isinstance(value, type)
+             and isinstance(value, Kernel)]
     if len(found) != 1:
         which = f"{len(found)} kernels ({', '.join(found)})" if found else "no kernel (a kerneltune.Kernel instance)"
         raise UnknownName(f"kernel: {path} defines {which}; name one: {path}:ATTR")
@@ -129,11 +124,12 @@ def load_kernel(name: str) -> Kernel:
     """The kernel registered under ``name`` (or at the import path ``module:attr``), checked to be one: an import
     path may name anything (a function, a module's constant), which would fail later in a traceback."""
     kernel = _load("kernel", KERNELS, canonical_name(name), [*KERNELS, *ALIASES])
-    missing = sorted(m for m in _KERNEL_MEMBERS if not hasattr(kernel, m))
-    if missing:
-        raise UnknownName(f"kernel: {name!r} is a {type(kernel).__name__}, not a kernel (it lacks "
-                          f"{', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}); a kernel of your own "
-                          f"subclasses kerneltune.Kernel")
+    if isinstance(kernel, type) or not isinstance(kernel, Kernel):
+        missing = sorted(set(Kernel.__protocol_attrs__) - set(dir(kernel)))  # type: ignore[attr-defined]
+        lacks = (f"it lacks {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}" if missing
+                 else "a class: name an instance of it")
+        raise UnknownName(f"kernel: {name!r} is a {type(kernel).__name__}, not a kernel ({lacks}); a kernel of your "
+                          f"own subclasses kerneltune.Kernel")
     return kernel
 
 

@@ -29,7 +29,7 @@ class Framework:
         return np.asarray(x)
 
     def dtype_name(self, x: Any) -> str:
-        return str(np.asarray(x).dtype) if self.is_array(x) else type(x).__name__
+        return str(x.dtype) if self.is_array(x) else type(x).__name__  # no copy of a device array to name it
 
     def spec(self, x: Any) -> OutputSpec:
         return OutputSpec(tuple(x.shape), x.dtype)
@@ -58,9 +58,6 @@ class Jax(Framework):
         import jax
 
         return isinstance(x, jax.Array | np.ndarray)
-
-    def to_host(self, x: Any) -> np.ndarray:
-        return np.asarray(x)
 
     def spec(self, x: Any) -> OutputSpec:
         import jax

@@ -117,7 +117,7 @@ class Kernel:
         constraints and ``refuses``). A miss is logged once. Tables: the user's folder over the shipped one,
         or ``KERNELTUNE_TABLES``."""
         p = self.problem({**(problem or {}), **fields})
-        found = tuned_config(self.name, dict(self.bucket(p)), self.source_hash(), self._hard(),
+        found = tuned_config(self.name, dict(self.bucket(p)), self.source_hash(), self.hard_bucket_fields,
                              load_backend(self.backend).stamps(),
                              refuses=lambda entry: self._why_not(p, entry["config"]), one_line=True)
         if found is not None:
@@ -168,25 +168,27 @@ class Kernel:
         where, data = self._space
         return space_from_data(data, Path(where), set(self.tunables), set(self.problem_fields), self.name)
 
-    @property
+    @functools.cached_property
     def tunables(self) -> frozenset[str]:  # type: ignore[override]
         params = self._space[1].get("params")
         return frozenset(params) if isinstance(params, Mapping) else frozenset()
 
-    @property
-    def problem_fields(self) -> frozenset[str]:  # type: ignore[override]
+    @functools.cached_property
+    def _bucket_problems(self) -> list[Mapping[str, Any]]:
+        """The buckets' problem tables, as the space gives them (its own checks name a malformed one)."""
         buckets = self._space[1].get("buckets")
-        return frozenset(k for b in buckets if isinstance(b, Mapping) and isinstance(b.get("problem"), Mapping)
-                         for k in b["problem"]) if isinstance(buckets, list) else frozenset()
+        return [b["problem"] for b in buckets if isinstance(b, Mapping) and isinstance(b.get("problem"), Mapping)
+                ] if isinstance(buckets, list) else []
 
-    @property
+    @functools.cached_property
+    def problem_fields(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset(k for problem in self._bucket_problems for k in problem)
+
+    @functools.cached_property
     def hard_bucket_fields(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self._hard()
-
-    def _hard(self) -> tuple[str, ...]:
         if self.hard_fields is not None:
             return tuple(self.hard_fields)
-        numbers = {k for b in self._space[1].get("buckets", []) for k, v in b.get("problem", {}).items()
+        numbers = {k for problem in self._bucket_problems for k, v in problem.items()
                    if isinstance(v, int | float) and not isinstance(v, bool)}
         return tuple(sorted(self.problem_fields - numbers))
 
@@ -235,6 +237,12 @@ class Kernel:
         return fallback
 
     def source_hash(self) -> str:
+        return self._source_hash
+
+    @functools.cached_property
+    def _source_hash(self) -> str:
+        """Of the files this process loaded the kernel from, read once: ``tuned`` asks at every launch, and the
+        code that runs is the code imported, whatever the files say later."""
         folder = self._module_file().parent
         files = [self._module_file(), *(folder / s for s in self.sources)]
         if self.space is not None:
@@ -256,8 +264,9 @@ class Kernel:
         """Once per problem and seed in a worker: every candidate of a bucket is checked on the same inputs."""
         if inputs.key not in self._references:
             fw = self._framework
-            host = [(fw.to_host(a).astype(np.float64) if fw.is_float(a) else fw.to_host(a)) if fw.is_array(a)
-                    else a for a in inputs.args]
+            with np.errstate(invalid="ignore"):  # an output argument's unwritten memory may hold any bits
+                host = [(fw.to_host(a).astype(np.float64) if fw.is_float(a) else fw.to_host(a)) if fw.is_array(a)
+                        else a for a in inputs.args]
             ref = self.reference(*host)
             self._references.clear()
             self._references[inputs.key] = tuple(np.asarray(fw.to_host(r)) for r in _as_tuple(ref))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import ast
 import itertools
 import math
+import operator
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,18 +40,18 @@ class SpaceError(ValueError):
     """A search-space file that cannot be used; the message names file, line and field."""
 
 
-def _times(a: Any, b: Any) -> Any:
-    """``a * b`` of numbers only: a constraint may not repeat a sequence (``[0] * 10**8`` would fill memory)."""
-    if not all(isinstance(x, int | float) for x in (a, b)):
-        raise TypeError(f"'*' multiplies numbers only, not {type(a).__name__} and {type(b).__name__}")
-    return a * b
+def _numbers_only(op: Callable[[Any, Any], Any], refusal: str) -> Callable[[Any, Any], Any]:
+    """``op`` of numbers only: ``*`` repeats a sequence (``[0] * 10**8`` would fill memory) and ``%`` formats a
+    string (``'%0800000000d' % x`` asks for 800 MB)."""
+    def numbers_only(a: Any, b: Any) -> Any:
+        if not all(isinstance(x, int | float) for x in (a, b)):
+            raise TypeError(f"{refusal}, not {type(a).__name__} and {type(b).__name__}")
+        return op(a, b)
+    return numbers_only
 
 
-def _mod(a: Any, b: Any) -> Any:
-    """``a % b`` of numbers only: on a string ``%`` formats, and ``'%0800000000d' % x`` asks for 800 MB."""
-    if not all(isinstance(x, int | float) for x in (a, b)):
-        raise TypeError(f"'%' takes numbers only, not {type(a).__name__} and {type(b).__name__}")
-    return a % b
+_times = _numbers_only(operator.mul, "'*' multiplies numbers only")
+_mod = _numbers_only(operator.mod, "'%' takes numbers only")
 
 
 _NUMBERS_ONLY = {ast.Mult: "_times", ast.Mod: "_mod"}
@@ -122,12 +123,6 @@ class Space:
             if not c.holds(env):
                 return f"{c.why} ({c.expr})" if c.why else f"breaks the constraint {c.expr}"
         return None
-
-    def excluded(self, problem_fields: Mapping[str, Any]) -> int:
-        """How many configs of the space the constraints rule out for this problem."""
-        names = list(self.params)
-        return sum(1 for values in itertools.product(*(self.params[n] for n in names))
-                   if not self.allows(dict(zip(names, values, strict=True)), problem_fields))
 
     def bucket(self, name: str) -> Bucket:
         for b in self.buckets:

@@ -376,7 +376,9 @@ class _Sweep:
                                  f"sweep enumerates at most {PROVED_CONFIGS:,} (--strategy tpe --budget N searches "
                                  f"it without enumerating)")
             feasible = []
+            allowed = 0  # configs the space's constraints let through: the rest are counted as refused
             for tiles in self.space.configs(fields):
+                allowed += 1
                 if held is not None and not is_contender(tiles, held):
                     continue
                 key = config_key(tiles)
@@ -399,7 +401,7 @@ class _Sweep:
                 raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config (every config "
                                  f"breaks a constraint of the space or is refused by the kernel{commonest})")
             if held is None:
-                result.pruned_by_constraints += self.space.excluded(fields)
+                result.pruned_by_constraints += size - allowed
         queued = self.opts.shared is not None and search.strategy == "exhaustive"  # a queue shared by workers
         if queued:
             self._shared(bucket, base, feasible, result)

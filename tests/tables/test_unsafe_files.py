@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -20,32 +17,8 @@ from kerneltune.tables import lookup
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tables.store import TableError, read_table, table_path
 
+from ..bounded import within
 from .test_tables import BUCKET, HARD, RUNNING, entry, write
-
-BOUND_S = 10.0
-
-
-def within(fn: Callable[[], Any], unblock: Path | None = None) -> Any:
-    """``fn()``'s value or exception, failing the test if it takes more than ``BOUND_S``; a FIFO at ``unblock`` is
-    then opened for writing, which frees a reader blocked on it, so that no thread is left hanging."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(BOUND_S)
-    if t.is_alive():
-        if unblock is not None:
-            os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))
-        pytest.fail(f"still running after {BOUND_S} s: it blocked or read without bound")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 def _fifo(path: Path) -> str:
