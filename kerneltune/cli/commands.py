@@ -16,6 +16,7 @@ from kerneltune.registry import KERNELS, canonical_name, load_backend, load_kern
 
 from . import render
 from .failures import (
+    EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_NO_HARDWARE,
@@ -98,7 +99,7 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
             fail(str(e), e.exit_code)
     for report in run.reports:
         render.verify_report(plugin.name, report, plugin.tile_defaults)
-        if report.exit_code == 3:
+        if report.exit_code == EXIT_BAD_INPUT:
             fail("; ".join(report.notes))
         for text in report.notes:
             render.line(text)

@@ -465,17 +465,24 @@ class _Sweep:
         for (b, key), rec in self.journal.done().items():
             if b != bucket.name:
                 continue
-            why = ("another kernel source" if rec.get("kernel_hash") != base["kernel_hash"] and self.opts.replay is None
-                   else "another problem or inputs" if (rec.get("problem"), rec.get("inputs", {})) != (
-                       base["problem"], base["inputs"])
-                   else "another cold-L2 setting" if rec.get("cold_l2", False) != base["cold_l2"]
-                   else "a candidate stopped early, now timed fully (--no-early-stop)"
-                   if rec.get("status") == Status.PRUNED and self.opts.search.prune_factor is None else None)
+            why = self._not_resumed(rec, base)
             if why is None:
                 done[key] = rec
             elif rec.get("status") != Status.CONSTRAINT:
                 result.remeasured[why] += 1
         return done
+
+    def _not_resumed(self, rec: dict[str, Any], base: dict[str, Any]) -> str | None:
+        """Why a journal record does not stand for this sweep's measurement of its config, or None."""
+        if rec.get("kernel_hash") != base["kernel_hash"] and self.opts.replay is None:
+            return "another kernel source"
+        if (rec.get("problem"), rec.get("inputs", {})) != (base["problem"], base["inputs"]):
+            return "another problem or inputs"
+        if rec.get("cold_l2", False) != base["cold_l2"]:
+            return "another cold-L2 setting"
+        if rec.get("status") == Status.PRUNED and self.opts.search.prune_factor is None:
+            return "a candidate stopped early, now timed fully (--no-early-stop)"
+        return None
 
     def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]] | None,
                   done: dict[str, dict[str, Any]]) -> Any:
