@@ -1,4 +1,4 @@
-"""The drafter's compiled program run by the CPU interpreter (``kerneltune.interpreter``): all four
+"""The drafter's compiled program run by the CPU interpreter (``kerneltune.kernels.drafter_wide.interpreter``): all four
 ranks' grids of the kernel's module over one fake global memory laid out as the GPU runner lays it
 out (``rocm_runner.step_tensors``, ``rank_program``, ``api.DrafterWide``), so that every lane of the
 kernel's own code runs here, with bounds-checked memory and cooperative blocks. What it cannot show:
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.interpreter.machine import Grid, Launch
-from kerneltune.interpreter.memory import GlobalMemory
-from kerneltune.interpreter.ops import bf16_value
-from kerneltune.interpreter.program import Program, capture
+from kerneltune.kernels.drafter_wide.interpreter.machine import Grid, Launch
+from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
+from kerneltune.kernels.drafter_wide.interpreter.ops import bf16_value
+from kerneltune.kernels.drafter_wide.interpreter.program import Program, capture
 from kerneltune.protocols import EmulationCheck
 
 from .health import WORDS
@@ -130,9 +130,9 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
     """Per arch: the interpreted launch against the float64 model (the formats' bound) and the emulation
     (the same bound), and each seeded interleaving against the fixed order (the same bits). A fault, a
     deadlock, a missed deadline or an op the interpreter lacks is a failed check with its message."""
-    from kerneltune.interpreter.machine import Deadlock
-    from kerneltune.interpreter.memory import MemoryFault
-    from kerneltune.interpreter.program import CaptureFailed, UnknownOp
+    from kerneltune.kernels.drafter_wide.interpreter.machine import Deadlock
+    from kerneltune.kernels.drafter_wide.interpreter.memory import MemoryFault
+    from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, UnknownOp
 
     from .emulation import Launch as Emulation
     from .health import DeadlineMissed, check_health

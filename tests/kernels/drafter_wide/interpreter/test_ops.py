@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kerneltune.interpreter.memory import MemoryFault
+from kerneltune.kernels.drafter_wide.interpreter.memory import MemoryFault
 
 from .helpers import launch
 from .kernels import DIVERGENT_STORE, LDS_ROTATE, PER_LANE_LOOP

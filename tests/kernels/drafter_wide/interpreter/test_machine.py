@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kerneltune.interpreter.machine import Deadlock
+from kerneltune.kernels.drafter_wide.interpreter.machine import Deadlock
 
 from .helpers import launch
 
@@ -11,9 +11,9 @@ def _handoff(same_word: bool, deadline: int = 0, seed: int | None = None) -> tup
 
     flag, other, data = np.zeros(2, np.int32), np.zeros(2, np.int32), np.zeros(2, np.int32)
     buffers = {"flag": flag, "data": data, "other": other}
-    from kerneltune.interpreter.machine import Grid, Launch
-    from kerneltune.interpreter.memory import GlobalMemory
-    from kerneltune.interpreter.program import Program
+    from kerneltune.kernels.drafter_wide.interpreter.machine import Grid, Launch
+    from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
+    from kerneltune.kernels.drafter_wide.interpreter.program import Program
 
     mem = GlobalMemory()
     a = {k: mem.allocate(k, v) for k, v in buffers.items()}
@@ -41,7 +41,7 @@ def test_a_poll_with_a_deadline_ends_as_the_kernels_own_miss():
 
 
 def test_unknown_op_names_itself_and_its_line():
-    from kerneltune.interpreter.program import Program, UnknownOp
+    from kerneltune.kernels.drafter_wide.interpreter.program import Program, UnknownOp
 
     from .kernels import UNKNOWN
 
@@ -58,9 +58,9 @@ def test_launch_helper_runs_many_blocks():
 
 
 def _peer_read(owner: int | None) -> list[int]:
-    from kerneltune.interpreter.machine import Grid, Launch
-    from kerneltune.interpreter.memory import GlobalMemory
-    from kerneltune.interpreter.program import Program
+    from kerneltune.kernels.drafter_wide.interpreter.machine import Grid, Launch
+    from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
+    from kerneltune.kernels.drafter_wide.interpreter.program import Program
 
     from .kernels import PEER_READ
 

@@ -4,7 +4,7 @@ written out lane by lane here, independently of the reshapes in ``mfma.py``."""
 
 import numpy as np
 
-from kerneltune.interpreter import fp8, mfma
+from kerneltune.kernels.drafter_wide.interpreter import fp8, mfma
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:

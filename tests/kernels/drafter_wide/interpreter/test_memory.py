@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from kerneltune.interpreter.memory import GlobalMemory, MemoryFault, SharedMemory
+from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory, MemoryFault, SharedMemory
 
 
 def test_allocations_share_the_callers_bytes_and_fault_past_their_end():

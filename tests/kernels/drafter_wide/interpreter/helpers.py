@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kerneltune.interpreter.machine import Grid, Launch
-from kerneltune.interpreter.memory import GlobalMemory
-from kerneltune.interpreter.program import Program
+from kerneltune.kernels.drafter_wide.interpreter.machine import Grid, Launch
+from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
+from kerneltune.kernels.drafter_wide.interpreter.program import Program
 
 
 def launch(text: str, buffers: dict[str, np.ndarray], scalars: list[int] | None = None, blocks: int = 1,
