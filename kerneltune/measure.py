@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.limits import CANDIDATE_MAX_SECONDS
 from kerneltune.protocols import Backend
+from kerneltune.settings import MeasureSettings
 
 
 @dataclass(frozen=True)
@@ -33,24 +33,6 @@ class Timing:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class MeasureSettings:
-    rel_noise: float = 0.01
-    max_seconds: float = CANDIDATE_MAX_SECONDS
-    min_samples: int = 10
-    batch: int = 10
-    warmup: int = 3
-    cold_l2: bool = False
-
-    def __post_init__(self) -> None:
-        if not 0 < self.rel_noise < 1:  # NaN fails this too
-            raise ValueError(f"rel_noise: must be in (0, 1), got {self.rel_noise}")
-        if not (math.isfinite(self.max_seconds) and self.max_seconds > 0):
-            raise ValueError(f"max_seconds: must be a positive number of seconds, got {self.max_seconds}")
-        if self.min_samples < 3 or self.batch < 1 or self.warmup < 0:
-            raise ValueError("min_samples >= 3, batch >= 1 and warmup >= 0 are required")
 
 
 def median_noise(samples: Sequence[float]) -> float:

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the worker protocol's request (``wire.py``), named in annotations only
-    from kerneltune.wire import Request
+    from kerneltune.wire import Reply, Request
 
 
 @dataclass(frozen=True)
@@ -95,8 +95,8 @@ class SmallCheck(Protocol):
 
 class StaticRanking(Protocol):
     def static_rank(self, problem: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
-        """A worker reply: status, ``score`` (the kernel's modelled µs per call, lower is better: the CLI and
-        progress show it as such) and the ``static`` metrics."""
+        """A ``wire.MeasureReply``'s fields: status, ``score`` (the kernel's modelled µs per call, lower is better:
+        the CLI and progress show it as such) and the ``static`` metrics."""
         ...
 
 
@@ -245,8 +245,8 @@ class Runner(Protocol):
         """Start compiling a candidate ahead on ``route`` (0 <= route < parallel_measures), where it
         will be measured; a runner that cannot compile ahead does nothing."""
         ...
-    def measure(self, req: Request, route: int = 0) -> cf.Future[dict[str, Any]]: ...
-    def request(self, req: Request) -> dict[str, Any]:
+    def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]: ...
+    def request(self, req: Request) -> Reply:
         """Any other request (a small check, a static rank), answered synchronously."""
         ...
     def close(self) -> None: ...

@@ -1,19 +1,21 @@
-"""What the engine asks a worker process and what it answers: one JSON line each way.
+"""What the engine asks a worker process and what it answers: one JSON line each way, typed on both sides.
 
 A ``Request`` is built in one place for a candidate (``candidate_request``: the sweep's, verify's and the
-compile-ahead's) and checked where it enters the worker (``Request.from_json``); a reply's ``status`` is one of
-``Status``, checked where it comes back (``reply_status``). The rest of a reply is the measurement a journal
-record keeps (``journal.make_record``).
+compile-ahead's) and checked where it enters the worker (``Request.from_json``); its settings travel as
+``MeasureSettings``. Each op has its reply type (``REPLIES``), checked where it comes back
+(``Reply.from_json``); a measurement's reply is what a journal record keeps (``journal.make_record``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Self
+
+from kerneltune.settings import MeasureSettings
 
 
 class WireError(ValueError):
@@ -43,6 +45,7 @@ class Status(StrEnum):
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_DEFAULT_SETTINGS = MeasureSettings()
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Request:
     bucket: str = ""
     inputs: Mapping[str, Any] = _EMPTY  # the bucket's input spec, with its timing seed
     seed: int = 0  # the check's inputs
-    settings: Mapping[str, Any] = _EMPTY  # ``measure.MeasureSettings`` as a dict
+    settings: MeasureSettings = _DEFAULT_SETTINGS
     prune_above_us: float | None = None
     ceilings: tuple[Mapping[str, Any], ...] = field(default=())  # stamps: ceilings measured before
     rivals: tuple[Mapping[str, Any], ...] = field(default=())  # a playoff's configs, ``tiles`` the first
@@ -64,7 +67,8 @@ class Request:
 
     def to_json(self) -> dict[str, Any]:
         out = {"op": str(self.op), "kernel": self.kernel, "problem": dict(self.problem), "tiles": dict(self.tiles),
-               "bucket": self.bucket, "inputs": dict(self.inputs), "seed": self.seed, "settings": dict(self.settings)}
+               "bucket": self.bucket, "inputs": dict(self.inputs), "seed": self.seed,
+               "settings": self.settings.to_json()}
         if self.prune_above_us is not None:
             out["prune_above_us"] = self.prune_above_us
         if self.ceilings:
@@ -95,22 +99,131 @@ class Request:
         rivals = obj.get("rivals") or []
         if not isinstance(rivals, list) or not all(isinstance(c, Mapping) for c in rivals):
             raise WireError("rivals: a list of configs is required")
+        try:
+            settings = MeasureSettings.from_json(obj.get("settings", {}))
+        except (TypeError, ValueError) as e:
+            raise WireError(str(e)) from None
         return cls(op, obj["kernel"], dict(obj.get("problem", {})), dict(obj.get("tiles", {})),
                    str(obj.get("bucket", "")), dict(obj.get("inputs", {})), obj.get("seed", 0),
-                   dict(obj.get("settings", {})), None if prune is None else float(prune), ceilings,
-                   tuple(dict(c) for c in rivals))
+                   settings, None if prune is None else float(prune), ceilings, tuple(dict(c) for c in rivals))
 
 
 def candidate_request(kernel: str, bucket: str, problem: Mapping[str, Any], tiles: Mapping[str, Any],
-                      inputs: Mapping[str, Any], seed: int, settings: Mapping[str, Any],
+                      inputs: Mapping[str, Any], seed: int, settings: MeasureSettings,
                       op: Op = Op.MEASURE) -> Request:
     """The request that measures (or statically ranks) one candidate: the only place one is built."""
-    return Request(op, kernel, dict(problem), dict(tiles), bucket, dict(inputs), seed, dict(settings))
+    return Request(op, kernel, dict(problem), dict(tiles), bucket, dict(inputs), seed, settings)
 
 
-def reply_status(reply: Mapping[str, Any]) -> Status:
-    """The reply's status, checked where it comes back from a worker."""
-    try:
-        return Status(reply.get("status"))
-    except ValueError:
-        raise WireError(f"a reply's status {reply.get('status')!r} is not one of {', '.join(Status)}") from None
+_JSON_TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A worker's answer: its status and, when it is not ``ok``, why. ``restart``: the worker ends after
+    answering (a sticky device error), so the next request starts a fresh one."""
+
+    status: Status
+    error: str | None = None
+    restart: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields that say something (a default says nothing), the status as its word."""
+        out: dict[str, Any] = {"status": str(self.status)}
+        for f in fields(self)[1:]:
+            value = getattr(self, f.name)
+            if value is not None and value is not f.default and value != f.default:
+                out[f.name] = dict(value) if isinstance(value, Mapping) else value
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Self:
+        """A reply as it comes back from a worker: an object, a status of ``Status``, each field of this reply's
+        type (numbers as numbers, texts as texts); names this reply does not have break the protocol."""
+        if not isinstance(obj, Mapping):
+            raise WireError(f"a reply is a JSON object, not {type(obj).__name__}")
+        try:
+            status = Status(obj.get("status"))
+        except ValueError:
+            raise WireError(f"a reply's status {obj.get('status')!r} is not one of {', '.join(Status)}") from None
+        known = {f.name: str(f.type) for f in fields(cls)}
+        if unknown := sorted(set(obj) - set(known)):
+            raise WireError(f"a {cls.__name__} has no {', '.join(unknown)}")
+        for name, value in obj.items():
+            kind = known[name].split(" | ")[0]
+            if name != "status" and value is not None and kind in _JSON_TYPES and type(value) not in _JSON_TYPES[kind]:
+                raise WireError(f"a reply's {name} {value!r} is not of type {kind}")
+            if kind.startswith("Mapping") and value is not None and not isinstance(value, Mapping):
+                raise WireError(f"a reply's {name} {value!r} is not an object")
+        return cls(**{**obj, "status": status})
+
+
+@dataclass(frozen=True)
+class StampsReply(Reply):
+    stamps: Mapping[str, Any] = _EMPTY  # the backend's stamps, with its ceilings
+
+
+@dataclass(frozen=True)
+class BuildReply(Reply):
+    """A compile worker's build of one candidate, as bytes for the timing worker that asked for it."""
+
+    build: str = ""  # base64
+    compile_s: float = 0.0
+    cached: bool = False  # taken from the user's build cache
+
+
+@dataclass(frozen=True)
+class CompiledReply(Reply):
+    compile_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class MeasureReply(Reply):
+    """One candidate measured (or statically ranked): what its journal record keeps. A replayed journal answers
+    with the record's own ``time``, ``kernel_hash`` and ``stamps``."""
+
+    compile_s: float | None = None
+    compile_wait_s: float | None = None  # what the timing worker waited for the build (less when compiled ahead)
+    phases: Mapping[str, Any] | None = None
+    timing: Mapping[str, Any] | None = None  # ``measure.Timing`` as a dict
+    tflops: float | None = None
+    flops: float | None = None
+    rel_error: float | None = None
+    accuracy: Mapping[str, Any] | None = None
+    static: Mapping[str, Any] | None = None  # a static ranking's metrics
+    score: float | None = None  # a static ranking's modelled µs per call
+    modelled: Mapping[str, Any] | None = None
+    pct_ceiling: float | None = None
+    stamps: Mapping[str, Any] | None = None
+    kernel_hash: str | None = None
+    time: str | None = None
+
+    @property
+    def median_us(self) -> float | None:
+        return None if self.timing is None else self.timing.get("median_us")
+
+
+@dataclass(frozen=True)
+class PlayoffReply(Reply):
+    rounds: int = 0
+    batch: int = 0
+    times: tuple[tuple[float, ...], ...] = ()  # each leader's median per round, in µs
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.times, list | tuple) or not all(isinstance(t, list | tuple) for t in self.times):
+            raise WireError(f"a playoff's times {self.times!r} are not lists of numbers")
+        object.__setattr__(self, "times", tuple(tuple(float(x) for x in t) for t in self.times))
+
+
+REPLIES: Mapping[Op, type[Reply]] = MappingProxyType({
+    Op.STAMPS: StampsReply, Op.MEASURE: MeasureReply, Op.STATIC: MeasureReply, Op.CHECK_SMALL: Reply,
+    Op.EXPORT: BuildReply, Op.COMPILE_CHECK: CompiledReply, Op.PLAYOFF: PlayoffReply, Op.PREFETCH: Reply})
+
+
+def failed(op: Op, status: Status, error: str, restart: bool = False) -> Reply:
+    """The reply of ``op``'s type that says it failed, and why."""
+    return REPLIES[op](status, error, restart)

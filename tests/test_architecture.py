@@ -202,3 +202,39 @@ def test_the_cycle_check_sees_a_cycle_hidden_in_a_function():
     graph = _module_graph()
     graph["kerneltune.tables.stamps"].add("kerneltune.tables.lookup")  # lookup imports stamps; now both ways
     assert ["kerneltune.tables.lookup", "kerneltune.tables.stamps"] in _cycles(graph)
+
+
+def _status_literals(tree: ast.AST) -> list[int]:
+    """Lines where a status word is written as a string: compared with, put under a "status" key, or passed as
+    ``status=``. A status is a ``wire.Status``; its words are spelled once, in its enum."""
+    from kerneltune.wire import Status
+
+    words = {str(s) for s in Status}
+
+    def word(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Constant) and node.value in words
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            parts = [node.left, *node.comparators]
+            parts += [e for p in parts if isinstance(p, ast.Tuple | ast.List | ast.Set) for e in p.elts]
+            lines += [node.lineno for p in parts if word(p)]
+        elif isinstance(node, ast.Dict):
+            lines += [node.lineno for k, v in zip(node.keys, node.values, strict=True)
+                      if isinstance(k, ast.Constant) and k.value == "status" and word(v)]
+        elif isinstance(node, ast.keyword) and node.arg == "status" and word(node.value):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_status_is_written_as_a_string_outside_its_enum():
+    bad = [f"{p.relative_to(PACKAGE)}:{line}" for p in PACKAGE.rglob("*.py") if p.name != "wire.py"
+           for line in _status_literals(ast.parse(p.read_text()))]
+    assert not bad, bad
+
+
+def test_the_status_check_sees_a_status_written_as_a_string():
+    planted = 'ok = reply.status == "ok"\nr = {"status": "timeout"}\nf(status="pruned")\nif s in ("compile", x): pass'
+    assert sorted(_status_literals(ast.parse(planted))) == [1, 2, 3, 4]
+    assert not _status_literals(ast.parse('ok = reply.status == Status.OK\nword = "ok"'))

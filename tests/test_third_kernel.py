@@ -35,7 +35,7 @@ def test_a_third_kernel_end_to_end(tmp_path):
     space = tmp_path / "toy.toml"
     space.write_text(SPACE)
     opts = SweepOptions(kernel=KERNEL, space_path=space, out=tmp_path / "out",
-                        workers=WorkerOptions(compile_workers=0, compile_timeout=60, run_timeout=60),
+                        workers=WorkerOptions(compile_workers=0, run_timeout=60),
                         settings=MeasureSettings(max_seconds=0.3, min_samples=5, batch=5))
     [result] = run_sweep(opts)
     assert result.measured == 6 and result.pruned_by_constraints == 2  # block 80 does not divide 192

@@ -235,34 +235,34 @@ def _rank_main(rank: int, size: int, device: str, workdir: str, group_id: str, p
         prog: RankProgram = _load(program)(**params)
         prog.setup(ctx)
         ctx.synchronize()
-        conn.send(("ok", None))
+        conn.send((True, None))
     except BaseException:
-        conn.send(("error", traceback.format_exc()[-3000:]))
+        conn.send((False, traceback.format_exc()[-3000:]))
         return
     while True:
         cmd, arg = conn.recv()
         try:
             if cmd == "close":
                 ctx.close()
-                conn.send(("ok", None))
+                conn.send((True, None))
                 return
             if cmd == "load":
                 prog.load(ctx, arg)
                 ctx.synchronize()
-                conn.send(("ok", None))
+                conn.send((True, None))
             elif cmd == "check":
                 prog.poison(ctx)
                 ctx.synchronize()
                 ctx.barrier()
                 prog.launch(ctx)
                 ctx.synchronize()
-                conn.send(("ok", prog.output(ctx)))
+                conn.send((True, prog.output(ctx)))
             elif cmd == "time":
-                conn.send(("ok", ctx.time_steps(lambda: prog.launch(ctx), int(arg))))
+                conn.send((True, ctx.time_steps(lambda: prog.launch(ctx), int(arg))))
             else:
-                conn.send(("error", f"unknown command {cmd!r}"))
+                conn.send((False, f"unknown command {cmd!r}"))
         except BaseException:
-            conn.send(("error", traceback.format_exc()[-3000:]))
+            conn.send((False, traceback.format_exc()[-3000:]))
 
 
 # ----------------------------------------------------------------------------- parent side
@@ -316,13 +316,13 @@ class LaunchGroup:
             for conn in ready:
                 r = self.conns.index(conn)
                 try:
-                    status, value = conn.recv()
+                    ok, value = conn.recv()
                 except EOFError:
                     self.procs[r].join(timeout=5)
                     code = self.procs[r].exitcode
                     self.kill()
                     raise GroupError(f"launch group {what}: rank {r} died (exit code {code})") from None
-                if status != "ok":
+                if not ok:
                     self.kill()
                     raise GroupError(f"launch group {what}: rank {r}: {value.strip().splitlines()[-1]}\n{value}")
                 out[r] = value

@@ -86,8 +86,9 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
                                  playoff=playoff),
             workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
                                   compile_workers=default_compile_workers() if compile_workers is None
-                                  else compile_workers, compile_timeout=compile_timeout, run_timeout=run_timeout),
-            settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2),
+                                  else compile_workers, run_timeout=run_timeout),
+            settings=MeasureSettings(rel_noise=rel_noise, max_seconds=max_seconds, cold_l2=cold_l2,
+                                     compile_timeout=compile_timeout),
             replay=ReplayOptions(replay, replay_seconds) if replay is not None else None,
             shared=SharedOptions(storage, study, heartbeat) if storage else None,
             compile_only=compile_only, resume=resume, journal=journal, worker=worker)

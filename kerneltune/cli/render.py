@@ -15,6 +15,7 @@ from rich.table import Table
 
 from kerneltune.report.configs import config_text
 from kerneltune.report.rates import rate_text
+from kerneltune.wire import Status
 
 if TYPE_CHECKING:
     from kerneltune.protocols import EmulationCheck
@@ -103,7 +104,7 @@ def first_failures(results: list[BucketResult]) -> None:
     """For each kind of failure of each bucket, the first candidate's error, cut to a line (the journal has all)."""
     for r in results:
         for kind, error in sorted(r.first_errors.items()):
-            if kind != "unsupported":
+            if kind != Status.UNSUPPORTED:
                 text = " ".join(error.split())
                 note(f"{r.bucket}: {r.failures[kind]} {kind}; the first: {text[:300]}{'…' if len(text) > 300 else ''}")
 

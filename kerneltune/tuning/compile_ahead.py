@@ -29,9 +29,9 @@ from typing import Any, cast
 
 from kerneltune.build_cache import BuildCache
 from kerneltune.protocols import Capability, CheckPrograms, PortableBuild
-from kerneltune.wire import Op, Request, Status
+from kerneltune.wire import BuildReply, CompiledReply, Op, Request, Status
 
-from .worker_process import WorkerDied, WorkerProcess
+from .worker_process import COMPILE_WORKERS_ENV, WorkerDied, WorkerProcess
 
 Built = tuple[Any, float]  # a build (None for a check's programs) and the seconds it took
 log = logging.getLogger("kerneltune.compile_ahead")
@@ -47,7 +47,7 @@ def default_compile_workers() -> int:
 class BuildFailed(Exception):
     """A compile worker's verdict on a candidate: its status (``compile`` or ``timeout``) and why."""
 
-    def __init__(self, status: str, message: str):
+    def __init__(self, status: Status, message: str):
         super().__init__(message)
         self.status = status
 
@@ -55,9 +55,8 @@ class BuildFailed(Exception):
 class CompileAhead:
     """Candidates compiling ahead, each taken once by the measurement that needs it."""
 
-    def __init__(self, workers: int, timeout: float):
+    def __init__(self, workers: int):
         self.workers = max(workers, 1)
-        self.timeout = timeout
         self._threads: ThreadPoolExecutor | None = None
         self._processes: _CompileWorkers | None = None
         self._futures: dict[str, Future[Built]] = {}
@@ -89,7 +88,7 @@ class CompileAhead:
     def _start(self, req: Request, portable: bool) -> Future[Built]:
         if portable:
             if self._processes is None:
-                self._processes = _CompileWorkers(self.workers, self.timeout)
+                self._processes = _CompileWorkers(self.workers)
             return self._processes.submit(req)
         if self._threads is None:
             self._threads = ThreadPoolExecutor(self.workers, thread_name_prefix="compile")
@@ -127,12 +126,12 @@ def _build_here(req: Request) -> Built:
 class _CompileWorkers:
     """``n`` compile worker processes fed in submission order (the order the candidates will be measured).
     Each is started, restarted after a crash or a hang, and waited on by one thread of its own: a process
-    ends with the thread that started it (``die_with_parent``), so that thread outlives every job."""
+    ends with the thread that started it (``die_with_parent``), so that thread outlives every job. A job is
+    killed past its request's ``settings.compile_timeout``."""
 
-    def __init__(self, n: int, timeout: float):
-        self.timeout = timeout
+    def __init__(self, n: int):
         self._jobs: queue.Queue[tuple[Request, Future[Built]]] = queue.Queue()
-        env = {**os.environ, "KERNELTUNE_COMPILE_WORKERS": "0"}  # a compile worker compiles only its own job
+        env = {**os.environ, COMPILE_WORKERS_ENV: "0"}  # a compile worker compiles only its own job
         for i in range(n):
             threading.Thread(target=self._serve, args=(WorkerProcess(env),), name=f"compile-worker-{i}",
                              daemon=True).start()
@@ -156,16 +155,16 @@ class _CompileWorkers:
         from kerneltune.registry import load_kernel
 
         try:
-            reply = process.request(req, self.timeout)
+            reply = process.request(req, req.settings.compile_timeout)
         except WorkerDied as e:
-            if e.kind == "timeout":
-                raise BuildFailed("timeout", f"compile: {e}") from None
-            raise BuildFailed("compile", f"the compile worker died compiling it: {e}") from None
-        if reply.get("status") != Status.OK:
-            raise BuildFailed(str(reply.get("status", "compile")), str(reply.get("error", "")))
-        if req.op == Op.COMPILE_CHECK:  # kept in the build cache, where the check finds them
-            return None, float(reply["compile_s"])
+            if e.kind == Status.TIMEOUT:
+                raise BuildFailed(Status.TIMEOUT, f"compile: {e}") from None
+            raise BuildFailed(Status.COMPILE, f"the compile worker died compiling it: {e}") from None
+        if not reply.ok:
+            raise BuildFailed(reply.status, reply.error or "")
+        if isinstance(reply, CompiledReply):  # the check's programs, kept in the build cache where it finds them
+            return None, reply.compile_s
         t0 = time.perf_counter()
         kernel = cast(PortableBuild, load_kernel(req.kernel))
-        built = kernel.import_build(base64.b64decode(reply["build"]))
-        return built, float(reply["compile_s"]) + time.perf_counter() - t0
+        built = kernel.import_build(base64.b64decode(cast(BuildReply, reply).build))
+        return built, cast(BuildReply, reply).compile_s + time.perf_counter() - t0

@@ -55,7 +55,7 @@ def make_record(base: Mapping[str, Any], tiles: Mapping[str, Any], reply: Mappin
     timing = rec.get("timing")
     median = timing.get("median_us") if isinstance(timing, dict) else None
     if median is not None and not positive_time(median):  # a broken timer's answer is no measurement
-        rec.update(status="runtime", error=f"the timing's median {median!r} us is not a positive finite time")
+        rec.update(status=Status.RUNTIME, error=f"the timing's median {median!r} us is not a positive finite time")
         del rec["timing"]
     if (pct := pct_of_ceiling(rec)) is not None:
         rec["pct_ceiling"] = pct

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.wire import Request, Status
+from kerneltune.wire import MeasureReply, Reply, Request, Status, failed
 
 from .journal import config_key, merged_journals
 
@@ -54,20 +54,20 @@ class ReplayRunner:
     def prefetch(self, req: Request, route: int) -> None:
         pass
 
-    def measure(self, req: Request, route: int = 0) -> cf.Future[dict[str, Any]]:
-        done: cf.Future[dict[str, Any]] = cf.Future()
+    def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]:
+        done: cf.Future[Reply] = cf.Future()
         rec = self.recorded.get((req.bucket, self._key(req.tiles)))
         if rec is None:
-            done.set_result({"status": Status.UNSUPPORTED, "error": f"not in the replayed journal {self.path}"})
+            done.set_result(MeasureReply(Status.UNSUPPORTED, f"not in the replayed journal {self.path}"))
             return done
         time.sleep(self.seconds_per_candidate)
         # The record's own stamps: a folder of per-worker journals holds several GPUs' ceilings.
         stamps = {**rec.get("stamps", {}), "replayed_from": str(self.path)}
-        done.set_result({**{k: rec[k] for k in KEEP if k in rec}, "stamps": stamps})
+        done.set_result(MeasureReply.from_json({**{k: rec[k] for k in KEEP if k in rec}, "stamps": stamps}))
         return done
 
-    def request(self, req: Request) -> dict[str, Any]:
-        return {"status": Status.UNSUPPORTED, "error": f"a replay answers measurements only, not {str(req.op)!r}"}
+    def request(self, req: Request) -> Reply:
+        return failed(req.op, Status.UNSUPPORTED, f"a replay answers measurements only, not {str(req.op)!r}")
 
     def close(self) -> None:
         pass

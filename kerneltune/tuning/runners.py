@@ -12,14 +12,14 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kerneltune.limits import COMPILE_QUEUE
 from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
 from kerneltune.registry import load_backend, load_kernel
 from kerneltune.safe_io import MAX_TABLE_BYTES, loads_bounded_json, read_regular_bytes
-from kerneltune.wire import Op, Request, Status
+from kerneltune.wire import Op, Reply, Request, StampsReply, failed
 
 from .worker_process import WorkerDied, WorkerProcess, worker_env
 
@@ -68,14 +68,14 @@ class _TimingWorker:
         self.process = WorkerProcess(env, log_path)
         self._thread = cf.ThreadPoolExecutor(1, thread_name_prefix=log_path.stem)
 
-    def submit(self, req: Request, timeout: float) -> cf.Future[dict[str, Any]]:
+    def submit(self, req: Request, timeout: float) -> cf.Future[Reply]:
         return self._thread.submit(self._serve, req, timeout)
 
-    def _serve(self, req: Request, timeout: float) -> dict[str, Any]:
+    def _serve(self, req: Request, timeout: float) -> Reply:
         try:
             return self.process.request(req, timeout)
         except WorkerDied as e:
-            return {"status": e.kind, "error": str(e)}
+            return failed(req.op, e.kind, str(e))
 
     def close(self) -> None:
         """The worker first, so a request in flight (Ctrl-C during a measurement) does not hold the
@@ -96,11 +96,10 @@ def device_groups(gpus: Sequence[str], devices: int) -> list[str]:
 
 class LiveRunner:
     def __init__(self, kernel: str, routes: Sequence[str], compile_workers: int, log_dir: Path, cache_dir: Path | None,
-                 compile_timeout: float, run_timeout: float, reference_dir: Path | None = None):
+                 run_timeout: float, reference_dir: Path | None = None):
         make_folder(log_dir)
         self.kernel = kernel
         self.log_dir = log_dir
-        self.compile_timeout = compile_timeout
         self.run_timeout = run_timeout
         # A portable build compiles in as many processes as there are compile workers; any other on threads of
         # the timing worker, whose interpreter they share with the checks and timed calls: one ahead.
@@ -109,8 +108,8 @@ class LiveRunner:
         portable = Capability.PORTABLE_BUILD in plugin.capabilities
         self.compiles_ahead = compile_workers if portable else min(compile_workers, 1)
         self.queues_ahead = max(compile_workers, COMPILE_QUEUE) if portable and compile_workers else self.compiles_ahead
-        self.workers = [_TimingWorker(worker_env(backend, cache_dir, g, compile_workers, reference_dir,
-                                                 compile_timeout), log_dir / f"timing-gpu{g}.log") for g in routes]
+        self.workers = [_TimingWorker(worker_env(backend, cache_dir, g, compile_workers, reference_dir),
+                                      log_dir / f"timing-gpu{g}.log") for g in routes]
         self._stamps: dict[str, Any] | None = None
 
     @property
@@ -125,9 +124,9 @@ class LiveRunner:
             seeded = self.log_dir / "ceilings.json"
             known = [*_read_list(seeded), *known_ceilings()]
             reply = self.request(Request(Op.STAMPS, self.kernel, ceilings=tuple(known)))
-            if reply.get("status") != Status.OK:
-                raise RuntimeError(f"a timing worker could not start: {reply.get('error')}")
-            self._stamps = reply["stamps"]
+            if not reply.ok:
+                raise RuntimeError(f"a timing worker could not start: {reply.error}")
+            self._stamps = dict(cast(StampsReply, reply).stamps)
             if any(k.endswith("_ceiling") for k in self._stamps):
                 remember_ceilings(self._stamps)
         return self._stamps
@@ -137,11 +136,11 @@ class LiveRunner:
         if self.compiles_ahead and req.op == Op.MEASURE:
             self.workers[route].process.send(req.as_op(Op.PREFETCH))
 
-    def measure(self, req: Request, route: int = 0) -> cf.Future[dict[str, Any]]:
-        return self.workers[route].submit(req, self.compile_timeout + self.run_timeout)
+    def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]:
+        return self.workers[route].submit(req, req.settings.compile_timeout + self.run_timeout)
 
-    def request(self, req: Request) -> dict[str, Any]:
-        return self.workers[0].submit(req, self.compile_timeout + self.run_timeout).result()
+    def request(self, req: Request) -> Reply:
+        return self.workers[0].submit(req, req.settings.compile_timeout + self.run_timeout).result()
 
     def close(self) -> None:
         for worker in self.workers:

@@ -28,7 +28,7 @@ from typing import Any
 from filelock import FileLock
 
 from kerneltune.protocols import Runner
-from kerneltune.wire import Request, Status
+from kerneltune.wire import MeasureReply, Reply, Request, Status
 
 from .journal import config_key, merged_journals
 from .space import Space
@@ -237,7 +237,7 @@ class QueueWorker:
                         trial.number)
 
     def run(self, make_request: Callable[[dict[str, Any]], Request],
-            on_reply: Callable[[dict[str, Any], dict[str, Any], int], Any]) -> int:
+            on_reply: Callable[[dict[str, Any], Reply, int], Any]) -> int:
         """Measure trials until the queue is drained; ``on_reply(tiles, reply, trial number)`` journals
         each after its trial is told. Returns how many this worker measured."""
         import optuna
@@ -261,8 +261,8 @@ class QueueWorker:
                     continue
                 trial, tiles = held.popleft()
                 reply = self.runner.measure(make_request(tiles)).result()
-                timed = reply.get("status") in (Status.OK, Status.PRUNED)
-                self._tell(trial, reply["timing"]["median_us"] if timed else None)
+                timed = reply.status in (Status.OK, Status.PRUNED) and isinstance(reply, MeasureReply)
+                self._tell(trial, reply.median_us if timed else None)
                 beats.release(trial._trial_id)
                 on_reply(tiles, reply, trial.number)
                 measured += 1

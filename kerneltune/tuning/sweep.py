@@ -14,20 +14,20 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast
 
 from filelock import Timeout
 
-from kerneltune.limits import COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
+from kerneltune.limits import RUN_TIMEOUT_S
 from kerneltune.measure import MeasureSettings
 from kerneltune.paths import SPACES
 from kerneltune.protocols import Capability, Kernel, OwnSpace, Runner, StrategyContext
 from kerneltune.registry import load_kernel, module_file
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.wire import Op, Request, Status, candidate_request
+from kerneltune.wire import Op, PlayoffReply, Reply, Request, Status, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
@@ -74,7 +74,6 @@ class SearchOptions:
 class WorkerOptions:
     gpus: tuple[str, ...] = ()  # default: the first GPUs, as many as one launch spans
     compile_workers: int = field(default_factory=default_compile_workers)  # per timing worker
-    compile_timeout: float = COMPILE_TIMEOUT_S
     run_timeout: float = RUN_TIMEOUT_S
 
     def __post_init__(self) -> None:
@@ -82,9 +81,8 @@ class WorkerOptions:
             raise ValueError(f"gpus: {', '.join(map(repr, bad))} is not a GPU index (give e.g. --gpus 0,1)")
         if self.compile_workers < 0:
             raise ValueError(f"compile_workers: must be 0 (compile when timed) or more, got {self.compile_workers}")
-        for name, seconds in (("compile_timeout", self.compile_timeout), ("run_timeout", self.run_timeout)):
-            if not (math.isfinite(seconds) and seconds > 0):
-                raise ValueError(f"{name}: must be a positive number of seconds, got {seconds}")
+        if not (math.isfinite(self.run_timeout) and self.run_timeout > 0):
+            raise ValueError(f"run_timeout: must be a positive number of seconds, got {self.run_timeout}")
 
 
 @dataclass(frozen=True)
@@ -301,7 +299,8 @@ def _compile_first(opts: SweepOptions, kernel: Kernel, runner: Runner, bucket: B
     except (TypeError, ValueError):
         return  # a bad bucket is reported, naming it, where the bucket is swept
     if refusal(kernel, problem, tiles) is None:
-        runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), tiles, {}, 0, {}),
+        runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), tiles, {}, 0,
+                                          opts.settings),
                         0)
 
 
@@ -329,7 +328,7 @@ def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
     w = opts.workers
     gpus = w.gpus or tuple(str(i) for i in range(kernel.devices))
     return LiveRunner(opts.kernel, device_groups(gpus, kernel.devices), w.compile_workers, opts.out / "logs",
-                      opts.out / "compile-cache", w.compile_timeout, w.run_timeout, opts.out / "references")
+                      opts.out / "compile-cache", w.run_timeout, opts.out / "references")
 
 
 class _Sweep:
@@ -353,7 +352,7 @@ class _Sweep:
         seed = self.opts.search.seed
         return candidate_request(self.opts.kernel, bucket.name, fields, tiles,
                                  {**bucket.bounds, "timing_seed": inputs_seed(bucket.name, "timing inputs", seed)},
-                                 inputs_seed(bucket.name, "check inputs", seed), asdict(self.opts.settings),
+                                 inputs_seed(bucket.name, "check inputs", seed), self.opts.settings,
                                  Op.STATIC if self.static else Op.MEASURE)
 
     def bucket(self, bucket: Bucket) -> BucketResult:
@@ -440,13 +439,13 @@ class _Sweep:
             return
         settings = dataclasses.replace(self.opts.settings, batch=batch_for(top[0]["timing"]["median_us"]))
         req = dataclasses.replace(self.request(bucket, base["problem"], top[0]["tiles"]), op=Op.PLAYOFF,
-                                  settings=asdict(settings), rivals=tuple(r["tiles"] for r in top))
+                                  settings=settings, rivals=tuple(r["tiles"] for r in top))
         started = time.perf_counter()
         reply = self.runner.request(req)
         result.playoff_s = time.perf_counter() - started
-        times = reply.get("times")
-        if reply.get("status") != Status.OK or not isinstance(times, list) or len(times) != len(top):
-            why = reply.get("error") or reply.get("status")
+        times = reply.times if isinstance(reply, PlayoffReply) else ()
+        if not reply.ok or len(times) != len(top):
+            why = reply.error or reply.status
             result.playoff_note = f"{bucket.name}: leaders not timed again ({why})"
             return
         try:
@@ -609,7 +608,7 @@ class _Sweep:
             lambda tiles: self.request(bucket, base["problem"], tiles),
             lambda tiles, reply, trial: self._finish(base, tiles, reply, result, trial=trial))
 
-    def _finish(self, base: dict[str, Any], tiles: dict[str, Any], reply: dict[str, Any], result: BucketResult,
+    def _finish(self, base: dict[str, Any], tiles: dict[str, Any], reply: Reply, result: BucketResult,
                 strategy: Any = None, ask_s: float | None = None, **extra: Any) -> dict[str, Any]:
         """Journal one candidate with its phases (``phases.py``), after telling the strategy: a kill between
         the two costs one re-measured candidate on resume, never a record the strategy was not told."""
@@ -617,8 +616,9 @@ class _Sweep:
         engine = {"journal_s": self._journal_s, "wall_s": now - self._mark, "since_start_s": now - self.started}
         if ask_s is not None:
             engine["ask_s"] = ask_s
-        phases = {**(reply.get("phases") or {}), **{k: round(v, 6) for k, v in engine.items()}}
-        rec = make_record(base, tiles, {**reply, "phases": phases}, **extra)
+        measured = reply.to_json()
+        phases = {**(measured.get("phases") or {}), **{k: round(v, 6) for k, v in engine.items()}}
+        rec = make_record(base, tiles, {**measured, "phases": phases}, **extra)
         if strategy is not None:
             told = time.perf_counter()
             try:

@@ -22,11 +22,11 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from kerneltune.limits import COMPILE_TIMEOUT_S, REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
+from kerneltune.limits import REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
 from kerneltune.measure import MeasureSettings
 from kerneltune.protocols import Capability, Kernel, Runner
 from kerneltune.registry import load_kernel
@@ -34,7 +34,7 @@ from kerneltune.tables.locations import shipped_tables_dir, table_roots
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
 from kerneltune.tables.store import table_path as stored_table_path
-from kerneltune.wire import Op, Request, Status, candidate_request
+from kerneltune.wire import MeasureReply, Op, Reply, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .runners import LiveRunner, device_groups
@@ -246,23 +246,23 @@ class _Measurements:
 
     def __init__(self, kernel_name: str, runner: Runner, settings: MeasureSettings):
         self.kernel_name, self.runner, self.settings = kernel_name, runner, settings
-        self._replies: dict[str, dict[str, Any]] = {}
+        self._replies: dict[str, MeasureReply] = {}
         self.phases: list[dict[str, Any]] = []
         self._start = self._mark = time.perf_counter()
 
-    def __call__(self, item: dict[str, Any], tiles: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, item: dict[str, Any], tiles: dict[str, Any]) -> MeasureReply:
         req = _measure_request(self.kernel_name, item, tiles, self.settings)
         key = json.dumps([dict(req.problem), dict(req.inputs), dict(req.tiles)], sort_keys=True)
         if key not in self._replies:
-            reply = self.runner.measure(req).result()
+            reply = cast(MeasureReply, self.runner.measure(req).result())
             now = time.perf_counter()
-            phases = {**(reply.get("phases") or {}), "wall_s": now - self._mark, "since_start_s": now - self._start}
+            phases = {**(reply.phases or {}), "wall_s": now - self._mark, "since_start_s": now - self._start}
             self._mark = now
             self.phases.append({"bucket": req.bucket, "phases": phases})
             self._replies[key] = reply
         return self._replies[key]
 
-    def request(self, req: dict[str, Any]) -> dict[str, Any]:
+    def request(self, req: Request) -> Reply:
         return self.runner.request(req)
 
 
@@ -273,7 +273,7 @@ def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
     user's build cache, not to a framework compile cache that the folder's deletion would discard."""
     gpus = tuple(str(i) for i in range(kernel.devices))
     return LiveRunner(kernel_name, device_groups(gpus, kernel.devices), default_compile_workers(), work_dir / "logs",
-                      None, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S)
+                      None, RUN_TIMEOUT_S)
 
 
 def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -294,7 +294,7 @@ def _measure_request(kernel_name: str, item: dict[str, Any], tiles: dict[str, An
     """The entry, its fallbacks and its rivals all run on one seed's inputs, so a kernel may keep what it
     computed for them (its references, say)."""
     return candidate_request(kernel_name, str(item.get("bucket_name", "?")), item.get("problem") or {}, tiles,
-                             item.get("inputs", {}), VERIFY_SEED, asdict(settings), op)
+                             item.get("inputs", {}), VERIFY_SEED, settings, op)
 
 
 def _items(entries: list[dict[str, Any]]) -> Iterator[tuple[bool, dict[str, Any]]]:
@@ -355,24 +355,24 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
     if not on_gpu:
         reply = runner.request(_measure_request(runner.kernel_name, entry, entry["config"], settings,
                                                 Op.CHECK_SMALL))
-        if reply.get("status") == Status.OK:
+        if reply.ok:
             rep.correctness = "ok (interpret mode, small shape)"
         else:
-            rep.correctness = reply.get("status", "?")
-            rep.failed, rep.verdict = True, f"{reply.get('status')}: {reply.get('error', '')[:200]}"
+            rep.correctness = reply.status
+            rep.failed, rep.verdict = True, f"{reply.status}: {(reply.error or '')[:200]}"
         return rep
     # One measurement: the worker checks the outputs on fresh inputs and several bound sets
     # (random and adversarial) before it times them.
     rivals_timed = timed[1:]
     reply = runner(entry, entry["config"])
-    if reply.get("status") != Status.OK:
-        rep.failed, rep.verdict = True, f"{reply['status']}: {reply.get('error', '')[:300]}"
-        rep.correctness = reply["status"]
+    if not reply.ok or reply.timing is None:
+        rep.failed, rep.verdict = True, f"{reply.status}: {(reply.error or '')[:300]}"
+        rep.correctness = reply.status
         return rep
     rep.correctness = "ok"
-    rep.now_us = reply["timing"]["median_us"]
-    spreads = [reply["timing"]["spread"], settings.rel_noise]
-    settled = {"the item": reply["timing"].get("converged", True)}
+    rep.now_us = reply.timing["median_us"]
+    spreads = [reply.timing["spread"], settings.rel_noise]
+    settled = {"the item": reply.timing.get("converged", True)}
     # The verdict compares timings of this run only: the winner against its recorded runner-ups and the
     # heuristic, each timed now beside it. Absolute times drift between GPUs and days.
     rivals: dict[str, float] = {}
@@ -380,10 +380,10 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
     for name, tiles in rivals_timed:
         r = runner(entry, tiles)
-        if r.get("status") == Status.OK:
-            rivals[name] = r["timing"]["median_us"]
-            spreads.append(r["timing"]["spread"])
-            settled[name] = r["timing"].get("converged", True)
+        if r.ok and r.timing is not None:
+            rivals[name] = r.timing["median_us"]
+            spreads.append(r.timing["spread"])
+            settled[name] = r.timing.get("converged", True)
     rep.heuristic_us = rivals.get(HEURISTIC, rep.heuristic_us)
     noise = max(spreads)
     if rivals:

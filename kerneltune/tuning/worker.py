@@ -23,14 +23,25 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from kerneltune.build_cache import BuildCache, build_key
-from kerneltune.limits import COMPILE_TIMEOUT_S
 from kerneltune.process import die_with_parent, parent_pid_from_env
 from kerneltune.protocols import Backend, Capability, CheckPrograms, Kernel, PortableBuild, SmallCheck, StaticRanking
-from kerneltune.wire import Op, Request, Status, WireError
+from kerneltune.wire import (
+    BuildReply,
+    CompiledReply,
+    MeasureReply,
+    Op,
+    PlayoffReply,
+    Reply,
+    Request,
+    StampsReply,
+    Status,
+    WireError,
+    failed,
+)
 
 from .compile_ahead import BuildFailed, CompileAhead
 from .phases import Phases
-from .worker_process import COMPILE_CACHE_ENV, WorkerDied, WorkerProcess, worker_env
+from .worker_process import COMPILE_CACHE_ENV, COMPILE_WORKERS_ENV, WorkerDied, WorkerProcess, worker_env
 
 __all__ = ["WorkerDied", "WorkerProcess", "handle", "main", "worker_env"]
 
@@ -97,7 +108,7 @@ class _Job:
     started: float
 
 
-def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> dict[str, Any]:
+def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> Reply:
     """The answer to one request (checked first: ``Request.from_json``), by its op's handler (``HANDLERS``)."""
     from kerneltune.registry import load_backend, load_kernel
 
@@ -106,53 +117,54 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     backend = load_backend(kernel.backend)
     _prepare(backend)
     if req.op == Op.STAMPS:
-        return {"status": Status.OK, "stamps": _stamps(kernel, backend, list(req.ceilings))}
+        return StampsReply(Status.OK, stamps=_stamps(kernel, backend, list(req.ceilings)))
     job = _Job(req, kernel, backend, kernel.problem(req.problem), prefetcher, time.perf_counter())
     return HANDLERS[req.op](job)
 
 
-def _static(job: _Job) -> dict[str, Any]:
+def _static(job: _Job) -> Reply:
     """Compile-only: the kernel's own static ranking (no device here)."""
     if Capability.STATIC_RANK not in job.kernel.capabilities:
-        return {"status": Status.UNSUPPORTED, "error": f"{job.kernel.name} has no static ranking"}
+        return MeasureReply(Status.UNSUPPORTED, f"{job.kernel.name} has no static ranking")
     try:
-        return cast(StaticRanking, job.kernel).static_rank(job.problem, job.req.tiles)
+        ranked = cast(StaticRanking, job.kernel).static_rank(job.problem, job.req.tiles)
     except Exception as e:  # an offline compile that fails is this candidate's compile error
-        return {"status": Status.COMPILE, "error": _error_text(e)}
+        return MeasureReply(Status.COMPILE, _error_text(e))
+    return MeasureReply.from_json(ranked)
 
 
-def _check_small(job: _Job) -> dict[str, Any]:
+def _check_small(job: _Job) -> Reply:
     if Capability.CHECK_SMALL not in job.kernel.capabilities:
-        return {"status": Status.UNSUPPORTED, "error": f"{job.kernel.name} has no small-shape check"}
+        return Reply(Status.UNSUPPORTED, f"{job.kernel.name} has no small-shape check")
     try:
         result = cast(SmallCheck, job.kernel).check_small(job.problem, job.req.tiles)
     except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
-        return {"status": Status.RUNTIME, "error": _error_text(e)}
-    return {"status": Status.OK} if result.error is None else {"status": Status.CORRECTNESS, "error": result.error}
+        return Reply(Status.RUNTIME, _error_text(e))
+    return Reply(Status.OK) if result.error is None else Reply(Status.CORRECTNESS, result.error)
 
 
-def _export_job(job: _Job) -> dict[str, Any]:
+def _export_job(job: _Job) -> Reply:
     """A compile worker's job: the build as bytes, for the timing worker that asked."""
     try:
         data, cached = _export(job.kernel, job.backend, job.problem, job.req)
     except Exception as e:  # any failure to build is this candidate's compile error
-        return {"status": Status.COMPILE, "error": _error_text(e)}
-    return {"status": Status.OK, "build": base64.b64encode(data).decode(),
-            "compile_s": time.perf_counter() - job.started, "cached": cached}
+        return BuildReply(Status.COMPILE, _error_text(e))
+    return BuildReply(Status.OK, build=base64.b64encode(data).decode(), compile_s=time.perf_counter() - job.started,
+                      cached=cached)
 
 
-def _compile_check(job: _Job) -> dict[str, Any]:
+def _compile_check(job: _Job) -> Reply:
     """A compile worker's job: what the problem's check compiles, into the build cache."""
     if Capability.CHECK_PROGRAMS not in job.kernel.capabilities:
-        return {"status": Status.UNSUPPORTED, "error": f"{job.kernel.name} compiles no programs for its check"}
+        return CompiledReply(Status.UNSUPPORTED, f"{job.kernel.name} compiles no programs for its check")
     try:
         cast(CheckPrograms, job.kernel).compile_check(job.problem)
     except Exception as e:  # the check itself compiles them again and gives the verdict
-        return {"status": Status.COMPILE, "error": _error_text(e)}
-    return {"status": Status.OK, "compile_s": time.perf_counter() - job.started}
+        return CompiledReply(Status.COMPILE, _error_text(e))
+    return CompiledReply(Status.OK, compile_s=time.perf_counter() - job.started)
 
 
-def _measure(job: _Job) -> dict[str, Any]:
+def _measure(job: _Job) -> Reply:
     """Build (or take the compiled-ahead build), check on fresh inputs, time."""
     kernel, backend, problem, req, prefetcher, t0 = (job.kernel, job.backend, job.problem, job.req, job.prefetcher,
                                                      job.started)
@@ -164,16 +176,19 @@ def _measure(job: _Job) -> dict[str, Any]:
             built = kernel.build(problem, req.tiles)
             compile_s = time.perf_counter() - t0
     except BuildFailed as e:  # a compile worker's verdict, in its own words
-        return {"status": e.status, "error": str(e), "compile_s": time.perf_counter() - t0}
+        return MeasureReply(e.status, str(e), compile_s=time.perf_counter() - t0)
     except Exception as e:  # any failure to build is this candidate's compile error
-        return {"status": Status.COMPILE, "error": _error_text(e), "compile_s": time.perf_counter() - t0}
+        return MeasureReply(Status.COMPILE, _error_text(e), compile_s=time.perf_counter() - t0)
     # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
-    base = {"compile_s": compile_s, "compile_wait_s": time.perf_counter() - t0}
-    phases = Phases(**base)
+    wait_s = time.perf_counter() - t0
+    phases = Phases(compile_s=compile_s, compile_wait_s=wait_s)
 
-    from kerneltune.measure import MeasureSettings, time_with
+    from kerneltune.measure import time_with
 
-    settings = MeasureSettings(**req.settings)
+    def reply(status: Status, error: str | None = None, **measured: Any) -> MeasureReply:
+        return MeasureReply(status, error, compile_s=compile_s, compile_wait_s=wait_s, phases=phases.to_dict(),
+                            **measured)
+
     try:
         with phases.timed("inputs_s"):
             inputs = kernel.make_inputs(problem, req.inputs, req.seed)
@@ -184,38 +199,30 @@ def _measure(job: _Job) -> dict[str, Any]:
             check = kernel.check(built, problem, inputs)
         phases.split("check_s", "reference_s", check.reference_s)
         if check.error is not None:
-            return {**base, "status": Status.CORRECTNESS, "error": check.error, "rel_error": check.rel_error,
-                    "phases": phases.to_dict()}
+            return reply(Status.CORRECTNESS, check.error, rel_error=check.rel_error)
         with phases.timed("timing_s"):
             fn, args = kernel.timed_call(built, inputs)
-            timing = time_with(backend, fn, args, settings, req.prune_above_us)
+            timing = time_with(backend, fn, args, req.settings, req.prune_above_us)
         flops = kernel.flops(problem, inputs)
     except Exception as e:  # a launch or device failure of this candidate
-        return {**base, "status": Status.RUNTIME, "error": _error_text(e), "restart": backend.is_sticky(e),
-                "phases": phases.to_dict()}
+        return reply(Status.RUNTIME, _error_text(e), restart=backend.is_sticky(e))
     finally:
         kernel.release(built)  # a launch group's rank processes end with their candidate
     pruned = req.prune_above_us is not None and timing.median_us > req.prune_above_us
-    return {
-        **base,
-        "phases": phases.to_dict(),
-        "status": Status.PRUNED if pruned else Status.OK,
-        "timing": timing.to_dict(),
-        "tflops": flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None,
-        "flops": flops,
-        "rel_error": check.rel_error,
-        **({"accuracy": dict(check.accuracy)} if check.accuracy else {}),
-    }
+    return reply(Status.PRUNED if pruned else Status.OK, timing=timing.to_dict(),
+                 tflops=flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None, flops=flops,
+                 rel_error=check.rel_error, accuracy=dict(check.accuracy) if check.accuracy else None)
 
 
-def _playoff(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> dict[str, Any]:
+def _playoff(job: _Job) -> Reply:
     """The leaders (``req.rivals``) built, then timed in interleaved rounds on one set of inputs
     (``measure.take_turns``): each leader's median time per round, in µs."""
-    from kerneltune.measure import MeasureSettings, take_turns
+    from kerneltune.measure import take_turns
 
     from .playoff import ROUNDS
 
-    settings = MeasureSettings(**req.settings)
+    kernel, backend, problem, req = job.kernel, job.backend, job.problem, job.req
+    settings = req.settings
     built: list[Any] = []
     portable = Capability.PORTABLE_BUILD in kernel.capabilities
     try:
@@ -232,20 +239,20 @@ def _playoff(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> di
             samplers[str(i)] = backend.sampler(fn, args, settings.cold_l2)
         turns = take_turns(samplers, ROUNDS, settings.batch, warmup=settings.warmup)
     except Exception as e:  # a leader that built and ran in the sweep fails now: no playoff, said why
-        return {"status": Status.RUNTIME, "error": _error_text(e), "restart": backend.is_sticky(e)}
+        return PlayoffReply(Status.RUNTIME, _error_text(e), backend.is_sticky(e))
     finally:
         for b in built:
             kernel.release(b)
     times: dict[str, list[float]] = {str(i): [] for i in range(len(req.rivals))}
     for turn in turns:
         times[turn.name].append(turn.median_us)
-    return {"status": Status.OK, "rounds": ROUNDS, "batch": settings.batch,
-            "times": [times[str(i)] for i in range(len(times))]}
+    return PlayoffReply(Status.OK, rounds=ROUNDS, batch=settings.batch,
+                        times=tuple(tuple(times[str(i)]) for i in range(len(times))))
 
 
-HANDLERS: dict[Op, Callable[[_Job], dict[str, Any]]] = {
+HANDLERS: dict[Op, Callable[[_Job], Reply]] = {
     Op.MEASURE: _measure, Op.STATIC: _static, Op.CHECK_SMALL: _check_small, Op.EXPORT: _export_job,
-    Op.COMPILE_CHECK: _compile_check, Op.PLAYOFF: lambda job: _playoff(job.kernel, job.backend, job.problem, job.req),
+    Op.COMPILE_CHECK: _compile_check, Op.PLAYOFF: _playoff,
 }
 
 
@@ -258,8 +265,7 @@ def main() -> None:
     die_with_parent(parent_pid_from_env())
     out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to the log
-    prefetcher = CompileAhead(int(os.environ.get("KERNELTUNE_COMPILE_WORKERS", "0") or 0),
-                              float(os.environ.get("KERNELTUNE_COMPILE_TIMEOUT") or COMPILE_TIMEOUT_S))
+    prefetcher = CompileAhead(int(os.environ.get(COMPILE_WORKERS_ENV, "0") or 0))
     work: queue.Queue[Request | str | None] = queue.Queue()  # a str: why a line was no request
 
     def read() -> None:
@@ -283,10 +289,10 @@ def main() -> None:
                 raise WireError(req)
             reply = handle(req, prefetcher)
         except Exception as e:
-            reply = {"status": Status.RUNTIME, "error": _error_text(e), "restart": True}
-        out.write(json.dumps(reply) + "\n")
+            reply = failed(req.op if isinstance(req, Request) else Op.MEASURE, Status.RUNTIME, _error_text(e), True)
+        out.write(json.dumps(reply.to_json()) + "\n")
         out.flush()
-        if reply.get("restart"):
+        if reply.restart:
             os._exit(0)
     os._exit(0)
 

@@ -14,32 +14,32 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from kerneltune.build_cache import ENV as BUILD_CACHE_ENV
-from kerneltune.limits import COMPILE_TIMEOUT_S
 from kerneltune.paths import user_cache_dir
 from kerneltune.process import child_env
 from kerneltune.protocols import Backend
 from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
-from kerneltune.wire import Request, reply_status
+from kerneltune.wire import REPLIES, Reply, Request, Status, WireError
 
 COMPILE_CACHE_ENV = "KERNELTUNE_COMPILE_CACHE"  # the folder a backend keeps compiled programs in (``prepare_worker``)
+COMPILE_WORKERS_ENV = "KERNELTUNE_COMPILE_WORKERS"  # a timing worker's compile processes (0: it compiles itself)
 
 
 class WorkerDied(RuntimeError):
     """The worker crashed, hung past its timeout or broke the protocol."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: Status, message: str):
         super().__init__(message)
-        self.kind = kind  # "timeout" or "runtime"
+        self.kind = kind  # Status.TIMEOUT or Status.RUNTIME
 
 
 def worker_env(backend: Backend, cache_dir: Path | None, devices: str | None, compile_workers: int = 0,
-               reference_dir: Path | None = None, compile_timeout: float = COMPILE_TIMEOUT_S) -> dict[str, str]:
-    """A timing worker's environment: the backend's for ``devices`` (``Backend.worker_env``), and the engine's
-    settings the worker reads (compile cache, compile workers and their timeout, the references' folder, the
-    user's build cache unless ``KERNELTUNE_BUILD_CACHE`` names another folder, or none when empty)."""
+               reference_dir: Path | None = None) -> dict[str, str]:
+    """A timing worker's environment: the backend's for ``devices`` (``Backend.worker_env``), and the process's
+    own resources (compile cache, compile workers, the references' folder, the user's build cache unless
+    ``KERNELTUNE_BUILD_CACHE`` names another folder, or none when empty). How a candidate is measured travels
+    with its request (``wire.Request.settings``)."""
     env = {**os.environ, **backend.worker_env(devices)}
     env.setdefault(BUILD_CACHE_ENV, str(user_cache_dir() / "builds"))
     if reference_dir is not None:  # the checks' references, kept for the next worker (``reference_cache``)
@@ -47,8 +47,7 @@ def worker_env(backend: Backend, cache_dir: Path | None, devices: str | None, co
     env["PYTHONUNBUFFERED"] = "1"
     if cache_dir is not None:
         env[COMPILE_CACHE_ENV] = str(cache_dir)
-    env["KERNELTUNE_COMPILE_WORKERS"] = str(compile_workers)
-    env["KERNELTUNE_COMPILE_TIMEOUT"] = str(compile_timeout)
+    env[COMPILE_WORKERS_ENV] = str(compile_workers)
     return env
 
 
@@ -102,29 +101,28 @@ class WorkerProcess:
                 self.kill()
                 return False
 
-    def request(self, req: Request, timeout: float) -> dict[str, Any]:
+    def request(self, req: Request, timeout: float) -> Reply:
         if not self.send(req):
-            raise WorkerDied("runtime", "worker exited before taking the request: " + self._stderr_tail())
+            raise WorkerDied(Status.RUNTIME, "worker exited before taking the request: " + self._stderr_tail())
         proc = self.proc  # close() may kill it from another thread meanwhile
         if proc is None:
-            raise WorkerDied("runtime", "the worker was closed before it answered")
+            raise WorkerDied(Status.RUNTIME, "the worker was closed before it answered")
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
             self.kill()
-            raise WorkerDied("timeout", f"no answer within {timeout:.0f} s; worker killed") from None
+            raise WorkerDied(Status.TIMEOUT, f"no answer within {timeout:.0f} s; worker killed") from None
         if line is None:
             code = proc.wait()
             self.kill()
             why = f"signal {-code}" if code < 0 else f"exit code {code}"
-            raise WorkerDied("runtime", f"worker died ({why}): {self._stderr_tail()}")
+            raise WorkerDied(Status.RUNTIME, f"worker died ({why}): {self._stderr_tail()}")
         try:
-            reply = json.loads(line)
-            reply_status(reply)
-        except (ValueError, AttributeError) as e:  # not JSON, not an object, a status outside the protocol
+            reply = REPLIES[req.op].from_json(json.loads(line))
+        except (ValueError, WireError) as e:  # not JSON, not an object, a field or status outside the protocol
             self.kill()
-            raise WorkerDied("runtime", f"the worker broke the protocol ({e}): {line[:200]!r}") from None
-        if reply.get("restart"):
+            raise WorkerDied(Status.RUNTIME, f"the worker broke the protocol ({e}): {line[:200]!r}") from None
+        if reply.restart:
             self.kill()
         return reply
 

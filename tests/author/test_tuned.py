@@ -22,7 +22,7 @@ def installed(tmp_path_factory):
     """RowScale swept on its two buckets by the engine (its own space: no space file), installed in a folder."""
     work = tmp_path_factory.mktemp("tuned")
     opts = SweepOptions(kernel=str(REPO / "tests/author/numpy_kernels.py:KERNEL"), space_path=None, out=work / "out",
-                        workers=WorkerOptions(compile_workers=0, compile_timeout=60, run_timeout=60), settings=FAST)
+                        workers=WorkerOptions(compile_workers=0, run_timeout=60), settings=FAST)
     results = run_sweep(opts)
     assert [r.bucket for r in results] == ["r8", "r64"] and all(r.entry for r in results)
     assert opts.journal_path.name == "row-scale-live.jsonl"  # named by the kernel, not its attribute

@@ -36,7 +36,7 @@ out = pathlib.Path(sys.argv[1])
 budget = None if sys.argv[3] == "exhaustive" else 6
 run_sweep(SweepOptions(kernel="tests.tuning.fake_kernel:PLUGIN", space_path=out / "s.toml", out=out,
                        search=SearchOptions(sys.argv[3], budget=budget, seed=0),
-                       workers=WorkerOptions(compile_workers=int(sys.argv[2]), compile_timeout=30, run_timeout=10),
+                       workers=WorkerOptions(compile_workers=int(sys.argv[2]), run_timeout=10),
                        settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3)))
 """
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from kerneltune.settings import MeasureSettings
 from kerneltune.tuning.compile_ahead import BuildFailed, CompileAhead, default_compile_workers
 from kerneltune.wire import candidate_request
 
@@ -19,8 +20,9 @@ def importable_tests(monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def req(mode, work=1, kernel=PORTABLE):
-    return candidate_request(kernel, "small", {"n": 2}, {"mode": mode, "work": work}, {}, 0, {})
+def req(mode, work=1, kernel=PORTABLE, compile_timeout=60.0):
+    return candidate_request(kernel, "small", {"n": 2}, {"mode": mode, "work": work}, {}, 0,
+                             MeasureSettings(compile_timeout=compile_timeout))
 
 
 def built(ahead, r, timeout=60):
@@ -30,7 +32,7 @@ def built(ahead, r, timeout=60):
 
 
 def test_portable_builds_compile_in_other_processes_and_failures_are_their_verdicts():
-    ahead = CompileAhead(2, timeout=60)
+    ahead = CompileAhead(2)
     for r in (req("good", 1), req("good", 2), req("compile_error"), req("compile_crash"), req("good", 3)):
         ahead.submit(r)
     ahead.submit(req("good", 1))  # the same candidate again: still one build
@@ -48,17 +50,17 @@ def test_portable_builds_compile_in_other_processes_and_failures_are_their_verdi
 
 
 def test_a_compile_that_hangs_is_a_timeout_and_frees_its_worker():
-    ahead = CompileAhead(1, timeout=3)
-    ahead.submit(req("compile_hang"))
+    ahead = CompileAhead(1)
+    ahead.submit(req("compile_hang", compile_timeout=3))
     ahead.submit(req("good"))
     with pytest.raises(BuildFailed, match="no answer within 3 s") as hang:
-        built(ahead, req("compile_hang"))
+        built(ahead, req("compile_hang", compile_timeout=3))
     assert hang.value.status == "timeout"
     assert built(ahead, req("good"))[0]["mode"] == "good"
 
 
 def test_a_build_that_cannot_leave_its_process_compiles_on_a_thread_here():
-    ahead = CompileAhead(2, timeout=60)
+    ahead = CompileAhead(2)
     ahead.submit(req("good", kernel=THREADED))
     assert built(ahead, req("good", kernel=THREADED))[0]["built_by"] == os.getpid()
 
@@ -78,13 +80,13 @@ def marks(tmp_path, monkeypatch):
 
 
 def checked(n, work=1, kernel=CHECKING):
-    return candidate_request(kernel, f"n{n}", {"n": n}, {"mode": "good", "work": work}, {}, 0, {})
+    return candidate_request(kernel, f"n{n}", {"n": n}, {"mode": "good", "work": work}, {}, 0, MeasureSettings())
 
 
 def test_a_problems_check_programs_compile_once_in_a_compile_worker(marks):
     """Handed over with the problem's first candidate, compiled in another process (the build cache carries them
     to the check), once however many of its candidates follow; each problem its own."""
-    ahead = CompileAhead(2, timeout=60)
+    ahead = CompileAhead(2)
     for r in (checked(2, 1), checked(2, 2), checked(3, 1), checked(2, 1)):
         ahead.submit(r)
     ahead.wait_check(checked(2, 2))
@@ -95,7 +97,7 @@ def test_a_problems_check_programs_compile_once_in_a_compile_worker(marks):
 
 
 def test_check_programs_that_fail_to_compile_are_a_warning_and_their_candidates_still_compile(marks, caplog):
-    ahead = CompileAhead(1, timeout=60)
+    ahead = CompileAhead(1)
     ahead.submit(checked(13))
     with caplog.at_level("WARNING", logger="kerneltune.compile_ahead"):
         ahead.wait_check(checked(13))
@@ -109,7 +111,7 @@ def test_without_a_build_cache_no_compile_worker_compiles_check_programs(marks, 
     from kerneltune.build_cache import ENV
 
     monkeypatch.setenv(ENV, "")
-    ahead = CompileAhead(1, timeout=60)
+    ahead = CompileAhead(1)
     ahead.submit(checked(2))
     assert built(ahead, checked(2))[0]["mode"] == "good"
     ahead.wait_check(checked(2))

@@ -61,7 +61,7 @@ def test_a_sweep_on_a_drifting_clock_writes_the_playoffs_winner_and_its_margin(t
     and the entry keeps the margin (about 20%) and the rounds."""
     opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
                         search=SearchOptions(prune_factor=None, warm_start=False),
-                        workers=WorkerOptions(compile_workers=0, compile_timeout=60, run_timeout=60),
+                        workers=WorkerOptions(compile_workers=0, run_timeout=60),
                         settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
     [result] = run_sweep(opts)
     medians = {r["tiles"]["cost"]: r["timing"]["median_us"] for r in Journal(opts.journal_path).records()}
@@ -78,7 +78,7 @@ def test_a_sweep_on_a_drifting_clock_writes_the_playoffs_winner_and_its_margin(t
 def test_no_playoff_leaves_the_sequential_winner(tmp_path):
     opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
                         search=SearchOptions(prune_factor=None, warm_start=False, playoff=False),
-                        workers=WorkerOptions(compile_workers=0, compile_timeout=60, run_timeout=60),
+                        workers=WorkerOptions(compile_workers=0, run_timeout=60),
                         settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
     [result] = run_sweep(opts)
     entry = json.loads((tmp_path / "tables/cpu/two-costs.json").read_text())["entries"]["n=1"]

@@ -10,10 +10,11 @@ import warnings
 
 import pytest
 
+from kerneltune.settings import MeasureSettings
 from kerneltune.tuning.journal import Journal, config_key
 from kerneltune.tuning.shared_study import QueueWorker, make_storage, prepare_queue, study_name
 from kerneltune.tuning.space import Space
-from kerneltune.wire import candidate_request
+from kerneltune.wire import MeasureReply, Status, candidate_request
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
 
@@ -33,17 +34,17 @@ class RecordingRunner:
                    for t in self.storage.get_all_trials(s._study_id) if t.state.name == "RUNNING"]
         self.events.append(("measure", req.tiles["work"], len(running)))
         done = cf.Future()
-        done.set_result({"status": "ok", "timing": {"median_us": 10.0 + req.tiles["work"],
-                                                    "spread": 0.0, "samples": 1}})
+        done.set_result(MeasureReply(Status.OK, timing={"median_us": 10.0 + req.tiles["work"], "spread": 0.0,
+                                                        "samples": 1}))
         return done
 
 
 def _request(tiles):
-    return candidate_request("fake", "b", {}, tiles, {}, 0, {})
+    return candidate_request("fake", "b", {}, tiles, {}, 0, MeasureSettings())
 
 
 def _record(tiles, reply):
-    return {"bucket": "b", "key": config_key(tiles), "tiles": tiles, **reply}
+    return {"bucket": "b", "key": config_key(tiles), "tiles": tiles, **reply.to_json()}
 
 
 def _queue(tmp_path, works, heartbeat):

@@ -14,7 +14,7 @@ import pytest
 from kerneltune.measure import MeasureSettings
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.sweep import ReplayOptions, SearchOptions, SweepOptions, WorkerOptions, run_sweep
-from kerneltune.wire import Op
+from kerneltune.wire import MeasureReply, Op, PlayoffReply, Status
 
 from ..paths import REPO
 
@@ -38,10 +38,10 @@ def space(tmp_path, modes):
 def options(tmp_path, modes, compile_workers=0, replay=None, strategy="exhaustive", budget=None, seed=0,
             compile_timeout=20, **over):
     base = dict(kernel=FAKE, space_path=space(tmp_path, modes), out=tmp_path / "out",
-                workers=WorkerOptions(compile_workers=compile_workers, compile_timeout=compile_timeout, run_timeout=4),
+                workers=WorkerOptions(compile_workers=compile_workers, run_timeout=4),
                 search=SearchOptions(strategy, budget, seed),
                 replay=ReplayOptions(replay) if replay is not None else None,
-                settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3))
+                settings=MeasureSettings(max_seconds=0.2, min_samples=3, batch=3, compile_timeout=compile_timeout))
     base.update(over)
     return SweepOptions(**base)
 
@@ -227,7 +227,7 @@ class SlowRunner:
         fut = cf.Future()
         self.measured.append(req)
         median = 10.0 + sum(v for v in req.tiles.values() if type(v) is int)
-        reply = {"status": "ok", "timing": {"median_us": median, "spread": 0.0, "samples": 3, "noise": 0.0}}
+        reply = MeasureReply(Status.OK, timing={"median_us": median, "spread": 0.0, "samples": 3, "noise": 0.0})
         if self.seconds:
             threading.Timer(self.seconds, fut.set_result, args=(reply,)).start()
         else:
@@ -236,7 +236,7 @@ class SlowRunner:
 
     def request(self, req):
         if req.op == Op.PLAYOFF:  # a fake times no leaders again: the entry is the sequential one's
-            return {"status": "unsupported", "error": "a fake runner"}
+            return PlayoffReply(Status.UNSUPPORTED, "a fake runner")
         raise AssertionError("not used")
 
     def close(self):
@@ -390,7 +390,7 @@ def _sweep_busy_with_a_hang(tmp_path, run_timeout):
             f"faulthandler.register(signal.SIGUSR1, file=open({str(dump)!r}, 'w'), all_threads=True); "
             f"from tests.tuning.test_sweep import options; from kerneltune.tuning.sweep import run_sweep, "
             f"WorkerOptions; import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), ['hang'], "
-            f"workers=WorkerOptions(compile_workers=0, compile_timeout=20, run_timeout={run_timeout})))")
+            f"workers=WorkerOptions(compile_workers=0, run_timeout={run_timeout})))")
     mark = tmp_path / "hanging"
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stderr=subprocess.DEVNULL,
                             env={**os.environ, "FAKE_KERNEL_HANG_MARK": str(mark)})
@@ -480,13 +480,13 @@ class _Scripted:
         us = self.times_us[(req.tiles["mode"], req.tiles["work"])]
         done = cf.Future()
         bound = req.prune_above_us
-        done.set_result({"status": "pruned" if bound is not None and us > bound else "ok",
-                         "timing": {"median_us": us, "spread": 0.01, "samples": 3}})
+        done.set_result(MeasureReply(Status.PRUNED if bound is not None and us > bound else Status.OK,
+                                     timing={"median_us": us, "spread": 0.01, "samples": 3}))
         return done
 
     def request(self, req):
         if req.op == Op.PLAYOFF:  # a fake times no leaders again: the entry is the sequential one's
-            return {"status": "unsupported", "error": "a fake runner"}
+            return PlayoffReply(Status.UNSUPPORTED, "a fake runner")
         raise AssertionError("no other request expected")
 
     def close(self):

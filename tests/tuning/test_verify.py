@@ -19,6 +19,7 @@ from kerneltune.tuning.verify import (
     verify_table,
     worst_exit_code,
 )
+from kerneltune.wire import REPLIES, MeasureReply, Status
 
 from ..paths import REPO
 from .fake_kernel import FAKE_GPU, NEED
@@ -124,7 +125,7 @@ def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path
         def measure(self, req, route=0):
             events.append(("time", req.bucket, config_key(req.tiles)))
             done = cf.Future()
-            done.set_result({"status": "ok", "timing": {"median_us": 1000.0, "spread": 0.01}})
+            done.set_result(MeasureReply(Status.OK, timing={"median_us": 1000.0, "spread": 0.01}))
             return done
 
         def close(self):
@@ -213,7 +214,8 @@ class _Scripted:
 
     def _reply(self, req):
         work = req.tiles["work"]
-        return self.replies[work] if self.default is None else self.replies.get(work, self.default)
+        reply = self.replies[work] if self.default is None else self.replies.get(work, self.default)
+        return REPLIES[req.op].from_json(reply)
 
     def stamps(self):
         where = {"device_kind": "cpu"} if self.gpu is None else {"device_kind": "fakegpu-9000", "gpu": self.gpu}
@@ -294,11 +296,11 @@ def test_drift_either_way_past_the_spread_is_a_warning(now_us, warned):
 
 
 def test_a_wrong_output_fails_on_the_cpu_and_on_the_gpu():
-    wrong = {"status": "incorrect", "error": "out: 3 elements beyond atol"}
+    wrong = {"status": "correctness", "error": "out: 3 elements beyond atol"}
     for on_gpu in (False, True):
         rep = _judge({1: wrong}, on_gpu=on_gpu)
-        assert rep.failed and rep.verdict == "incorrect: out: 3 elements beyond atol"
-        assert rep.correctness == "incorrect"
+        assert rep.failed and rep.verdict == "correctness: out: 3 elements beyond atol"
+        assert rep.correctness == "correctness"
     assert _judge({1: {"status": "ok"}}, on_gpu=False).correctness == "ok (interpret mode, small shape)"
 
 
@@ -383,14 +385,12 @@ def test_a_close_rival_with_a_timing_that_did_not_settle_is_unsettled_not_ok():
     assert (settled_but_slower.unsettled, settled_but_slower.verdict) == (False, "ok")  # clearly faster anyway
 
 
-def test_a_failed_reply_s_error_is_cut_and_a_reply_without_status_is_named():
-    long = {"status": "incorrect", "error": "x" * 1000}
-    assert _judge({1: long}).verdict == "incorrect: " + "x" * 300
-    assert _judge({1: long}, on_gpu=False).verdict == "incorrect: " + "x" * 200
-    rep = _judge({1: {}}, on_gpu=False)
-    assert (rep.failed, rep.correctness, rep.verdict) == (True, "?", "None: ")
-    rep = _judge({1: {"status": "crashed"}})
-    assert (rep.failed, rep.correctness, rep.verdict) == (True, "crashed", "crashed: ")
+def test_a_failed_reply_s_error_is_cut_and_one_without_an_error_still_names_its_status():
+    long = {"status": "runtime", "error": "x" * 1000}
+    assert _judge({1: long}).verdict == "runtime: " + "x" * 300
+    assert _judge({1: long}, on_gpu=False).verdict == "runtime: " + "x" * 200
+    rep = _judge({1: {"status": "timeout"}})
+    assert (rep.failed, rep.correctness, rep.verdict) == (True, "timeout", "timeout: ")
 
 
 def test_each_request_carries_the_entry_s_bucket_problem_and_inputs_on_verify_s_seed():

@@ -1,6 +1,7 @@
 """A candidate on the worker's side (``handle``: each reply's status, and what it asks of the process) and
 on the parent's (``WorkerProcess``: a worker that asks for a restart is not sent the next candidate)."""
 
+import json
 import os
 
 import pytest
@@ -10,7 +11,7 @@ from kerneltune.backends.host import Host
 from kerneltune.protocols import Capability, CheckResult
 from kerneltune.registry import load_backend
 from kerneltune.tuning.worker import WorkerProcess, handle, worker_env
-from kerneltune.wire import Request
+from kerneltune.wire import Request, Status
 
 from ..paths import REPO
 from .fake_kernel import FakeKernel
@@ -59,28 +60,29 @@ def _req(mode, op="measure", kernel="tests.tuning.test_worker:KERNEL", **extra):
 @pytest.mark.parametrize(("mode", "restart"), [("illegal", True), ("launch_failure", True), ("flaky", False)])
 def test_a_device_error_that_poisons_the_context_asks_for_a_fresh_worker(mode, restart):
     reply = handle(_req(mode))
-    assert reply["status"] == "runtime" and reply["error"].endswith(ERRORS[mode])
-    assert reply["restart"] is restart
+    assert reply.status == "runtime" and reply.error.endswith(ERRORS[mode])
+    assert reply.restart is restart
 
 
 def test_every_built_candidate_is_released_whatever_its_fate():
     """A launch group's rank processes end with their candidate: after a pass, a wrong output and a crash."""
     KERNEL.released.clear()
-    assert [handle(_req(m))["status"] for m in ("good", "garbage", "illegal")] == ["ok", "correctness", "runtime"]
+    assert [handle(_req(m)).status for m in ("good", "garbage", "illegal")] == ["ok", "correctness", "runtime"]
     assert KERNEL.released == ["good", "garbage", "illegal"]
 
 
 def test_a_candidate_slower_than_the_bound_is_pruned_not_timed_to_convergence():
     """The fake's call takes ~1 ms: over a 100 µs bound it is pruned, under a 1 s one it is timed."""
-    assert handle(_req("good", prune_above_us=100.0))["status"] == "pruned"
-    assert handle(_req("good", prune_above_us=1e6))["status"] == "ok"
+    assert handle(_req("good", prune_above_us=100.0)).status == "pruned"
+    assert handle(_req("good", prune_above_us=1e6)).status == "ok"
 
 
 def test_the_small_shape_check_reports_a_wrong_output():
-    assert handle(_req("good", op="check_small")) == {"status": "ok"}
-    assert handle(_req("garbage", op="check_small")) == {"status": "correctness", "error": "3 elements beyond atol"}
+    assert handle(_req("good", op="check_small")).to_json() == {"status": "ok"}
+    assert handle(_req("garbage", op="check_small")).to_json() == {"status": "correctness",
+                                                            "error": "3 elements beyond atol"}
     reply = handle(_req("good", op="check_small", kernel="tests.tuning.fake_kernel:PLUGIN"))
-    assert reply["status"] == "unsupported"
+    assert reply.status == "unsupported"
 
 
 def test_a_worker_that_asks_for_a_restart_is_replaced_before_the_next_candidate(tmp_path):
@@ -88,11 +90,11 @@ def test_a_worker_that_asks_for_a_restart_is_replaced_before_the_next_candidate(
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     worker = WorkerProcess(env, tmp_path / "worker.log")
     try:
-        assert worker.request(Request.from_json(_req("good")), timeout=120)["status"] == "ok"
+        assert worker.request(Request.from_json(_req("good")), timeout=120).status == "ok"
         first = worker.proc.pid
-        assert worker.request(Request.from_json(_req("illegal")), timeout=120)["restart"] is True
+        assert worker.request(Request.from_json(_req("illegal")), timeout=120).restart is True
         assert worker.proc is None  # killed with its process group, not left to exit on its own
-        assert worker.request(Request.from_json(_req("good")), timeout=120)["status"] == "ok"
+        assert worker.request(Request.from_json(_req("good")), timeout=120).status == "ok"
         assert worker.proc.pid != first
     finally:
         worker.close()
@@ -123,7 +125,7 @@ def test_a_layout_the_static_ranking_refuses_comes_back_as_a_constraint(tmp_path
             req = Request.from_json({**_req("good", op="static", kernel="tests.tuning.test_worker:STATIC"),
                                      "tiles": {"mode": "good", "work": work}})
             reply = worker.request(req, timeout=120)
-            assert reply["status"] == status and reply["static"] == {"vgpr": 9}, reply
+            assert reply.status == status and reply.static == {"vgpr": 9}, reply
     finally:
         worker.close()
 
@@ -149,10 +151,10 @@ def test_an_export_answers_the_build_as_bytes_the_timing_worker_loads():
     from .fake_kernel import PLUGIN
 
     reply = handle(_req("good", op="export", kernel="tests.tuning.fake_kernel:PLUGIN"))
-    assert reply["status"] == "ok" and reply["compile_s"] >= 0
-    assert PLUGIN.import_build(base64.b64decode(reply["build"]))["mode"] == "good"
+    assert reply.status == "ok" and reply.compile_s >= 0
+    assert PLUGIN.import_build(base64.b64decode(reply.build))["mode"] == "good"
     failed = handle(_req("compile_error", op="export", kernel="tests.tuning.fake_kernel:PLUGIN"))
-    assert failed["status"] == "compile" and "fake compile error" in failed["error"]
+    assert failed.status == "compile" and "fake compile error" in failed.error
 
 
 def test_an_export_compiled_before_on_this_system_comes_from_the_build_cache(tmp_path, monkeypatch):
@@ -167,8 +169,8 @@ def test_an_export_compiled_before_on_this_system_comes_from_the_build_cache(tmp
 
     monkeypatch.setenv(ENV, str(tmp_path / "builds"))
     first, again = (handle(_req("good", op="export", kernel="tests.tuning.fake_kernel:PLUGIN")) for _ in range(2))
-    assert (first["cached"], again["cached"]) == (False, True) and again["build"] == first["build"]
-    assert PLUGIN.import_build(base64.b64decode(again["build"]))["built_by"] == os.getpid()
+    assert (first.cached, again.cached) == (False, True) and again.build == first.build
+    assert PLUGIN.import_build(base64.b64decode(again.build))["built_by"] == os.getpid()
     for _ in range(2):
         handle(_req("compile_error", op="export", kernel="tests.tuning.fake_kernel:PLUGIN"))
     assert len(list((tmp_path / "builds").glob("*.npz"))) == 1
@@ -186,22 +188,22 @@ def test_a_check_waits_for_its_problems_programs_compiled_ahead_and_books_the_wa
     monkeypatch.setenv("FAKE_CHECK_PROGRAMS", str(tmp_path))
     monkeypatch.setenv("FAKE_CHECK_PROGRAMS_S", "1.0")
     req = Request.from_json(_req("good", kernel="tests.tuning.fake_kernel:THREADED_CHECK_PROGRAMS"))
-    prefetcher = CompileAhead(2, timeout=60)
+    prefetcher = CompileAhead(2)
     prefetcher.submit(req)
     reply = handle(req, prefetcher)
-    assert reply["status"] == "ok" and reply["accuracy"]["programs_ready"] == 1.0
-    assert reply["phases"]["reference_s"] >= 0.5 > reply["phases"]["check_s"]
+    assert reply.status == "ok" and reply.accuracy["programs_ready"] == 1.0
+    assert reply.phases["reference_s"] >= 0.5 > reply.phases["check_s"]
 
 
 def test_a_compile_workers_check_programs_job_answers_ok_or_the_compile_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_CHECK_PROGRAMS", str(tmp_path))
     kernel = "tests.tuning.fake_kernel:CHECK_PROGRAMS"
     reply = handle(_req("good", op="compile_check", kernel=kernel))
-    assert reply["status"] == "ok" and reply["compile_s"] >= 0 and (tmp_path / "n4").exists()
+    assert reply.status == "ok" and reply.compile_s >= 0 and (tmp_path / "n4").exists()
     failed = handle({**_req("good", op="compile_check", kernel=kernel), "problem": {"n": 13}})
-    assert failed["status"] == "compile" and "fake check compile error" in failed["error"]
+    assert failed.status == "compile" and "fake check compile error" in failed.error
     unsupported = handle(_req("good", op="compile_check", kernel="tests.tuning.fake_kernel:PLUGIN"))
-    assert unsupported["status"] == "unsupported"
+    assert unsupported.status == "unsupported"
 
 
 def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
@@ -216,12 +218,39 @@ def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
     assert Request.from_json(req.to_json()) == req and req.prune_above_us == 5.0
 
 
-def test_a_reply_whose_status_is_outside_the_protocol_is_a_dead_worker(tmp_path):
-    from kerneltune.wire import WireError, reply_status
+def test_a_reply_outside_the_protocol_is_refused_naming_the_field():
+    from kerneltune.wire import REPLIES, MeasureReply, Op, PlayoffReply, WireError
 
-    assert reply_status({"status": "pruned"}) == "pruned"
-    with pytest.raises(WireError, match="status 'fine' is not one of"):
-        reply_status({"status": "fine"})
+    assert MeasureReply.from_json({"status": "pruned"}).status == Status.PRUNED
+    for bad, says in (({"status": "fine"}, "status 'fine' is not one of"), ([1], "a reply is a JSON object"),
+                      ({"status": "ok", "timing": 3}, "timing 3 is not an object"),
+                      ({"status": "ok", "compile_s": "fast"}, "compile_s 'fast' is not of type float"),
+                      ({"status": "ok", "colour": "red"}, "a MeasureReply has no colour"),
+                      ({"status": "ok", "restart": 1}, "restart 1 is not of type bool")):
+        with pytest.raises(WireError, match=says):
+            MeasureReply.from_json(bad)
+    with pytest.raises(WireError, match="times"):
+        PlayoffReply.from_json({"status": "ok", "times": [1.0]})
+    for op, reply_type in REPLIES.items():  # every reply survives the pipe as itself
+        sent = reply_type(Status.RUNTIME, "why", True)
+        assert reply_type.from_json(json.loads(json.dumps(sent.to_json()))) == sent, op
+    measured = MeasureReply(Status.OK, timing={"median_us": 2.0}, compile_s=0.5)
+    assert MeasureReply.from_json(measured.to_json()) == measured and measured.median_us == 2.0
+    assert REPLIES[Op.PLAYOFF] is PlayoffReply
+
+
+def test_the_settings_cross_the_pipe_typed_with_the_compile_timeout():
+    from kerneltune.settings import MeasureSettings
+    from kerneltune.wire import WireError
+
+    req = Request.from_json({**_req("good"), "settings": {"batch": 4, "compile_timeout": 7.5}})
+    assert req.settings == MeasureSettings(batch=4, compile_timeout=7.5)
+    assert Request.from_json(json.loads(json.dumps(req.to_json()))) == req
+    for settings, says in (({"batch": "4"}, "batch '4' is not of type int"), ({"colour": 1}, "unknown colour"),
+                           ({"compile_timeout": -1}, "compile_timeout: must be a positive"),
+                           ({"cold_l2": 1}, "cold_l2 1 is not of type bool")):
+        with pytest.raises(WireError, match=says):
+            Request.from_json({**_req("good"), "settings": settings})
 
 
 def test_a_playoff_times_every_leader_in_each_of_its_rounds(tmp_path, monkeypatch):
@@ -229,8 +258,8 @@ def test_a_playoff_times_every_leader_in_each_of_its_rounds(tmp_path, monkeypatc
     monkeypatch.setenv("KERNELTUNE_BUILD_CACHE", str(tmp_path / "builds"))
     leaders = [{"mode": "good", "work": 1}, {"mode": "good", "work": 2}]
     reply = handle(_req("good", op="playoff", kernel="tests.tuning.fake_kernel:PLUGIN", rivals=leaders))
-    assert reply["status"] == "ok" and reply["rounds"] == 10 and reply["batch"] == 3
-    assert [len(t) for t in reply["times"]] == [10, 10] and all(x > 0 for t in reply["times"] for x in t)
+    assert reply.status == "ok" and reply.rounds == 10 and reply.batch == 3
+    assert [len(t) for t in reply.times] == [10, 10] and all(x > 0 for t in reply.times for x in t)
     assert any((tmp_path / "builds").rglob("*")), "the leaders' builds went through the build cache"
 
     def lost_device(self, built, inputs):
@@ -240,4 +269,4 @@ def test_a_playoff_times_every_leader_in_each_of_its_rounds(tmp_path, monkeypatc
     monkeypatch.setattr(FakeKernel, "timed_call", lost_device)
     broken = handle(_req("good", op="playoff", kernel="tests.tuning.fake_kernel:PLUGIN", rivals=leaders))
     # A leader that fails now: no playoff, why, and a fresh worker where the device is lost.
-    assert broken["status"] == "runtime" and broken["error"].endswith(ERRORS["illegal"]) and broken["restart"]
+    assert broken.status == "runtime" and broken.error.endswith(ERRORS["illegal"]) and broken.restart
