@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .kernel_args import KernelArgs
 from .layout import DrafterLayout
 from .plugin import PLUGIN, DrafterProblem
 from .rocm_runner import NeedsRocmGpus, require_rocm_gpus
@@ -61,9 +62,12 @@ class DrafterWide:
         self.layout.check_rows(n)
         if self._peers is None or self._peers[0] != tuple(sym_peers):  # the kernel reads them from device memory
             self._peers = (tuple(sym_peers), torch.tensor(sym_peers, dtype=torch.int64, device=h_out.device))
-        self._run(t["x_in"].data_ptr(), h_out.data_ptr(), t["tab"].data_ptr(),
-                  *(x.data_ptr() for k in ("qkv", "o", "gu", "d") for x in weights[k]),
-                  t["fin_ln"].data_ptr(), t["cos_sin"].data_ptr(), t["block_table"].data_ptr(),
-                  t["positions"].data_ptr(), t["slots"].data_ptr(), scratch.data_ptr(), sym_local.data_ptr(),
-                  self._peers[1].data_ptr(), step_word.data_ptr(), health.data_ptr(), self.rank,
-                  t["block_table"].shape[1], n)
+        packed = {f"{part}_{k}": x.data_ptr() for k in ("qkv", "o", "gu", "d")
+                  for part, x in zip(("w", "s"), weights[k], strict=True)}
+        args = KernelArgs(
+            x_in=t["x_in"].data_ptr(), h_out=h_out.data_ptr(), tab=t["tab"].data_ptr(), **packed,
+            fin_ln=t["fin_ln"].data_ptr(), cos_sin=t["cos_sin"].data_ptr(), block_table=t["block_table"].data_ptr(),
+            positions=t["positions"].data_ptr(), slots=t["slots"].data_ptr(), scratch=scratch.data_ptr(),
+            sym=sym_local.data_ptr(), peers=self._peers[1].data_ptr(), step=step_word.data_ptr(),
+            health=health.data_ptr(), rank=self.rank, bt_width=t["block_table"].shape[1], n_rows=n)
+        self._run(*args.ordered())

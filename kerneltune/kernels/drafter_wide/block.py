@@ -20,40 +20,10 @@ from flydsl.expr.typing import T
 
 from . import device as dev
 from . import indexing as ix
+from .kernel_args import KernelArgs
 from .layout import MAX_ROWS, WAVE, DrafterLayout
 
 I32, I64, F32 = fx.Int32, fx.Int64, fx.Float32
-
-
-@dataclass(frozen=True)
-class KernelArgs:
-    """The launcher's parameters (``kernel.KERNEL_ARG_SPEC``): 21 byte addresses, then the rank, the block
-    table's width and the launch's row count."""
-
-    x_in: Any
-    h_out: Any
-    tab: Any
-    w_qkv: Any
-    s_qkv: Any
-    w_o: Any
-    s_o: Any
-    w_gu: Any
-    s_gu: Any
-    w_d: Any
-    s_d: Any
-    fin_ln: Any
-    cos_sin: Any
-    block_table: Any
-    positions: Any
-    slots: Any
-    scratch: Any
-    sym: Any
-    peers: Any
-    step: Any
-    health: Any
-    rank: Any
-    bt_width: Any
-    n_rows: Any
 
 
 @dataclass(frozen=True)

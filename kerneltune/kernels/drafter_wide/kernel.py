@@ -23,16 +23,15 @@ flag and MFMA primitives.
 """
 
 from . import indexing as ix
+from .kernel_args import KERNEL_ARG_SPEC
 from .layout import WAVE, DrafterLayout
 
-# The launcher's parameters as the offline compile describes them: 21 addresses, then rank,
-# the block table's width and the launch's row count. Every pointer argument is loaded at entry and held
-# in SGPRs through every role, so the step's ``seq_lens`` travels in the pointer table and the 4 ranks'
-# symmetric regions in one device array (``peers``): with them as arguments the MFMA attention's extra
-# scalars cost 3-6 SGPR spills.
-KERNEL_ARG_SPEC = [["i64", None]] * 21 + [["i32", None]] * 3
-# The kernel's own code: this launcher and the roles it traces (the device helpers are ``device.py``).
-KERNEL_FILES = ("kernel.py", "block.py", "gemv_role.py", "attention_role.py", "merge_role.py", "norm_role.py")
+__all__ = ["KERNEL_ARG_SPEC", "KERNEL_FILES", "build_wide", "build_wide_for"]
+
+# The kernel's own code: this launcher, its parameters and the roles it traces (the device helpers are
+# ``device.py``).
+KERNEL_FILES = ("kernel.py", "kernel_args.py", "block.py", "gemv_role.py", "attention_role.py", "merge_role.py",
+                "norm_role.py")
 
 
 def build_wide_for(arch: str, ng: int, threads: int, w_na: int, qpr: int, layers: int = 1,
@@ -55,8 +54,9 @@ def build_wide(layout: DrafterLayout, arch: str, yw: int = 0, wait_ticks: int = 
     from flydsl.expr import range_constexpr
 
     from .attention_role import AttentionRole
-    from .block import I32, I64, Block, KernelArgs
+    from .block import I32, I64, Block
     from .gemv_role import GemvRole
+    from .kernel_args import KernelArgs
     from .norm_role import NormRole, OwnedRow
     from .reference import F8_MAX
 

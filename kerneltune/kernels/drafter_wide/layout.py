@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 from dataclasses import dataclass, field
 
 TP = 4
@@ -52,6 +53,12 @@ class ModelDims:
         return self.q_heads * self.head_dim
 
 
+def _seed_name(path: str) -> property:
+    """A layout value under the upper-case name the seed kernel gives it (``model.layers`` for ``LAYERS``)."""
+    get = operator.attrgetter(path)
+    return property(lambda self: get(self), doc=f"``{path}``")
+
+
 @dataclass(frozen=True)
 class DrafterLayout:
     """Construct with ``DrafterLayout(ng=..., threads=..., w_na=..., qpr=...)``; derived fields follow."""
@@ -89,33 +96,13 @@ class DrafterLayout:
         self._check_offsets()
 
     # ----------------------------------------------------------------- the seed's names
-    @property
-    def THREADS(self) -> int:
-        return self.threads
-
-    @property
-    def NG(self) -> int:
-        return self.ng
-
-    @property
-    def W_NA(self) -> int:
-        return self.w_na
-
-    @property
-    def QPR(self) -> int:
-        return self.qpr
-
-    @property
-    def LAYERS(self) -> int:
-        return self.model.layers
-
-    @property
-    def BLOCK(self) -> int:  # tokens per paged KV block
-        return self.model.kv_block
-
-    @property
-    def WINDOW(self) -> int:
-        return self.model.window
+    THREADS = _seed_name("threads")
+    NG = _seed_name("ng")
+    W_NA = _seed_name("w_na")
+    QPR = _seed_name("qpr")
+    LAYERS = _seed_name("model.layers")
+    BLOCK = _seed_name("model.kv_block")  # tokens per paged KV block
+    WINDOW = _seed_name("model.window")
 
     # Slots of the per-layer pointer table ``tab`` (16 two-word entries per layer); the step's ``seq_lens``
     # address is in every layer's (the kernel reads layer 0's).
