@@ -18,6 +18,7 @@ at a sweep's bucket and took 83 of the 127 s a cold verify spent on the table's 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -72,10 +73,13 @@ class CompileAhead:
         return json.dumps([req.kernel, dict(req.problem)], sort_keys=True)
 
     def submit(self, req: Request) -> None:
-        """Start compiling the candidate, after its problem's check programs if it is the problem's first."""
+        """Start compiling the candidate, after its problem's check programs if it is the problem's first; nothing
+        where this worker's device cannot run the kernel (the engine hands compiles over before it knows)."""
         from kerneltune.registry import load_kernel
 
         kernel = load_kernel(req.kernel)
+        if not runs_here(req.kernel):
+            return
         portable = Capability.PORTABLE_BUILD in kernel.capabilities
         with self._lock:
             if self.key(req) in self._futures:
@@ -110,6 +114,15 @@ class CompileAhead:
         except Exception as e:  # its own compile in the check gives the verdict, if there is one to give
             log.warning("compiling the check's programs of %s ahead failed (%s); the check compiles them",
                         req.bucket or dict(req.problem), str(e).splitlines()[0] if str(e) else type(e).__name__)
+
+
+@functools.cache
+def runs_here(kernel_name: str) -> bool:
+    """Whether this process's device can run the kernel (``Kernel.supported_on`` its backend's stamps), asked once."""
+    from kerneltune.registry import load_backend, load_kernel
+
+    kernel = load_kernel(kernel_name)
+    return kernel.supported_on(load_backend(kernel.backend).stamps()) is None
 
 
 def _build_here(req: Request) -> Built:

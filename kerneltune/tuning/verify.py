@@ -185,6 +185,13 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         _seed_ceilings(table, work_dir / "logs")
         runner = (runner_factory or _live_runner)(kernel_name, kernel, work_dir)
     try:
+        items = list(_items(entries))
+        timed = [_timed_configs(kernel, *item) for item in items]
+        # Every config starts compiling now, in the order it is timed, while the worker starts and reads its
+        # stamps; a worker whose device cannot run the kernel drops them.
+        for (_, item), configs in zip(items, timed, strict=True):
+            for _, tiles in configs:
+                runner.prefetch(_measure_request(kernel_name, item, tiles, settings), 0)
         running = runner.stamps()
         need = kernel.supported_on(running)
         can_small = Capability.CHECK_SMALL in kernel.capabilities
@@ -193,14 +200,7 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         notes = [] if need is None else [f"timing not checked: it needs {need}; correctness checked on the CPU "
                                          f"at small shapes (interpret mode)"]
         want = {**running, "kernel_hash": kernel.source_hash()}
-        items = list(_items(entries))
-        timed = [_timed_configs(kernel, *item) for item in items]
-
         measured = _Measurements(kernel_name, runner, settings)
-        if need is None:  # every config starts compiling now, in the order it is timed (timing runs on the GPU)
-            for (_, item), configs in zip(items, timed, strict=True):
-                for _, tiles in configs:
-                    runner.prefetch(_measure_request(kernel_name, item, tiles, settings), 0)
 
         reports = []
         try:

@@ -59,6 +59,14 @@ def test_a_compile_that_hangs_is_a_timeout_and_frees_its_worker():
     assert built(ahead, req("good"))[0]["mode"] == "good"
 
 
+def test_nothing_compiles_ahead_where_the_device_cannot_run_the_kernel():
+    ahead = CompileAhead(1)
+    ahead.submit(req("good", kernel="tests.tuning.fake_kernel:NEEDS_GPU"))
+    assert ahead.take(req("good", kernel="tests.tuning.fake_kernel:NEEDS_GPU")) is None
+    ahead.submit(req("good"))
+    assert built(ahead, req("good"))[0]["mode"] == "good"
+
+
 def test_a_build_that_cannot_leave_its_process_compiles_on_a_thread_here():
     ahead = CompileAhead(2)
     ahead.submit(req("good", kernel=THREADED))

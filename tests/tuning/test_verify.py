@@ -531,7 +531,12 @@ def test_every_config_is_prefetched_in_the_order_it_is_timed_and_a_kept_runner_s
     path = _table_of(tmp_path / "t.json", _entry(config={"mode": "slow", "work": 2}, runner_ups=[
         {"config": {"mode": "good", "work": 2}, "median_us": 100.0, "spread": 0.01}], n=3, bucket={"n": 3},
         problem={"n": 3}))
-    runner = _Scripted({}, default=_ok(100.0))
+    class StampsLast(_Scripted):  # every config is handed to the compile pool before the worker's stamps
+        def stamps(self):
+            assert len(self.prefetched) == 3, "stamps asked before every config was handed over to compile"
+            return super().stamps()
+
+    runner = StampsLast({}, default=_ok(100.0))
     r = verify.verify_table(FAKE, path, tmp_path / "w", runner=runner)
     assert r.exit_code == EXIT_OK
     assert [dict(q.tiles) for q in runner.prefetched] == [{"mode": "slow", "work": 2}, {"mode": "good", "work": 1},
