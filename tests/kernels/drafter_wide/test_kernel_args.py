@@ -2,6 +2,7 @@
 the calls between them and the offline compile's spec must follow it, name by name and type by type."""
 
 import ast
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,7 @@ def _diverging(source: str) -> list[str]:
 
 
 def test_the_launcher_follows_the_one_list():
-    assert not _diverging(open(KERNEL).read())
+    assert not _diverging(Path(KERNEL).read_text())
     assert KERNEL_ARG_SPEC == [["i64", None]] * 21 + [["i32", None]] * 3
     values = KernelArgs(*range(24))
     assert values.ordered() == list(range(24))
@@ -49,6 +50,6 @@ def test_the_launcher_follows_the_one_list():
     (("slots: I64, scratch: I64,", "slots: I64,"), "names"),  # one dropped
 ])
 def test_a_launcher_that_diverges_is_named(edit, says):
-    source = open(KERNEL).read()
+    source = Path(KERNEL).read_text()
     assert edit[0] in source
     assert any(says in line for line in _diverging(source.replace(edit[0], edit[1], 1)))
