@@ -124,7 +124,10 @@ class Emulation(Protocol):
 
 
 class Interpretation(Protocol):
-    def interpret(self) -> list[EmulationCheck]: ...
+    def interpret(self, interleavings: int | None = None) -> list[EmulationCheck]:
+        """The compiled program's checks on the CPU, each arch in ``interleavings`` schedules (the fixed order
+        first; None: the kernel's default)."""
+        ...
 
 
 class Benchmarks(Protocol):

@@ -125,7 +125,7 @@ def test_verify_interpret_exits_with_its_checks_and_writes_junit(tmp_path, monke
                          "kernel.py:341: a 4-byte access leaves every allocation", tolerance=0.29)
     junit = tmp_path / "i.xml"
     for checks, code in (([ok, same], 0), ([ok, bad], 1)):
-        monkeypatch.setattr(DrafterWidePlugin, "interpret", lambda self, c=checks: c)
+        monkeypatch.setattr(DrafterWidePlugin, "interpret", lambda self, n=None, c=checks: c)
         r = CliRunner().invoke(app, ["verify", "drafter-wide", "--interpret", "--junit", str(junit)])
         assert r.exit_code == code, r.output
         suite = ET.parse(junit).getroot().find("testsuite")
@@ -136,6 +136,22 @@ def test_verify_interpret_exits_with_its_checks_and_writes_junit(tmp_path, monke
         assert r.exit_code == 3 and ("drop" in r.output or "pick one" in r.output), r.output
     r = CliRunner().invoke(app, ["verify", "ranker-attention", "--interpret"])
     assert r.exit_code == 3 and "no CPU interpreter run" in r.output, r.output
+
+
+def test_verify_interpret_passes_its_interleavings_on(monkeypatch):
+    from kerneltune.kernels.drafter_wide.plugin import DrafterWidePlugin
+    from kerneltune.protocols import EmulationCheck
+
+    asked = []
+    ok = EmulationCheck("small", "4x2 rows, the same bits", 0.0, 960, 9e4, tolerance=5e-324, schedule="pct seed 1 d=3")
+    monkeypatch.setattr(DrafterWidePlugin, "interpret", lambda self, n=None: asked.append(n) or [ok])
+    for extra, n in (([], None), (["--interleavings", "5"], 5)):
+        r = CliRunner().invoke(app, ["verify", "drafter-wide", "--interpret", *extra])
+        assert r.exit_code == 0 and asked[-1] == n, r.output
+    r = CliRunner().invoke(app, ["verify", "drafter-wide", "--interleavings", "5"])
+    assert r.exit_code == 3 and "add --interpret" in r.output, r.output
+    r = CliRunner().invoke(app, ["verify", "drafter-wide", "--interpret", "--interleavings", "0"])
+    assert r.exit_code == 3 and "greater than or equal to 1" in r.output, r.output
 
 
 def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeypatch):

@@ -97,7 +97,7 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
 
 @app.command()
 def verify(kernel: o.Kernel, table: o.Table = None, emulate: o.Emulate = False, interpret: o.Interpret = False,
-           bucket: o.VerifyBucket = None, junit: o.Junit = None) -> None:
+           interleavings: o.Interleavings = None, bucket: o.VerifyBucket = None, junit: o.Junit = None) -> None:
     """Re-check tuned tables here: stamps, correctness, time against rivals.
 
     Verdicts: ok (correct, not slower than a rival timed beside it; "a tie" where a rival ran faster within
@@ -106,7 +106,7 @@ def verify(kernel: o.Kernel, table: o.Table = None, emulate: o.Emulate = False, 
     passed; 1 wrong, slower or stale; 2 the target hardware is absent (what could be checked here is shown,
     with its verdict); 3 bad input (a missing or malformed table, an unknown kernel); 4 correct, but some
     entry unsettled; 130 interrupted (the JUnit keeps every verdict reached)."""
-    commands.verify(kernel, table, emulate, interpret, tuple(bucket or ()), junit)
+    commands.verify(kernel, table, emulate, interpret, tuple(bucket or ()), junit, interleavings)
 
 
 @app.command()

@@ -75,7 +75,7 @@ def _commonest(result: Any) -> str:
 
 
 def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buckets: tuple[str, ...],
-           junit: Path | None) -> None:
+           junit: Path | None, interleavings: int | None = None) -> None:
     from kerneltune.tuning.compile_ahead import default_compile_workers
     from kerneltune.tuning.verify import VerifyRefused, verify_tables, worst_exit_code
 
@@ -84,12 +84,14 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
         plugin = load_kernel(name)
     if emulate and interpret:
         fail("verify: --emulate and --interpret are two ways to check on the CPU; pick one")
+    if interleavings is not None and not interpret:
+        fail("verify: --interleavings chooses how many schedules --interpret runs; add --interpret")
     if emulate or interpret:
         given = [o for o, v in (("--table", table), ("--bucket", buckets), ("--junit", junit and emulate)) if v]
         if given:
             fail(f"verify --{'emulate' if emulate else 'interpret'} checks the kernel on the CPU, not a table: drop "
                  f"{', '.join(given)}")
-        _verify_on_the_cpu(kernel, plugin, emulate, junit)
+        _verify_on_the_cpu(kernel, plugin, emulate, junit, interleavings)
     if junit is not None:
         writable_file(junit, "--junit")
     with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
@@ -119,7 +121,8 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
     raise typer.Exit(worst_exit_code([r.exit_code for r in run.reports]))
 
 
-def _verify_on_the_cpu(kernel: str, plugin: Kernel, emulate: bool, junit: Path | None) -> None:
+def _verify_on_the_cpu(kernel: str, plugin: Kernel, emulate: bool, junit: Path | None,
+                       interleavings: int | None = None) -> None:
     """``verify --emulate`` (the launch emulated against the float64 model) or ``--interpret`` (the compiled
     program run lane by lane); each ends the command."""
     need = Capability.EMULATE if emulate else Capability.INTERPRET
@@ -132,7 +135,7 @@ def _verify_on_the_cpu(kernel: str, plugin: Kernel, emulate: bool, junit: Path |
         render.checks(f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model",
                       results)
     else:
-        results = cast(Interpretation, plugin).interpret()
+        results = cast(Interpretation, plugin).interpret(interleavings)
         render.checks(f"verify {kernel} --interpret: the compiled kernel, 4 ranks, every lane on the CPU", results)
         if junit is not None:
             from kerneltune.report.junit import write_checks_junit

@@ -74,6 +74,9 @@ Emulate = Annotated[bool, typer.Option(
 Interpret = Annotated[bool, typer.Option(
     help="Run the kernel's own compiled program in the CPU interpreter on its small shapes instead "
          "(drafter-wide).")]
+Interleavings = Annotated[int | None, typer.Option(
+    min=1, help="With --interpret: the schedules each arch's step runs in, the fixed order first, then PCT and random "
+                "ones in turn, each named in its check as (kind, seed) to run again. Default: the kernel's own.")]
 VerifyBucket = Annotated[list[str] | None, typer.Option(help="Check only this bucket's entry (repeatable).")]
 Junit = Annotated[Path | None, typer.Option(
     help="Also write JUnit XML here: one test case per entry and fallback (passed, failed with the figures, or "

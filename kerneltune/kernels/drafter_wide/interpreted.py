@@ -1,8 +1,9 @@
 """The drafter's compiled program run by the CPU interpreter (``kerneltune.kernels.drafter_wide.interpreter``): all four
 ranks' grids of the kernel's module over one fake global memory laid out as the GPU runner lays it
 out (``rocm_runner.step_tensors``, ``rank_program``, ``api.DrafterWide``), so that every lane of the
-kernel's own code runs here, with bounds-checked memory and cooperative blocks. What it cannot show:
-real memory ordering between GPUs, and time."""
+kernel's own code runs here, with bounds-checked memory, cooperative blocks in a chosen schedule, LDS races
+between waves and the weak model of global memory (``interpreter.races``, ``interpreter.weak_memory``). What it
+cannot show: orderings beyond that model (``weak_memory`` lists them), and time."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from kerneltune.kernels.drafter_wide.interpreter.machine import Grid, Launch
 from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
 from kerneltune.kernels.drafter_wide.interpreter.ops import bf16_value
 from kerneltune.kernels.drafter_wide.interpreter.program import Program, capture
+from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule, exploration
 from kerneltune.protocols import EmulationCheck
 
 from .health import WORDS
 from .host_inputs import host_arrays
 from .layout import TP, DrafterLayout, ModelDims
 from .reference import Dims, StepInputs, Weights
+from .shape_matrix import VERIFY_EXTRA
 
 BUILDER = "kerneltune.kernels.drafter_wide.kernel:build_wide_for"
 # The small model of the interpreted tests: the kernel's fixed head shape (16 q heads and 1 KV head of 128
@@ -33,9 +36,9 @@ SMALL_DIMS = Dims(hidden=3072, intermediate=4 * 1536, window=512)
 SMALL_MODEL = ModelDims(hidden=SMALL_DIMS.hidden, intermediate=SMALL_DIMS.intermediate // TP, window=SMALL_DIMS.window)
 
 
-def small_layout(qpr: int = 1, layers: int = 1, w_na: int = 64) -> DrafterLayout:
+def small_layout(qpr: int = 1, layers: int = 1, w_na: int = 64, threads: int = 256) -> DrafterLayout:
     model = dataclasses.replace(SMALL_MODEL, layers=layers)
-    return DrafterLayout(ng=192, threads=256, w_na=w_na, qpr=qpr, model=model)
+    return DrafterLayout(ng=192, threads=threads, w_na=w_na, qpr=qpr, model=model)
 
 
 def small_dims(layers: int = 1) -> Dims:
@@ -69,8 +72,13 @@ def _bf16(t: Any) -> np.ndarray:
 
 
 def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, arch: str,
-             step: int = 1, seed: int | None = None) -> InterpretResult:
-    """One decode step of all four ranks, each rank's buffers as the GPU runner fills them."""
+             step: int = 1, seed: int | None = None, schedule: Schedule | None = None,
+             checked: bool = True) -> InterpretResult:
+    """One decode step of all four ranks, each rank's buffers as the GPU runner fills them, in ``schedule``'s
+    interleaving (``seed`` alone: ``Schedule("random", seed)``); ``checked``: with the weak model of global memory
+    (``interpreter.weak_memory``) and, in the fixed order, the LDS race check (``interpreter.races``: a block's waves
+    run in lockstep whatever the order of the blocks, so another order of a step that gives the same bits makes
+    the same LDS accesses, and the same-bits check covers one that does not)."""
     import torch
 
     from .packing import pack_rank
@@ -114,41 +122,90 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
         outs.append(h_out)
         healths.append(health)
         caches.append(rank_caches)
-    launch = Launch(program, mem, arch, seed=seed)
+    if schedule is None:
+        schedule = Schedule() if seed is None else Schedule("random", seed)
+    launch = Launch(program, mem, arch, schedule=schedule, races=checked and schedule.kind == "fixed", weak=checked)
     launch.run(grids)
     return InterpretResult([bf16_value(h).astype(np.float64) for h in outs], [h.tolist() for h in healths],
                            [[bf16_value(c.view(np.uint16)).astype(np.float64) for c in rc] for rc in caches], launch)
 
 
-# verify --interpret: the test shape of the interpreted kernel's tests, both archs, another interleaving on one.
+# verify --interpret: the test shape of the interpreted kernel's tests, both archs, each in INTERLEAVINGS
+# schedules (the fixed order, then PCT and random ones: ``interpreter.schedule.exploration``); each arch its own
+# seeds, so that the two explore different interleavings.
 CHECK_SHAPE = {"requests": 4, "qpr": 2, "context": (30, 100, 5, 700), "layers": 2, "w_na": 32}
-CHECK_RUNS = (("gfx942", (None, 7)), ("gfx950", (None,)))
+INTERLEAVINGS = 2
+ARCH_SEEDS = {"gfx942": 1, "gfx950": 101}
+
+
+def check_runs(interleavings: int | None = None) -> tuple[tuple[str, tuple[Schedule, ...]], ...]:
+    """Each arch and the schedules its step runs in: ``interleavings`` of them (default ``INTERLEAVINGS``)."""
+    n = INTERLEAVINGS if interleavings is None else interleavings
+    if n < 1:
+        raise ValueError(f"interleavings {n}: at least 1 (the fixed order)")
+    return tuple((arch, exploration(n, first_seed=seed)) for arch, seed in ARCH_SEEDS.items())
+
+
+CHECK_RUNS = check_runs()
 SAME_BITS = 5e-324  # the tolerance of a check whose error must be exactly 0
 
 
-def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None = None) -> list[EmulationCheck]:
-    """Per arch: the interpreted launch against the float64 model (the formats' bound) and the emulation
-    (the same bound), and each seeded interleaving against the fixed order (the same bits). A fault, a
-    deadlock, a missed deadline or an op the interpreter lacks is a failed check with its message."""
+def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
+    """The layout, model, weights (seed 0) and step inputs (seed 1) of a check shape (``CHECK_SHAPE``'s keys,
+    and optionally ``threads`` and ``full``: ``shape_matrix.Shape``)."""
+    from .reference import make_inputs, make_weights
+
+    threads = s.get("threads", 256)
+    if s.get("full"):
+        dims = Dims(layers=s["layers"])
+        layout = DrafterLayout(ng=192, threads=threads, w_na=s["w_na"], qpr=s["qpr"],
+                               model=dataclasses.replace(ModelDims(), layers=s["layers"]))
+    elif threads == 256:
+        layout, dims = small_layout(s["qpr"], s["layers"], s["w_na"], threads), small_dims(s["layers"])
+    else:  # K of down whole chunks of 8 waves x 4 lane groups x 32 B, and NG's share of gate/up whole: 3072 a rank
+        dims = dataclasses.replace(small_dims(s["layers"]), intermediate=4 * 3072)
+        model = dataclasses.replace(small_layout().model, intermediate=3072, layers=s["layers"])
+        layout = DrafterLayout(ng=192, threads=threads, w_na=s["w_na"], qpr=s["qpr"], model=model)
+    weights = make_weights(dims, 0)
+    return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), 1)
+
+
+def label(s: dict) -> str:
+    """A check shape in words."""
+    return (f"{'full' if s.get('full') else 'small'} model, {s.get('threads', 256)} threads, w_na={s['w_na']}, "
+            f"{s['requests']}x{s['qpr']} rows, ctx {'/'.join(map(str, s['context']))}, {s['layers']} layers")
+
+
+# And one more shape in the fixed order, for what the default never reaches (``shape_matrix.VERIFY_EXTRA``: a
+# single request, 512 threads, a second token tile, a third layer, the window's edges on block boundaries).
+CHECK_EXTRA = ((VERIFY_EXTRA.arch, VERIFY_EXTRA.as_check()),)
+
+
+def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None = None,
+                      extra: tuple = CHECK_EXTRA) -> list[EmulationCheck]:
+    """Per arch (``shape``: ``CHECK_SHAPE``'s keys to change, and ``threads`` and ``full`` as ``shape_matrix``
+    takes them): the interpreted launch's h_out and K/V cache rows against the float64 model and the emulation,
+    element by element (``error_model.judge_step``, the interpreted tests' checks), and each seeded interleaving
+    against the fixed order (the same bits); then each of ``extra``'s (arch, shape) in the fixed order, judged
+    alike. A fault, a deadlock, a missed deadline or an op the interpreter lacks is a failed check with its
+    message."""
     from kerneltune.kernels.drafter_wide.interpreter.machine import Deadlock
     from kerneltune.kernels.drafter_wide.interpreter.memory import MemoryFault
     from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, UnknownOp
+    from kerneltune.kernels.drafter_wide.interpreter.races import BarrierDivergence, Race
 
+    from . import check_cache
     from .emulation import Launch as Emulation
+    from .error_model import judge_step
     from .health import DeadlineMissed, check_health
-    from .numerics import bounded_reference, frobenius_error
-    from .reference import make_inputs, make_weights
 
     s = {**CHECK_SHAPE, **(shape or {})}
-    layout, dims = small_layout(s["qpr"], s["layers"], s["w_na"]), small_dims(s["layers"])
-    name = f"small model, ng={layout.ng} threads={layout.threads} w_na={layout.w_na}"
+    layout, dims, weights, inputs = setup(s)
+    name = f"{'full' if s.get('full') else 'small'} model, ng={layout.ng} threads={layout.threads} w_na={layout.w_na}"
     label = f"{s['requests']}x{s['qpr']} rows, ctx {'/'.join(map(str, s['context']))}, {s['layers']} layers"
-    weights = make_weights(dims, 0)
-    inputs = make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), 1)
-    ref, bound = bounded_reference(dims, weights, inputs)
-    ref = ref.numpy()
+    model = check_cache.element_model(cache, s, dims, weights, inputs)
     checks: list[EmulationCheck] = []
-    for arch, seeds in runs:
+    for arch, plans in runs:
         numbers = f"{arch} 8-bit"
         try:
             program = capture_program(layout, arch, cache)
@@ -156,29 +213,31 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
             checks.append(EmulationCheck(name, label, math.inf, 0, 0, f"{type(e).__name__}: {e}", numbers=numbers))
             continue
         fixed: InterpretResult | None = None
-        for seed in seeds:
-            schedule = "fixed" if seed is None else f"seed {seed}"
+        for plan in plans:  # a Schedule, or None (the fixed order) or a seed (random) as before
+            plan = plan if isinstance(plan, Schedule) else Schedule() if plan is None else Schedule("random", plan)
+            schedule = plan.label
             try:
-                got = run_step(program, layout, dims, weights, inputs, arch, seed=seed)
+                got = run_step(program, layout, dims, weights, inputs, arch, schedule=plan)
                 check_health(got.health)
-            except (MemoryFault, Deadlock, DeadlineMissed) as e:
+            except (MemoryFault, Deadlock, DeadlineMissed, Race, BarrierDivergence) as e:
                 checks.append(EmulationCheck(name, label, math.inf, 0, 0, f"{type(e).__name__}: {e}",
                                              schedule=schedule, numbers=numbers))
                 continue
             blocks, resumes = TP * layout.BLOCKS, got.launch.resumes
-            if fixed is None and seed is None:
+            if fixed is None and plan.kind == "fixed":
                 fixed = got
-                worst = max(frobenius_error(h, ref) for h in got.h_out)
-                checks.append(EmulationCheck(name, f"{label}, against float64", worst, blocks, resumes,
-                                             tolerance=bound, numbers=numbers))
-                emulated = Emulation(layout, dims, weights, inputs, numbers=arch).run().h_out
-                apart = max(frobenius_error(a, b) for a, b in zip(got.h_out, emulated, strict=True))
-                checks.append(EmulationCheck(name, f"{label}, against the emulation", apart, blocks, resumes,
-                                             tolerance=bound, numbers=numbers))
+                emulation = Emulation(layout, dims, weights, inputs, numbers=arch)
+                emulated = check_cache.emulated(cache, s, arch, emulation.run)
+                for j in judge_step(got.h_out, got.caches, model, emulated):
+                    checks.append(EmulationCheck(name, f"{label}, {j.what}", j.value, blocks, resumes,
+                                                 tolerance=j.bound or SAME_BITS, numbers=numbers))
             elif fixed is not None:
                 diff = max(float(np.nanmax(np.abs(a - b))) if not np.array_equal(a, b, equal_nan=True) else 0.0
-                           for a, b in zip(got.h_out, fixed.h_out, strict=True))
+                           for a, b in zip([*got.h_out, *(c for rc in got.caches for c in rc)],
+                                           [*fixed.h_out, *(c for rc in fixed.caches for c in rc)], strict=True))
                 checks.append(EmulationCheck(name, f"{label}, the same bits as the fixed order", diff, blocks,
                                              resumes, tolerance=SAME_BITS, schedule=schedule, numbers=numbers))
+    for arch, more in extra:
+        checks += check_interpreted(cache, ((arch, (Schedule(),)),), more, ())
     return checks
 

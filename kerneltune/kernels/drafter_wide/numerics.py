@@ -28,6 +28,10 @@ down before it was measured and not adjusted after:
 - Branch sizes come from the float64 model on the same inputs (``forward_f64(..., norms=)``): the
   residual update's error is ``r_o·‖o‖`` and ``r_d·‖d‖``, each layer's input carries the error so far
   relative to ``‖x‖``, and h_out's relative error is the final residual's, plus the final bf16 stores.
+
+This global bound is the emulation's check. The interpreted kernel is judged per element by the same model
+carried element by element (``error_model.py``): h_out and every K/V cache row the step writes, and the kernel
+against the emulation at the difference their tie-breaking makes.
 """
 
 from __future__ import annotations

@@ -142,14 +142,15 @@ class DrafterWidePlugin:
         name = " ".join(f"{k}={v}" for k, v in tiles.items())
         return check_layouts([(name, lambda qpr: DrafterLayout(**tiles, qpr=qpr))])
 
-    def interpret(self) -> list[Any]:
+    def interpret(self, interleavings: int | None = None) -> list[Any]:
         """The kernel's own compiled program on the small model, run by the CPU interpreter for each arch,
-        against the float64 model, the emulation and another interleaving (``interpreted.check_interpreted``)."""
+        against the float64 model, the emulation and, in ``interleavings`` schedules (``interpreted.INTERLEAVINGS``
+        by default), against its own fixed order (``interpreted.check_interpreted``)."""
         from kerneltune.paths import user_cache_dir
 
-        from .interpreted import check_interpreted
+        from .interpreted import check_interpreted, check_runs
 
-        return check_interpreted(user_cache_dir() / "interpret")
+        return check_interpreted(user_cache_dir() / "interpret", check_runs(interleavings))
 
     def static_rank(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
         """Compile offline and rank: a spilling or non-resident layout is a constraint failure;

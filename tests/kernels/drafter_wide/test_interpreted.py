@@ -22,6 +22,7 @@ REQUESTS, QPR, CONTEXT, LAYERS, W_NA = 4, 2, [30, 100, 5, 700], 2, 32
 @pytest.fixture(scope="module")
 def run():
     from kerneltune.kernels.drafter_wide.emulation import Launch as Emulation
+    from kerneltune.kernels.drafter_wide.error_model import element_model
     from kerneltune.kernels.drafter_wide.interpreted import capture_program, run_step, small_dims, small_layout
     from kerneltune.kernels.drafter_wide.numerics import bounded_reference
     from kerneltune.kernels.drafter_wide.reference import make_inputs, make_weights
@@ -34,33 +35,38 @@ def run():
     emulated = Emulation(layout, dims, weights, inputs, numbers=ARCH).run()
     ref, bound = bounded_reference(dims, weights, inputs)
     return {"program": program, "layout": layout, "dims": dims, "weights": weights, "inputs": inputs,
-            "result": result, "emulated": emulated, "ref": ref.numpy(), "bound": bound}
+            "result": result, "emulated": emulated, "ref": ref.numpy(), "bound": bound,
+            "model": element_model(dims, weights, inputs)}
 
 
 def test_the_launch_ends_with_every_health_word_clear(run):
     assert run["result"].health == [[0, 0, 0, 0]] * 4
 
 
-def test_every_rank_holds_the_float64_models_rows_within_the_formats_bound(run):
+def _judged(run, emulated: bool) -> list:
+    from kerneltune.kernels.drafter_wide.error_model import judge_step
+
+    e = (run["emulated"].h_out, run["emulated"].caches) if emulated else None
+    return judge_step(run["result"].h_out, run["result"].caches, run["model"], e)
+
+
+def test_every_rank_holds_the_float64_models_rows_and_cache_within_each_elements_bound(run):
+    """``verify --interpret``'s checks (``error_model.judge_step``): h_out and every K/V row the step writes,
+    each element within the formats' bound of the float64 model's, every rank's copy the same, no other slot
+    touched; the old global bound kept beside them."""
     from kerneltune.kernels.drafter_wide.numerics import frobenius_error
 
-    errors = [frobenius_error(h, run["ref"]) for h in run["result"].h_out]
-    assert all(np.array_equal(h, run["result"].h_out[0]) for h in run["result"].h_out)  # NaN-poisoned before
-    assert max(errors) <= run["bound"], (errors, run["bound"])
+    judged = _judged(run, emulated=False)
+    assert all(j.ok for j in judged), [str(j) for j in judged if not j.ok]
+    assert max(frobenius_error(h, run["ref"]) for h in run["result"].h_out) <= run["bound"]
 
 
-def test_the_kernel_and_the_emulation_agree(run):
-    """Within the bound of each other, and their errors against float64 within 5% of each other: their
-    float32 sums differ in order, so an 8-bit code at a rounding tie may differ, which moves a row by
-    about 2% but the error by well under 1%; a bug that costs accuracy and still meets the bound shows."""
-    from kerneltune.kernels.drafter_wide.numerics import frobenius_error
-
-    ref = run["ref"]
-    ours = max(frobenius_error(h, ref) for h in run["result"].h_out)
-    theirs = max(frobenius_error(h, ref) for h in run["emulated"].h_out)
-    assert max(frobenius_error(a, b) for a, b in zip(run["result"].h_out, run["emulated"].h_out, strict=True)) \
-        <= run["bound"]
-    assert abs(ours - theirs) <= 0.05 * theirs, (ours, theirs)
+def test_the_kernel_and_the_emulation_differ_only_by_tie_breaking(run):
+    """Their float32 sums differ in order, so an 8-bit or bf16 rounding at a tie may go the other way and the
+    flips carry on: every element within ``error_model.TIE_Z`` of its σ, and the rms over all and each row within
+    ``tie_rms`` / ``tie_row_rms`` of the layers before (h_out after both, each layer's cache rows)."""
+    judged = [j for j in _judged(run, emulated=True) if "emulation" in j.what]
+    assert len(judged) == 3 * (1 + LAYERS) and all(j.ok for j in judged), [str(j) for j in judged if not j.ok]
 
 
 def test_this_steps_keys_and_values_land_in_their_slots_and_nowhere_else(run):
@@ -85,8 +91,7 @@ def test_this_steps_keys_and_values_land_in_their_slots_and_nowhere_else(run):
                     at = ix.cache_at(layout, int(slot), nblk, value, 0) // 2
                     written[at:at + hd] = True
             np.testing.assert_array_equal(got[~written], before[~written])
-            diff = np.linalg.norm(got[written] - want[written]) / np.linalg.norm(want[written])
-            assert diff <= 0.05, (rank, layer, diff)
+            assert np.isfinite(got[written]).all() and np.isfinite(want[written]).all()
 
 
 def test_another_interleaving_of_the_blocks_gives_the_same_bits(run):
@@ -113,8 +118,8 @@ def test_the_interpreter_reaches_the_kernels_lines(run):
 def test_seven_rows_a_request_the_seeds_case():
     """QPR = 7 does not divide the 64-row maximum: requests of 7 rows, merged and owned as any other."""
     from kerneltune.kernels.drafter_wide.emulation import Launch as Emulation
+    from kerneltune.kernels.drafter_wide.error_model import element_model, judge_step
     from kerneltune.kernels.drafter_wide.interpreted import capture_program, run_step, small_dims, small_layout
-    from kerneltune.kernels.drafter_wide.numerics import bounded_reference, frobenius_error
     from kerneltune.kernels.drafter_wide.reference import make_inputs, make_weights
 
     layout, dims = small_layout(qpr=7, layers=1, w_na=16), small_dims(1)
@@ -122,8 +127,7 @@ def test_seven_rows_a_request_the_seeds_case():
     weights = make_weights(dims, 0)
     inputs = make_inputs(dims, 2, 7, [30, 300], 1)
     got = run_step(program, layout, dims, weights, inputs, ARCH)
-    ref, bound = bounded_reference(dims, weights, inputs)
     assert got.health == [[0, 0, 0, 0]] * 4
-    assert max(frobenius_error(h, ref.numpy()) for h in got.h_out) <= bound
-    emulated = Emulation(layout, dims, weights, inputs, numbers=ARCH).run().h_out
-    assert max(frobenius_error(a, b) for a, b in zip(got.h_out, emulated, strict=True)) <= bound
+    emulated = Emulation(layout, dims, weights, inputs, numbers=ARCH).run()
+    judged = judge_step(got.h_out, got.caches, element_model(dims, weights, inputs), (emulated.h_out, emulated.caches))
+    assert all(j.ok for j in judged), [str(j) for j in judged if not j.ok]

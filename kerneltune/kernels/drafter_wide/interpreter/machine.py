@@ -1,16 +1,18 @@
 """Grids of blocks as cooperative tasks over one global memory: a launch of one kernel on each rank.
 
-A block is one task: its lanes run in lockstep (so its barriers hold), and it runs until it yields at a
-poll-loop iteration or a publish (a release store); then the next task runs. A wait's deadline is read
-from ``s_memrealtime``, a counter that ticks on each read; when every task has polled with no memory
-written since, the clock jumps a stall's worth of ticks, so waits with a deadline end as the kernel's own
-misses. Tasks still polling after ``stalls`` such jumps are a ``Deadlock``, reported with each task's
-rank, block and the source line of its poll."""
+A block is one task: its lanes run in lockstep, each lane in its wave (``lane // 64``), and it runs until it
+yields at a poll-loop iteration or a publish (a release store); then the schedule (``schedule.Schedule``:
+fixed, random or PCT, with its seed) picks the next. Waves are the unit of ordering: a ``gpu.barrier`` is the
+rendezvous of the block's waves (one that not every wave reaches is a ``BarrierDivergence``), LDS accesses of
+different waves with no barrier between are a ``races.Race``, and global memory follows ``weak_memory``'s
+scoped release/acquire model, its unordered accesses a ``Race`` too. A wait's deadline is read from
+``s_memrealtime``, a counter that ticks on each read; when every task has polled with no memory written
+since, the clock jumps a stall's worth of ticks, so waits with a deadline end as the kernel's own misses.
+Tasks still polling after ``stalls`` such jumps are a ``Deadlock``, reported with each task's rank, block and
+the source line of its poll."""
 
 from __future__ import annotations
 
-import random
-from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +22,11 @@ import numpy as np
 from .memory import GlobalMemory, SharedMemory
 from .ops import run_gen
 from .program import Program
+from .races import Shadow, ShadowPool
+from .schedule import Order, Schedule
+from .weak_memory import WeakMemory
+
+WAVE = 64  # lanes of a wave on gfx942 and gfx950
 
 
 class Deadlock(RuntimeError):
@@ -48,7 +55,38 @@ class Task:
     tid: np.ndarray
     bid: int
     rank: int
+    gb: int = 0  # the block's index in the launch (every rank's blocks)
     site: str = ""
+    interval: int = 0  # the block's current barrier interval (``races``)
+    shadow: Shadow | None = None
+
+    def __post_init__(self) -> None:
+        self.waves = -(-self.lanes // WAVE)
+        self.wave_of_lane = (self.tid // WAVE).astype(np.int64)
+
+    def active_waves(self, mask: Any) -> np.ndarray:
+        """Which waves have an active lane (bool per wave)."""
+        if mask is None:
+            return np.ones(self.waves, bool)
+        m = np.broadcast_to(mask, (self.lanes,))
+        if self.lanes % WAVE:
+            return np.array([m[w * WAVE:(w + 1) * WAVE].any() for w in range(self.waves)])
+        return m.reshape(self.waves, WAVE).any(axis=1)
+
+    def shadow_for_access(self) -> Shadow:
+        if self.shadow is None:
+            self.shadow = self.launch.pool.take()
+        return self.shadow
+
+    def barrier(self) -> None:
+        """The block's waves meet: LDS accesses before are ordered against those after, and so are global ones."""
+        launch = self.launch
+        if self.shadow is not None:
+            launch.pool.give(self.shadow)
+            self.shadow = None
+        self.interval = launch.pool.next_interval()
+        if launch.weak is not None:
+            launch.weak.barrier(self.gb)
 
 
 @dataclass
@@ -58,13 +96,24 @@ class Launch:
     program: Program
     memory: GlobalMemory
     arch: str
-    seed: int | None = None  # None: blocks in order; else a seeded interleaving
+    seed: int | None = None  # without ``schedule``: None the fixed order, else ``Schedule("random", seed)``
+    schedule: Schedule | None = None
+    races: bool = True  # LDS accesses of different waves with no barrier between are a ``Race``
+    weak: WeakMemory | bool | None = True  # the weak model of global memory (True: made at ``run``)
     stall_ticks: int = 1 << 31
     stalls: int = 3
     max_resumes: int = 50_000_000  # a loop that never ends but keeps changing its values
     clock: int = 0
     resumes: int = 0
     lines: dict[int, dict[tuple[int, int], np.ndarray]] = field(default_factory=dict)  # each rank's held peer lines
+    block_ids: list[int] = field(default_factory=list)  # each task's block id, by its index in the launch
+
+    def __post_init__(self) -> None:
+        if self.schedule is None:
+            self.schedule = Schedule() if self.seed is None else Schedule("random", self.seed)
+        self.sites = self.program.sites
+        lanes = self.program.block_size[0] if self.program.block_size else WAVE
+        self.pool = ShadowPool(self.program.lds_bytes, len(self.sites), -(-lanes // WAVE))
 
     def held_lines(self, rank: int) -> dict[tuple[int, int], np.ndarray]:
         """The lines of other ranks' memory rank ``rank``'s L2 holds in this launch (``GlobalMemory.load_plain``)."""
@@ -74,43 +123,49 @@ class Launch:
         self.clock += 1
         return self.clock
 
-    def _task(self, grid: Grid, bid: int) -> tuple[Task, Iterator[Any]]:
+    def _task(self, grid: Grid, bid: int, gb: int) -> tuple[Task, Iterator[Any]]:
         p = self.program
         lanes = p.block_size[0] if p.block_size else 64
         task = Task(self, self.memory, SharedMemory(p.lds_bytes), lanes, np.arange(lanes, dtype=np.int64), bid,
-                    grid.rank)
+                    grid.rank, gb, interval=self.pool.next_interval())
         env: list[Any] = [None] * p.slots
         for slot, t, value in zip(p.params, p.param_types, grid.args, strict=True):
             env[slot] = np.array([value], dtype=t.dtype)
         return task, run_gen(task, p.body, env, None)
 
     def run(self, grids: Sequence[Grid]) -> None:
-        rng = random.Random(self.seed) if self.seed is not None else None
-        ready = deque(self._task(g, b) for g in grids for b in range(g.blocks))
+        blocks = [(g, b) for g in grids for b in range(g.blocks)]
+        self.block_ids = [b for _, b in blocks]
+        if self.weak is True:
+            self.weak = WeakMemory([g.rank for g, _ in blocks], self.sites)
+        elif self.weak is False:
+            self.weak = None
+        assert self.schedule is not None
+        ready = Order(self.schedule, len(blocks))
+        for gb, (g, b) in enumerate(blocks):
+            ready.push(gb, self._task(g, b, gb))
         idle, version, stalls = 0, self.memory.version, 0
         with np.errstate(all="ignore"):
             while ready:
-                if rng is not None and len(ready) > 1:
-                    ready.rotate(-rng.randrange(len(ready)))
-                task, gen = ready.popleft()
+                gb, (task, gen) = ready.pop()
                 self.resumes += 1
                 if self.resumes > self.max_resumes:
                     raise Deadlock([f"rank {t.rank} block {t.bid} at {t.site} (no end after {self.max_resumes} "
-                                    "resumes)" for t, _ in [(task, gen), *ready]])
+                                    "resumes)" for t, _ in [(task, gen), *ready.items()]])
                 try:
                     kind, op = next(gen)
                 except StopIteration:
                     idle = 0
                     continue
                 task.site = op.where
-                ready.append((task, gen))
+                ready.push(gb, (task, gen), spinning=kind == "poll")
                 if self.memory.version != version or kind != "poll":
                     version, idle, stalls = self.memory.version, 0, 0
                     continue
                 idle += 1
                 if idle >= 2 * len(ready):
                     if stalls >= self.stalls:
-                        raise Deadlock([f"rank {t.rank} block {t.bid} at {t.site}" for t, _ in ready])
+                        raise Deadlock([f"rank {t.rank} block {t.bid} at {t.site}" for t, _ in ready.items()])
                     stalls += 1
                     idle = 0
                     self.clock += self.stall_ticks

@@ -36,6 +36,7 @@ class Allocation:
     start: int
     data: np.ndarray  # uint8, the allocation's bytes (may be a view of the caller's array)
     owner: int | None = None  # the rank whose device memory it is (None: every rank's own)
+    sid: np.ndarray | None = None  # each byte's last store in the launch (``weak_memory``); None: none yet
 
     @property
     def end(self) -> int:
@@ -121,11 +122,11 @@ class GlobalMemory:
         return out
 
     def load_plain(self, addresses: np.ndarray, nbytes: int, where: str, reader: int,
-                   held: dict[tuple[int, int], np.ndarray]) -> np.ndarray:
+                   held: dict[tuple[int, int], np.ndarray], groups: list | None = None) -> np.ndarray:
         """A plain load by rank ``reader``: as ``load``, but the bytes of another rank's allocation come from
         the lines ``held`` (that rank's L2: allocation start and line index to the line's bytes), each kept
-        at its first read."""
-        groups = self._locate(addresses, nbytes, where)
+        at its first read. ``groups``: ``_locate``'s answer for ``addresses``, where the caller has it."""
+        groups = self._locate(addresses, nbytes, where) if groups is None else groups
         out = self._gather(addresses, nbytes, groups)
         for a, lanes in groups:  # the reader's own memory as loaded; another rank's from the lines held
             if a.owner is None or a.owner == reader:

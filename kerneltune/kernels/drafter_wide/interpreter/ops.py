@@ -18,7 +18,9 @@ import numpy as np
 from . import fp8, mfma
 from .ir import TERMINATORS, Op, Region, UnknownOp
 from .memory import MemoryFault
+from .races import BarrierDivergence, lds_read, lds_write
 from .types import VType, parse_type
+from .weak_memory import scope_of
 
 DYNAMIC_64 = -(2 ** 63)  # a dynamic position in vector ops
 DYNAMIC_32 = -(2 ** 31)  # a dynamic index in llvm.getelementptr
@@ -241,7 +243,28 @@ def _active_addresses(p: np.ndarray, mask: Any, align: int, op: Op) -> tuple[np.
     return p, sel
 
 
-def _load(op: Op) -> Callable[..., None]:
+def _site(program: Any, op: Op) -> int:
+    """The op's index in ``program.sites`` (what a race report names)."""
+    program.sites.append(f"{op.name} at {op.where}")
+    return len(program.sites) - 1
+
+
+def _lane_waves(task: Any, uniform: bool, mask: Any, sel: Any, addrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each access's address and wave: a lane's own, or one for each wave with an active lane where every lane
+    uses one address (``uniform``)."""
+    if uniform:
+        waves = np.nonzero(task.active_waves(mask))[0]
+        return np.repeat(addrs[:1], waves.size), waves
+    if sel is None:
+        return addrs, lanes(task.wave_of_lane, addrs.size) if addrs.size != task.lanes else task.wave_of_lane
+    return addrs, task.wave_of_lane[sel]
+
+
+def _ordering(op: Op) -> tuple[int, int]:
+    return int(op.attrs.get("ordering", 0) or 0), scope_of(op.attrs.get("syncscope"))
+
+
+def _load(op: Op, program: Any) -> Callable[..., None]:
     (pslot,) = op.args
     (r,) = op.res
     t = op.res_types[0]
@@ -250,6 +273,8 @@ def _load(op: Op) -> Callable[..., None]:
     nbytes = t.nbytes
     shape = t.shape
     plain = space != 3 and not op.attrs.get("ordering", 0)  # an atomic load reads memory, never a held line
+    site = _site(program, op)
+    order, scope = _ordering(op)
 
     def run(task: Any, env: list, mask: Any) -> None:
         p = env[pslot]
@@ -258,12 +283,23 @@ def _load(op: Op) -> Callable[..., None]:
             return
         addrs, sel = _active_addresses(p, mask, align, op)
         where = f"{op.name} at {op.where}"
+        launch = task.launch
+        groups = None
         if not addrs.size:
             raw = np.zeros((0, nbytes), np.uint8)
         elif plain and task.memory.owned:
-            raw = task.memory.load_plain(addrs, nbytes, where, task.rank, task.launch.held_lines(task.rank))
+            groups = task.memory._locate(addrs, nbytes, where)
+            raw = task.memory.load_plain(addrs, nbytes, where, task.rank, launch.held_lines(task.rank), groups)
         else:
             raw = _memory(task, space).load(addrs, nbytes, where)
+        if addrs.size:
+            if space == 3:
+                if launch.races:
+                    lds_read(task, *_lane_waves(task, p.shape[0] == 1, mask, sel, addrs), nbytes, site)
+            elif launch.weak is not None:
+                one = groups is not None and len(groups) == 1 and groups[0][1] is None  # every lane in one
+                launch.weak.load(task, *_lane_waves(task, p.shape[0] == 1, mask, sel, addrs), nbytes, site,
+                                 order != 0, order, scope, groups if one else None)
         vals = np.ascontiguousarray(raw).view(t.dtype).reshape((addrs.size, *shape))
         if sel is None:
             env[r] = vals
@@ -274,12 +310,14 @@ def _load(op: Op) -> Callable[..., None]:
     return run
 
 
-def _store(op: Op) -> Callable[..., Any]:
+def _store(op: Op, program: Any) -> Callable[..., Any]:
     vslot, pslot = op.args
     t = op.arg_types[0]
     space = _space_of(op.arg_types[1], op)
     align = int(op.attrs.get("alignment", 1) or 1)
     nbytes = t.nbytes
+    site = _site(program, op)
+    order, scope = _ordering(op)
 
     def store(task: Any, env: list, mask: Any) -> None:
         v, p = env[vslot], env[pslot]
@@ -295,7 +333,13 @@ def _store(op: Op) -> Callable[..., Any]:
         if not addrs.size:
             return
         raw = np.ascontiguousarray(v, dtype=t.dtype).view(np.uint8).reshape(addrs.size, nbytes)
+        launch = task.launch
+        if space == 3 and launch.races:
+            lds_write(task, *_lane_waves(task, n == 1, mask, sel, addrs), nbytes, site)
         _memory(task, space).store(addrs, raw, f"{op.name} at {op.where}")
+        if space != 3 and launch.weak is not None:
+            launch.weak.store(task, *_lane_waves(task, n == 1, mask, sel, addrs), nbytes, site, order != 0, order,
+                              scope)
 
     if op.attrs.get("ordering", 0) in (5, 6, 7) and space != 3:  # a release store: a publish
         def publish(task: Any, env: list, mask: Any) -> Iterator[Any]:
@@ -306,12 +350,15 @@ def _store(op: Op) -> Callable[..., Any]:
     return store
 
 
-def _cmpxchg(op: Op) -> Callable[..., None]:
+def _cmpxchg(op: Op, program: Any) -> Callable[..., None]:
     pslot, cslot, nslot = op.args
     (r,) = op.res
     t = op.arg_types[1]
     space = _space_of(op.arg_types[0], op)
     where_ = f"{op.name} at {op.where}"
+    site = _site(program, op)
+    scope = scope_of(op.attrs.get("syncscope"))
+    success, failure = int(op.attrs.get("success_ordering", 2) or 2), int(op.attrs.get("failure_ordering", 2) or 2)
 
     def run(task: Any, env: list, mask: Any) -> None:
         p, c, new = env[pslot], env[cslot], env[nslot]
@@ -326,9 +373,15 @@ def _cmpxchg(op: Op) -> Callable[..., None]:
                 raise MemoryFault(f"{where_}: address 0x{int(a[0]):x} is not {t.nbytes}-byte aligned")
             cur = mem.load(a, t.nbytes, where_).view(t.dtype)[0, 0]
             old[lane] = cur
+            weak = task.launch.weak if space != 3 else None
+            wave = task.wave_of_lane[lane:lane + 1]
+            if weak is not None:
+                weak.load(task, a, wave, t.nbytes, site, True, success if cur == c[lane] else failure, scope)
             if cur == c[lane]:
                 ok[lane] = True
                 mem.store(a, np.asarray([new[lane]], t.dtype).view(np.uint8).reshape(1, t.nbytes), where_)
+                if weak is not None:
+                    weak.store(task, a, wave, t.nbytes, site, True, success, scope)
         env[r] = (old, ok)
     return run
 
@@ -578,6 +631,32 @@ def _while(op: Op) -> Callable[..., Iterator[Any]]:
     return run
 
 
+# ------------------------------------------------------------------------------------------- waves
+def _barrier(op: Op) -> Callable[..., None]:
+    """The rendezvous of the block's waves (``gpu.barrier`` carries workgroup fences; ``s_barrier`` is treated
+    alike). Every wave must reach it: one whose lanes are all masked off skips it on the hardware."""
+
+    def run(task: Any, env: list, mask: Any) -> None:
+        if mask is not None:
+            on = task.active_waves(mask)
+            if not on.all():
+                raise BarrierDivergence(
+                    f"{op.name} at {op.where}: rank {task.rank} block {task.bid}: waves {np.nonzero(on)[0].tolist()} "
+                    f"reach it and waves {np.nonzero(~on)[0].tolist()} skip it (every lane masked off), so the block "
+                    "hangs or pairs the wrong barriers")
+        task.barrier()
+    return run
+
+
+def _fence(op: Op) -> Callable[..., None]:
+    order, scope = _ordering(op)
+
+    def run(task: Any, env: list, mask: Any) -> None:
+        if task.launch.weak is not None:
+            task.launch.weak.fence(task.gb, task.active_waves(mask), order, scope)
+    return run
+
+
 # ------------------------------------------------------------------------------------------- binding
 def _noop(task: Any, env: list, mask: Any) -> None:
     return None
@@ -586,9 +665,12 @@ def _noop(task: Any, env: list, mask: Any) -> None:
 def _run_of(op: Op, program: Any) -> Callable[..., Any]:
     n = op.name
     dialect = n.split(".", 1)[0]
-    if n in TERMINATORS or n in ("llvm.fence", "rocdl.s.sleep", "gpu.barrier", "rocdl.s.barrier",
-                                 "rocdl.sched.barrier", "rocdl.s.waitcnt"):
-        return _noop  # one task runs a block's lanes in lockstep: its barriers and fences hold by construction
+    if n in TERMINATORS or n in ("rocdl.s.sleep", "rocdl.sched.barrier", "rocdl.s.waitcnt"):
+        return _noop  # a sleep, or waits for counters: the interpreter's accesses complete at once
+    if n in ("gpu.barrier", "rocdl.s.barrier"):
+        return _barrier(op)
+    if n == "llvm.fence":
+        return _fence(op)
     if n == "arith.constant" or n == "llvm.mlir.constant":
         value = _constant(op)
         (r,) = op.res
@@ -613,11 +695,11 @@ def _run_of(op: Op, program: Any) -> Callable[..., Any]:
     if n == "gpu.shuffle":
         return _shuffle(op)
     if n == "llvm.load":
-        return _load(op)
+        return _load(op, program)
     if n == "llvm.store":
-        return _store(op)
+        return _store(op, program)
     if n == "llvm.cmpxchg":
-        return _cmpxchg(op)
+        return _cmpxchg(op, program)
     if n in ("llvm.inttoptr", "llvm.ptrtoint", "llvm.bitcast"):
         return _pure(op, lambda a: a.astype(np.int64))
     if n == "llvm.mlir.addressof":

@@ -102,6 +102,7 @@ class Program:
 
         
         self.slots = 0
+        self.sites: list[str] = []  # the source lines of the memory ops and barriers, by index (races name them)
         self._slot: dict[Any, int] = {}
         self.globals: dict[str, tuple[int, int]] = {}  # LDS global name -> (space, bytes)
         ctx = ir.Context()

@@ -174,3 +174,119 @@ PEER_READ = kernel('%peer: i64, %out: i64, %flag: i64, %reader: i32', TID + '''\
      llvm.store %c1, %fp atomic syncscope("one-as") release {alignment = 4 : i64} : i32, !llvm.ptr<1>
    }
 ''', lanes=1)
+
+
+def lds_share(first_barrier: bool = True, second_barrier: bool = True, uniform_barrier: bool = True) -> str:
+    """Two waves share LDS: lane tid writes word tid, then reads word (tid + 64) % 128 (the other wave's) into
+    out[tid], then writes word tid again (what the other wave read). Each barrier may be left out; with
+    ``uniform_barrier`` False the first barrier sits inside ``if tid < 64`` (wave 0 only)."""
+    barrier1 = '   gpu.barrier\n' if uniform_barrier else '''   %c64b = arith.constant 64 : i32
+   %w0 = arith.cmpi slt, %ti, %c64b : i32
+   scf.if %w0 {
+     gpu.barrier
+   }
+'''
+    return kernel('%out: i64', TID + '''   %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
+   %w = llvm.getelementptr %base[%ti] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+   llvm.store %ti, %w {alignment = 4 : i64} : i32, !llvm.ptr<3>
+''' + (barrier1 if first_barrier else '') + '''   %c64 = arith.constant 64 : i32
+   %c128 = arith.constant 128 : i32
+   %n = arith.addi %ti, %c64 : i32
+   %m = arith.remsi %n, %c128 : i32
+   %r = llvm.getelementptr %base[%m] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+   %v = llvm.load %r {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+   %e = arith.extsi %ti : i32 to i64
+   %o = arith.muli %e, %c4_64 : i64
+   %a = arith.addi %out, %o : i64
+   %p = llvm.inttoptr %a : i64 to !llvm.ptr<1>
+   llvm.store %v, %p {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''' + ('   gpu.barrier\n' if second_barrier else '') + '''   %t2 = arith.addi %ti, %c128 : i32
+   llvm.store %t2, %w {alignment = 4 : i64} : i32, !llvm.ptr<3>
+''', lanes=128, lds=512)
+
+
+# How the writer of ``weak_handoff`` publishes data[0] = 42 behind flag = 1.
+PUBLISH = {
+    "release store": '''     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.store %c1, %fp atomic syncscope("one-as") release {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''',
+    "fence then relaxed store": '''     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.fence syncscope("one-as") release
+     llvm.store %c1, %fp atomic syncscope("one-as") monotonic {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''',
+    "agent release store": '''     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.store %c1, %fp atomic syncscope("agent-one-as") release {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''',
+    # planted bugs
+    "tag before data": '''\
+     llvm.store %c1, %fp atomic syncscope("one-as") release {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''',
+    "relaxed store, no fence": '''     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.store %c1, %fp atomic syncscope("one-as") monotonic {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''',
+    "workgroup fence": '''     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
+     llvm.fence syncscope("workgroup-one-as") release
+     llvm.store %c1, %fp atomic syncscope("one-as") monotonic {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''',
+}
+
+
+def weak_handoff(publish: str, acquire: str = "acquire") -> str:
+    """Block ``reader`` polls ``flag`` (with ``acquire`` loads) until it reads 1, then copies data[0] into
+    out[0]; every other block publishes data[0] = 42 as ``PUBLISH[publish]`` says."""
+    return kernel('%flag: i64, %data: i64, %out: i64, %reader: i32', TID + '''   %b = gpu.block_id x
+   %bi = arith.index_cast %b : index to i32
+   %fp = llvm.inttoptr %flag : i64 to !llvm.ptr<1>
+   %dp = llvm.inttoptr %data : i64 to !llvm.ptr<1>
+   %op = llvm.inttoptr %out : i64 to !llvm.ptr<1>
+   %c42 = arith.constant 42 : i32
+   %is_reader = arith.cmpi eq, %bi, %reader : i32
+   scf.if %is_reader {
+     %v0 = llvm.load %fp atomic syncscope("one-as") ACQ {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     %w = scf.while (%v = %v0) : (i32) -> i32 {
+       %ne = arith.cmpi ne, %v, %c1 : i32
+       scf.condition(%ne) %v : i32
+     } do {
+     ^bb0(%v: i32):
+       rocdl.s.sleep 1
+       %v2 = llvm.load %fp atomic syncscope("one-as") ACQ {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+       scf.yield %v2 : i32
+     }
+     %x = llvm.load %dp {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     llvm.store %x, %op {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   } else {
+'''.replace("ACQ", acquire) + PUBLISH[publish] + '''   }
+''', lanes=1)
+
+
+def narrow_window(window: bool = True) -> str:
+    """Block b spins 4 b loop trips, then adds 1 to ``counter`` with a relaxed atomic load and store; with
+    ``window``, one more loop trip (a point where another block may run) lies between the two, so two blocks
+    whose read-modify-writes overlap lose an update. The round robin keeps every block's window apart."""
+    gap = '''   %g = scf.while (%j = %c0) : (i32) -> i32 {
+     %lt1 = arith.cmpi slt, %j, %c1 : i32
+     scf.condition(%lt1) %j : i32
+   } do {
+   ^bb0(%j: i32):
+     %j1 = arith.addi %j, %c1 : i32
+     scf.yield %j1 : i32
+   }
+''' if window else ''
+    return kernel('%counter: i64', TID + '''   %b = gpu.block_id x
+   %bi = arith.index_cast %b : index to i32
+   %c4 = arith.constant 4 : i32
+   %lead = arith.muli %bi, %c4 : i32
+   %cp = llvm.inttoptr %counter : i64 to !llvm.ptr<1>
+   %s = scf.while (%i = %c0) : (i32) -> i32 {
+     %lt = arith.cmpi slt, %i, %lead : i32
+     scf.condition(%lt) %i : i32
+   } do {
+   ^bb0(%i: i32):
+     %i1 = arith.addi %i, %c1 : i32
+     scf.yield %i1 : i32
+   }
+   %v = llvm.load %cp atomic syncscope("one-as") monotonic {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+''' + gap + '''   %v1 = arith.addi %v, %c1 : i32
+   llvm.store %v1, %cp atomic syncscope("one-as") monotonic {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''', lanes=1)

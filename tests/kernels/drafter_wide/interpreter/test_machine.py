@@ -6,7 +6,7 @@ from kerneltune.kernels.drafter_wide.interpreter.machine import Deadlock
 from .helpers import launch
 
 
-def _handoff(same_word: bool, deadline: int = 0, seed: int | None = None) -> tuple:
+def _handoff(same_word: bool, deadline: int = 0, seed: int | None = None, weak: bool = True) -> tuple:
     from .kernels import HANDOFF
 
     flag, other, data = np.zeros(2, np.int32), np.zeros(2, np.int32), np.zeros(2, np.int32)
@@ -17,7 +17,7 @@ def _handoff(same_word: bool, deadline: int = 0, seed: int | None = None) -> tup
 
     mem = GlobalMemory()
     a = {k: mem.allocate(k, v) for k, v in buffers.items()}
-    run = Launch(Program(HANDOFF), mem, "gfx942", seed=seed)
+    run = Launch(Program(HANDOFF), mem, "gfx942", seed=seed, weak=weak)
     run.run([Grid([a["flag"], a["data"], a["flag"] if same_word else a["other"], deadline], 2)])
     return run, data
 
@@ -36,8 +36,16 @@ def test_a_poll_nobody_answers_is_a_deadlock_naming_each_waiter():
 
 
 def test_a_poll_with_a_deadline_ends_as_the_kernels_own_miss():
-    _, data = _handoff(same_word=False, deadline=1_000_000)
+    _, data = _handoff(same_word=False, deadline=1_000_000, weak=False)
     assert data.tolist() == [42, -1]
+
+
+def test_reading_the_data_after_a_missed_deadline_is_a_race():
+    """The miss path still loads the data word, which the writer published through no flag this block read."""
+    from kerneltune.kernels.drafter_wide.interpreter.races import Race
+
+    with pytest.raises(Race, match=r"global race: rank 0 block 0 wave 0's read at llvm.load at -:\d+ .* block 1 "):
+        _handoff(same_word=False, deadline=1_000_000)
 
 
 def test_unknown_op_names_itself_and_its_line():
@@ -53,7 +61,7 @@ def test_launch_helper_runs_many_blocks():
     from .kernels import DIVERGENT_STORE
 
     out = np.zeros(8, np.int32)
-    run, _ = launch(DIVERGENT_STORE, {"out": out}, [8], blocks=3)
+    run, _ = launch(DIVERGENT_STORE, {"out": out}, [8], blocks=3, weak=False)  # every block writes out: a race
     assert run.resumes == 3
 
 
