@@ -115,16 +115,7 @@ class Coverage:
             site.taken |= t
             site.skipped |= f
 
-        if op.generator:
-            def run_g(task: Any, env: list, mask: Any) -> Iterator[Any]:
-                seen(env, mask)
-                yield from run(task, env, mask)
-            return run_g
-
-        def run_p(task: Any, env: list, mask: Any) -> None:
-            seen(env, mask)
-            run(task, env, mask)
-        return run_p
+        return _seen_first(op, run, seen)
 
     def _wrap_select(self, op: Op, site: Site, run: Any) -> Any:
         cs = op.args[0]
@@ -148,16 +139,7 @@ class Coverage:
                 return
             site.trips.update(int(t) for t in np.unique(trips))
 
-        if op.generator:
-            def run_g(task: Any, env: list, mask: Any) -> Iterator[Any]:
-                seen(env, mask)
-                yield from run(task, env, mask)
-            return run_g
-
-        def run_p(task: Any, env: list, mask: Any) -> None:
-            seen(env, mask)
-            run(task, env, mask)
-        return run_p
+        return _seen_first(op, run, seen)
 
     def _wrap_while(self, op: Op, site: Site, run: Any) -> Any:
         cond = op.regions[0].ops[-1]
@@ -225,3 +207,17 @@ def merged(parts: Iterable[Coverage]) -> Coverage:
             m.skipped |= s.skipped
             m.trips.update(s.trips)
     return out
+
+
+def _seen_first(op: Op, run: Any, seen: Any) -> Any:
+    """``run`` (a generator's or a plain op's) that first lets ``seen`` note the op's operands."""
+    if op.generator:
+        def run_g(task: Any, env: list, mask: Any) -> Iterator[Any]:
+            seen(env, mask)
+            yield from run(task, env, mask)
+        return run_g
+
+    def run_p(task: Any, env: list, mask: Any) -> None:
+        seen(env, mask)
+        run(task, env, mask)
+    return run_p
