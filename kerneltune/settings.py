@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from kerneltune.json_fields import unknown_or_mistyped
 from kerneltune.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S
 
 
@@ -37,11 +38,6 @@ class MeasureSettings:
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> MeasureSettings:
         """Settings as a worker receives them: unknown names and wrong types are errors, not defaults."""
-        known = {f.name: f.type for f in fields(cls)}
-        if unknown := sorted(set(obj) - set(known)):
-            raise ValueError(f"settings: unknown {', '.join(unknown)}")
-        for name, value in obj.items():
-            want = (bool,) if known[name] == "bool" else (int,) if known[name] == "int" else (int, float)
-            if type(value) not in want:
-                raise ValueError(f"settings: {name} {value!r} is not of type {known[name]}")
+        if (why := unknown_or_mistyped(cls, obj)) is not None:
+            raise ValueError(f"settings: {why}")
         return cls(**obj)

@@ -15,6 +15,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Self
 
+from kerneltune.json_fields import unknown_or_mistyped
 from kerneltune.settings import MeasureSettings
 
 
@@ -115,9 +116,6 @@ def candidate_request(kernel: str, bucket: str, problem: Mapping[str, Any], tile
     return Request(op, kernel, dict(problem), dict(tiles), bucket, dict(inputs), seed, settings)
 
 
-_JSON_TYPES = {"str": (str,), "bool": (bool,), "int": (int,), "float": (int, float)}
-
-
 @dataclass(frozen=True)
 class Reply:
     """A worker's answer: its status and, when it is not ``ok``, why. ``restart``: the worker ends after
@@ -150,15 +148,8 @@ class Reply:
             status = Status(obj.get("status"))
         except ValueError:
             raise WireError(f"a reply's status {obj.get('status')!r} is not one of {', '.join(Status)}") from None
-        known = {f.name: str(f.type) for f in fields(cls)}
-        if unknown := sorted(set(obj) - set(known)):
-            raise WireError(f"a {cls.__name__} has no {', '.join(unknown)}")
-        for name, value in obj.items():
-            kind = known[name].split(" | ")[0]
-            if name != "status" and value is not None and kind in _JSON_TYPES and type(value) not in _JSON_TYPES[kind]:
-                raise WireError(f"a reply's {name} {value!r} is not of type {kind}")
-            if kind.startswith("Mapping") and value is not None and not isinstance(value, Mapping):
-                raise WireError(f"a reply's {name} {value!r} is not an object")
+        if (why := unknown_or_mistyped(cls, obj, skip=("status",))) is not None:
+            raise WireError(why if why.startswith("a ") else f"a reply's {why}")
         return cls(**{**obj, "status": status})
 
 
