@@ -246,7 +246,8 @@ def test_the_settings_cross_the_pipe_typed_with_the_compile_timeout():
     req = Request.from_json({**_req("good"), "settings": {"batch": 4, "compile_timeout": 7.5}})
     assert req.settings == MeasureSettings(batch=4, compile_timeout=7.5)
     assert Request.from_json(json.loads(json.dumps(req.to_json()))) == req
-    for settings, says in (({"batch": "4"}, "batch '4' is not of type int"), ({"colour": 1}, "a MeasureSettings has no colour"),
+    for settings, says in (({"batch": "4"}, "batch '4' is not of type int"),
+                           ({"colour": 1}, "a MeasureSettings has no colour"),
                            ({"compile_timeout": -1}, "compile_timeout: must be a positive"),
                            ({"cold_l2": 1}, "cold_l2 1 is not of type bool")):
         with pytest.raises(WireError, match=says):
