@@ -1,5 +1,5 @@
 """The drafter's planted bugs (issues 57 and 80): each edit to the kernel's own code must fail the quick loop or
-``verify drafter-wide --interpret`` (``interpreted.check_interpreted``, run here as verify runs it).
+``verify drafter-wide --interpret`` (``interpret_check.check_interpreted``, run here as verify runs it).
 
 Each bug is applied alone to the working tree; verify's interpreted checks run first, one run at a time as verify
 makes them (``CHECK_RUNS``, then ``CHECK_EXTRA``), stopping at the first that fails, then (if they pass) the
@@ -163,7 +163,8 @@ def _pytest(args: list[str]) -> tuple[int, str]:
 VERIFY = """
 import sys
 from pathlib import Path
-from kerneltune.kernels.drafter_wide.interpreted import CHECK_EXTRA, CHECK_RUNS, check_interpreted
+from kerneltune.kernels.drafter_wide.interpret_check import check_interpreted
+from kerneltune.kernels.drafter_wide.interpreted import CHECK_EXTRA, CHECK_RUNS
 from kerneltune.kernels.drafter_wide.shape_matrix import MATRIX
 assert Path(check_interpreted.__code__.co_filename).is_relative_to(Path.cwd()), "not the worktree's package"
 cache = Path(sys.argv[1])

@@ -1,13 +1,19 @@
-"""What ``interpreted.check_interpreted`` judges a step against and that the kernel's compiled code cannot change:
+"""What ``interpret_check.check_interpreted`` judges a step against and that the kernel's compiled code cannot change:
 the float64 element model (``error_model.element_model``) and the emulation's outputs, kept on disk per shape and
-arch under a key of every source they are computed from (the drafter's modules but the kernel's own and the
-interpreter), so that a second verify, or a planted bug in a role module, recomputes neither (at the extra shape,
-60-130 s of a 2-core machine's time)."""
+arch under a key of what they are computed from: the model's dims, the weights' and inputs' bytes, and the source
+of every drafter module the model and the emulation import (found from the modules themselves, so a new import is
+keyed too). A second verify, or a planted bug in a role module or the interpreter, recomputes neither (at the extra
+shape, 60-130 s of a 2-core machine's time)."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import functools
 import hashlib
 import json
+import os
+import tempfile
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,23 +26,74 @@ from .error_model import ElementModel
 from .reference import Dims, StepInputs, Weights
 
 HERE = Path(__file__).parent
-# The kernel's own modules: what the interpreted program is made of, never what the model or the emulation read.
-KERNEL_SOURCES = {"kernel.py", "kernel_args.py", "block.py", "device.py", "attention_role.py", "gemv_role.py",
-                  "norm_role.py", "merge_role.py"}
+PACKAGE = "kerneltune.kernels.drafter_wide"
+# What the references are computed by; their drafter imports, transitively, are keyed with them.
+ROOTS = ("check_cache.py", "error_model.py", "emulation.py")
+
+
+def _imports(path: Path) -> set[str]:
+    """The drafter modules ``path`` imports, at its top or inside its functions (``from . import x``,
+    ``from .x import y``, ``kerneltune.kernels.drafter_wide.x``)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            if node.level == 1:
+                out |= {f"{mod}.py"} if mod else {f"{a.name}.py" for a in node.names}
+            elif mod.startswith(PACKAGE + "."):
+                out.add(mod.removeprefix(PACKAGE + ".").split(".")[0] + ".py")
+            elif mod == PACKAGE:
+                out |= {f"{a.name}.py" for a in node.names}
+    return {m for m in out if (HERE / m).is_file()}
+
+
+@functools.cache
+def model_sources() -> tuple[str, ...]:
+    """Every drafter module the references can run: ``ROOTS`` and what they import, transitively."""
+    seen: set[str] = set()
+    todo = list(ROOTS)
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += _imports(HERE / m)
+    return tuple(sorted(seen))
 
 
 def sources_key() -> str:
-    """A digest of the drafter's modules the model and the emulation are computed from (indexing.py included:
-    the emulation addresses through it)."""
+    """A digest of ``model_sources``."""
     h = hashlib.sha256()
-    for p in sorted(HERE.glob("*.py")):
-        if p.name not in KERNEL_SOURCES:
-            h.update(p.name.encode() + b"\0" + p.read_bytes())
+    for name in model_sources():
+        h.update(name.encode() + b"\0" + (HERE / name).read_bytes())
     return h.hexdigest()[:20]
 
 
-def _path(cache: Path, what: str, shape: dict) -> Path:
-    spec = json.dumps({"what": what, "shape": shape, "sources": sources_key()}, sort_keys=True, default=list)
+def inputs_key(dims: Dims, weights: Weights, inputs: StepInputs) -> str:
+    """A digest of a step's model dims, weights and inputs (every tensor's bytes)."""
+    h = hashlib.sha256(repr(dims).encode())
+
+    def feed(x: Any) -> None:
+        if hasattr(x, "numpy"):
+            h.update(x.detach().contiguous().cpu().numpy().tobytes())
+        elif dataclasses.is_dataclass(x):
+            for f in dataclasses.fields(x):
+                feed(getattr(x, f.name))
+        elif isinstance(x, dict):
+            for k in sorted(x):
+                h.update(k.encode())
+                feed(x[k])
+        elif isinstance(x, list | tuple):
+            for v in x:
+                feed(v)
+
+    feed(weights)
+    feed(inputs)
+    return h.hexdigest()[:20]
+
+
+def _path(cache: Path, what: str, shape: dict, inputs: str) -> Path:
+    spec = json.dumps({"what": what, "shape": shape, "sources": sources_key(), "inputs": inputs}, sort_keys=True,
+                      default=list)
     return cache / f"{what}-{hashlib.sha256(spec.encode()).hexdigest()[:24]}.npz"
 
 
@@ -52,14 +109,15 @@ def _load(path: Path) -> dict[str, np.ndarray] | None:
 
 def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(".part.npz")
-    np.savez(part, **arrays)
-    part.replace(path)
+    fd, part = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".part.npz")  # a writer's own
+    with os.fdopen(fd, "wb") as f:
+        np.savez(f, **arrays)
+    Path(part).replace(path)
 
 
 def element_model(cache: Path, shape: dict, dims: Dims, weights: Weights, inputs: StepInputs) -> ElementModel:
     """``error_model.element_model`` of a check shape, from ``cache`` where it was computed before."""
-    path = _path(cache, "element-model", shape)
+    path = _path(cache, "element-model", shape, inputs_key(dims, weights, inputs))
     z = _load(path)
     if z is None:
         m = error_model.element_model(dims, weights, inputs)
@@ -72,10 +130,10 @@ def element_model(cache: Path, shape: dict, dims: Dims, weights: Weights, inputs
                         [[z[f"sigma_{r}_{i}"] for i in range(layers)] for r in range(ranks)], z["written"])
 
 
-def emulated(cache: Path, shape: dict, arch: str, run: Callable[[], Any]) -> tuple[list, list]:
+def emulated(cache: Path, shape: dict, arch: str, run: Callable[[], Any], inputs: str) -> tuple[list, list]:
     """The emulation's (h_out per rank, flat caches per rank and layer) of a check shape on ``arch``: ``run()``'s,
-    or from ``cache`` where it ran before."""
-    path = _path(cache, f"emulation-{arch}", shape)
+    or from ``cache`` where it ran before; ``inputs``: ``inputs_key`` of what it runs on."""
+    path = _path(cache, f"emulation-{arch}", shape, inputs)
     z = _load(path)
     if z is None:
         e = run()

@@ -8,7 +8,8 @@ cannot show: orderings beyond that model (``weak_memory`` lists them), and time.
 from __future__ import annotations
 
 import dataclasses
-import math
+import random
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,18 +21,18 @@ from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
 from kerneltune.kernels.drafter_wide.interpreter.ops import bf16_value
 from kerneltune.kernels.drafter_wide.interpreter.program import Program, capture
 from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule, exploration
-from kerneltune.protocols import EmulationCheck
 
 from .health import WORDS
 from .host_inputs import host_arrays
 from .layout import TP, DrafterLayout, ModelDims
 from .reference import Dims, StepInputs, Weights
-from .shape_matrix import VERIFY_EXTRA
+from .shape_matrix import VERIFY_SHAPES
 
 BUILDER = "kerneltune.kernels.drafter_wide.kernel:build_wide_for"
 # The small model of the interpreted tests: the kernel's fixed head shape (16 q heads and 1 KV head of 128
 # per rank), half the hidden size and an eighth of the intermediate; a layout its static checks accept.
 # A window of 512 keys (32 blocks) keeps a request's attention to a few blocks per chunk.
+BATCH = 8  # blocks a task (``batching``): 8 to 32 measured alike, 1 the unbatched interpreter (2.7x slower)
 SMALL_DIMS = Dims(hidden=3072, intermediate=4 * 1536, window=512)
 SMALL_MODEL = ModelDims(hidden=SMALL_DIMS.hidden, intermediate=SMALL_DIMS.intermediate // TP, window=SMALL_DIMS.window)
 
@@ -73,7 +74,7 @@ def _bf16(t: Any) -> np.ndarray:
 
 def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, arch: str,
              step: int = 1, seed: int | None = None, schedule: Schedule | None = None,
-             checked: bool = True) -> InterpretResult:
+             checked: bool = True, batch: int = BATCH) -> InterpretResult:
     """One decode step of all four ranks, each rank's buffers as the GPU runner fills them, in ``schedule``'s
     interleaving (``seed`` alone: ``Schedule("random", seed)``); ``checked``: with the weak model of global memory
     (``interpreter.weak_memory``) and, in the fixed order, the LDS race check (``interpreter.races``: a block's waves
@@ -124,10 +125,29 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
         caches.append(rank_caches)
     if schedule is None:
         schedule = Schedule() if seed is None else Schedule("random", seed)
-    launch = Launch(program, mem, arch, schedule=schedule, races=checked and schedule.kind == "fixed", weak=checked)
+    launch = Launch(program, mem, arch, schedule=schedule, races=checked and schedule.kind == "fixed", weak=checked,
+                    batch=batching(layout, schedule, batch), batch_size=batch)
     launch.run(grids)
     return InterpretResult([bf16_value(h).astype(np.float64) for h in outs], [h.tolist() for h in healths],
                            [[bf16_value(c.view(np.uint16)).astype(np.float64) for c in rc] for rc in caches], launch)
+
+
+def batching(layout: DrafterLayout, schedule: Schedule, size: int) -> Callable[[int, int], Hashable] | None:
+    """Which blocks run as one task (``Launch.batch``): a rank's GEMV blocks, and its attention blocks, ``size`` a
+    task (the norm blocks alone: batching them measured slower). In the fixed order a role's blocks in order; in
+    another schedule a partition drawn from its seed, so that which blocks run in lockstep differs between
+    interleavings. None: every block its own task (``size`` 1)."""
+    if size <= 1:
+        return None
+    roles = {"G": layout.NG, "L": layout.NORM0 - layout.ATT0}
+    rng = random.Random(f"batches {schedule.seed}") if schedule.kind != "fixed" else None
+
+    def key(rank: int, bid: int) -> Hashable:
+        role = "G" if bid < layout.NG else "L" if bid < layout.NORM0 else None
+        if role is None or rng is None:
+            return role
+        return role, rng.randrange(-(-roles[role] // size))
+    return key
 
 
 # verify --interpret: the test shape of the interpreted kernel's tests, both archs, each in INTERLEAVINGS
@@ -155,6 +175,13 @@ def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
     and optionally ``threads`` and ``full``: ``shape_matrix.Shape``)."""
     from .reference import make_inputs, make_weights
 
+    layout, dims = layout_of(s)
+    weights = make_weights(dims, 0)
+    return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), 1)
+
+
+def layout_of(s: dict) -> tuple[DrafterLayout, Dims]:
+    """The layout and model of a check shape (``setup``'s first two)."""
     threads = s.get("threads", 256)
     if s.get("full"):
         dims = Dims(layers=s["layers"])
@@ -166,8 +193,7 @@ def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
         dims = dataclasses.replace(small_dims(s["layers"]), intermediate=4 * 3072)
         model = dataclasses.replace(small_layout().model, intermediate=3072, layers=s["layers"])
         layout = DrafterLayout(ng=192, threads=threads, w_na=s["w_na"], qpr=s["qpr"], model=model)
-    weights = make_weights(dims, 0)
-    return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), 1)
+    return layout, dims
 
 
 def label(s: dict) -> str:
@@ -176,68 +202,6 @@ def label(s: dict) -> str:
             f"{s['requests']}x{s['qpr']} rows, ctx {'/'.join(map(str, s['context']))}, {s['layers']} layers")
 
 
-# And one more shape in the fixed order, for what the default never reaches (``shape_matrix.VERIFY_EXTRA``: a
-# single request, 512 threads, a second token tile, a third layer, the window's edges on block boundaries).
-CHECK_EXTRA = ((VERIFY_EXTRA.arch, VERIFY_EXTRA.as_check()),)
-
-
-def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None = None,
-                      extra: tuple = CHECK_EXTRA) -> list[EmulationCheck]:
-    """Per arch (``shape``: ``CHECK_SHAPE``'s keys to change, and ``threads`` and ``full`` as ``shape_matrix``
-    takes them): the interpreted launch's h_out and K/V cache rows against the float64 model and the emulation,
-    element by element (``error_model.judge_step``, the interpreted tests' checks), and each seeded interleaving
-    against the fixed order (the same bits); then each of ``extra``'s (arch, shape) in the fixed order, judged
-    alike. A fault, a deadlock, a missed deadline or an op the interpreter lacks is a failed check with its
-    message."""
-    from kerneltune.kernels.drafter_wide.interpreter.machine import Deadlock
-    from kerneltune.kernels.drafter_wide.interpreter.memory import MemoryFault
-    from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, UnknownOp
-    from kerneltune.kernels.drafter_wide.interpreter.races import BarrierDivergence, Race
-
-    from . import check_cache
-    from .emulation import Launch as Emulation
-    from .error_model import judge_step
-    from .health import DeadlineMissed, check_health
-
-    s = {**CHECK_SHAPE, **(shape or {})}
-    layout, dims, weights, inputs = setup(s)
-    name = f"{'full' if s.get('full') else 'small'} model, ng={layout.ng} threads={layout.threads} w_na={layout.w_na}"
-    label = f"{s['requests']}x{s['qpr']} rows, ctx {'/'.join(map(str, s['context']))}, {s['layers']} layers"
-    model = check_cache.element_model(cache, s, dims, weights, inputs)
-    checks: list[EmulationCheck] = []
-    for arch, plans in runs:
-        numbers = f"{arch} 8-bit"
-        try:
-            program = capture_program(layout, arch, cache)
-        except (CaptureFailed, UnknownOp) as e:
-            checks.append(EmulationCheck(name, label, math.inf, 0, 0, f"{type(e).__name__}: {e}", numbers=numbers))
-            continue
-        fixed: InterpretResult | None = None
-        for plan in plans:  # a Schedule, or None (the fixed order) or a seed (random) as before
-            plan = plan if isinstance(plan, Schedule) else Schedule() if plan is None else Schedule("random", plan)
-            schedule = plan.label
-            try:
-                got = run_step(program, layout, dims, weights, inputs, arch, schedule=plan)
-                check_health(got.health)
-            except (MemoryFault, Deadlock, DeadlineMissed, Race, BarrierDivergence) as e:
-                checks.append(EmulationCheck(name, label, math.inf, 0, 0, f"{type(e).__name__}: {e}",
-                                             schedule=schedule, numbers=numbers))
-                continue
-            blocks, resumes = TP * layout.BLOCKS, got.launch.resumes
-            if fixed is None and plan.kind == "fixed":
-                fixed = got
-                emulation = Emulation(layout, dims, weights, inputs, numbers=arch)
-                emulated = check_cache.emulated(cache, s, arch, emulation.run)
-                for j in judge_step(got.h_out, got.caches, model, emulated):
-                    checks.append(EmulationCheck(name, f"{label}, {j.what}", j.value, blocks, resumes,
-                                                 tolerance=j.bound or SAME_BITS, numbers=numbers))
-            elif fixed is not None:
-                diff = max(float(np.nanmax(np.abs(a - b))) if not np.array_equal(a, b, equal_nan=True) else 0.0
-                           for a, b in zip([*got.h_out, *(c for rc in got.caches for c in rc)],
-                                           [*fixed.h_out, *(c for rc in fixed.caches for c in rc)], strict=True))
-                checks.append(EmulationCheck(name, f"{label}, the same bits as the fixed order", diff, blocks,
-                                             resumes, tolerance=SAME_BITS, schedule=schedule, numbers=numbers))
-    for arch, more in extra:
-        checks += check_interpreted(cache, ((arch, (Schedule(),)),), more, ())
-    return checks
-
+# And more shapes in the fixed order, for what the default never reaches (``shape_matrix.VERIFY_SHAPES``: a single
+# request at 512 threads over three layers, 52 rows, the full model's unheld weights).
+CHECK_EXTRA = tuple((s.arch, s.as_check()) for s in VERIFY_SHAPES)

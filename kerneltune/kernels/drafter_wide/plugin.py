@@ -145,10 +145,11 @@ class DrafterWidePlugin:
     def interpret(self, interleavings: int | None = None) -> list[Any]:
         """The kernel's own compiled program on the small model, run by the CPU interpreter for each arch,
         against the float64 model, the emulation and, in ``interleavings`` schedules (``interpreted.INTERLEAVINGS``
-        by default), against its own fixed order (``interpreted.check_interpreted``)."""
+        by default), against its own fixed order (``interpret_check.check_interpreted``)."""
         from kerneltune.paths import user_cache_dir
 
-        from .interpreted import check_interpreted, check_runs
+        from .interpret_check import check_interpreted
+        from .interpreted import check_runs
 
         return check_interpreted(user_cache_dir() / "interpret", check_runs(interleavings))
 

@@ -1,6 +1,6 @@
 """The shapes users run, as the interpreted kernel's checks run them: each a layout (threads, attention
 blocks, rows a request, layers) and a step (requests, contexts) chosen for what it reaches that the default
-check shape does not. ``interpreted.setup`` builds any of them; ``interpreted.check_interpreted`` takes one as
+check shape does not. ``interpreted.setup`` builds any of them; ``interpret_check.check_interpreted`` takes one as
 ``shape`` (``Shape.as_check``).
 
 Window arithmetic (small model: 512 keys, blocks of 16): a request whose first row sits at position ``c``
@@ -31,16 +31,24 @@ class Shape:
                 "w_na": self.w_na, "threads": self.threads, "full": self.full}
 
 
-# What ``verify --interpret`` runs besides its default shape (``interpreted.CHECK_EXTRA``): the one shape that
-# reaches, at a verify's cost, what the default never does.
+# What ``verify --interpret`` runs besides its default shape (``interpreted.CHECK_EXTRA``), each in the fixed order:
+# the shapes that reach, at a verify's cost, what the default never does.
 VERIFY_EXTRA = Shape(
     "one request of 20 rows", "a single request, 512 threads, a second token tile (20 rows; three a wave in the "
     "attention: a wave's loop over its rows at a middle trip), a third layer, the window's low edge on a block "
     "(527 - 511 = 16) and a first row that sees none of the newest block's keys (527 = 16k + 15)",
     "gfx950", 512, 1, 20, (527,), 3, 16)
+VERIFY_ROWS = Shape(
+    "52 rows of 13", "four token tiles, so that the final gather's rows 48-63 run (52 rows: 13 a request, which no "
+    "tile divides), 256 threads", "gfx942", 256, 4, 13, (30, 100, 5, 700), 1, 32)
+FULL_256 = Shape("full model at 256 threads", "the full model's GEMV tiles and 6144-wide norms, 256 threads: 12 "
+                 "chunks a weight row, more than a lane holds (the G blocks' path for unheld weights)", "gfx942",
+                 256, 2, 2, (15, 300), 1, 32, full=True)
+VERIFY_SHAPES = (VERIFY_EXTRA, VERIFY_ROWS, FULL_256)
 
 MATRIX: tuple[Shape, ...] = (
     VERIFY_EXTRA,
+    VERIFY_ROWS,
     Shape("64 rows at 512 threads", "four token tiles (rows 48-63 of the final gather), the seed's 512 threads, "
           "16 rows a request (4 trips of a wave's rows); window low edge on a block (527), high edges on one "
           "(640, 16)", "gfx942", 512, 4, 16, (527, 640, 16, 1000), 1, 32),
@@ -52,8 +60,7 @@ MATRIX: tuple[Shape, ...] = (
     Shape("three requests at a block's end", "3 requests over 32 blocks (2 idle), contexts whose rows end a "
           "block and one whose newest block holds only later rows' keys (m = -inf for its first row)",
           "gfx942", 256, 3, 7, (25, 9, 1039), 3, 32),
-    Shape("full model at 256 threads", "the full model's GEMV tiles and 6144-wide norms, 256 threads", "gfx942",
-          256, 2, 2, (15, 300), 1, 32, full=True),
+    FULL_256,
     Shape("full model at 512 threads", "the full model at the seed's 512 threads, gfx950", "gfx950", 512, 2, 2,
           (46, 4000), 1, 32, full=True),
 )

@@ -243,6 +243,17 @@ def _active_addresses(p: np.ndarray, mask: Any, align: int, op: Op) -> tuple[np.
     return p, sel
 
 
+def _lds_of_batch(task: Any, p: np.ndarray, mask: Any, nbytes: int, op: Op) -> np.ndarray:
+    """A batch's LDS addresses: each lane's offset in its block's LDS (checked against that block's bytes, as
+    ``SharedMemory`` checks one block's) moved to where its block's LDS lies in the batch's."""
+    on = lanes(p, task.lanes) if mask is None else lanes(p, task.lanes)[mask]
+    bad = np.nonzero((on < 0) | (on + nbytes > task.lds_block))[0]
+    if bad.size:
+        raise MemoryFault(f"{op.name} at {op.where}: a {nbytes}-byte LDS access at offset {int(on[bad[0]])} leaves "
+                          f"the block's {task.lds_block} bytes (lane {int(bad[0]) % task.threads})")
+    return p + task.lds_base
+
+
 def _site(program: Any, op: Op) -> int:
     """The op's index in ``program.sites`` (what a race report names)."""
     program.sites.append(f"{op.name} at {op.where}")
@@ -281,6 +292,8 @@ def _load(op: Op, program: Any) -> Callable[..., None]:
         if mask is not None and p.shape[0] == 1 and not mask.any():
             env[r] = np.zeros((1, *shape), t.dtype)
             return
+        if space == 3 and task.blocks > 1:
+            p = _lds_of_batch(task, p, mask, nbytes, op)
         addrs, sel = _active_addresses(p, mask, align, op)
         where = f"{op.name} at {op.where}"
         launch = task.launch
@@ -298,8 +311,15 @@ def _load(op: Op, program: Any) -> Callable[..., None]:
                     lds_read(task, *_lane_waves(task, p.shape[0] == 1, mask, sel, addrs), nbytes, site)
             elif launch.weak is not None:
                 one = groups is not None and len(groups) == 1 and groups[0][1] is None  # every lane in one
-                launch.weak.load(task, *_lane_waves(task, p.shape[0] == 1, mask, sel, addrs), nbytes, site,
-                                 order != 0, order, scope, groups if one else None)
+                a, w = _lane_waves(task, p.shape[0] == 1, mask, sel, addrs)
+                if task.blocks > 1 and order == 0:  # a batch's plain load: its blocks checked at once
+                    k = w // task.block_waves
+                    launch.weak.load(task, a, w - k * task.block_waves, nbytes, site, False, order, scope,
+                                     groups if one else None, task.gb_of[k])
+                else:
+                    for block, ab, wb in task.per_block(a, w):
+                        launch.weak.load(block, ab, wb, nbytes, site, order != 0, order, scope,
+                                         groups if one else None)
         vals = np.ascontiguousarray(raw).view(t.dtype).reshape((addrs.size, *shape))
         if sel is None:
             env[r] = vals
@@ -327,6 +347,9 @@ def _store(op: Op, program: Any) -> Callable[..., Any]:
                 return
         else:
             v, p = lanes(v, n), lanes(p, n)
+        if space == 3 and task.blocks > 1:
+            p = _lds_of_batch(task, p, mask, nbytes, op)
+            v, n = lanes(v, task.lanes), task.lanes
         addrs, sel = _active_addresses(p, mask if n > 1 else None, align, op)
         if sel is not None:
             v = v[sel]
@@ -334,12 +357,12 @@ def _store(op: Op, program: Any) -> Callable[..., Any]:
             return
         raw = np.ascontiguousarray(v, dtype=t.dtype).view(np.uint8).reshape(addrs.size, nbytes)
         launch = task.launch
+        _memory(task, space).store(addrs, raw, f"{op.name} at {op.where}")  # a stray address faults first
         if space == 3 and launch.races:
             lds_write(task, *_lane_waves(task, n == 1, mask, sel, addrs), nbytes, site)
-        _memory(task, space).store(addrs, raw, f"{op.name} at {op.where}")
         if space != 3 and launch.weak is not None:
-            launch.weak.store(task, *_lane_waves(task, n == 1, mask, sel, addrs), nbytes, site, order != 0, order,
-                              scope)
+            for block, a, w in task.per_block(*_lane_waves(task, n == 1, mask, sel, addrs)):
+                launch.weak.store(block, a, w, nbytes, site, order != 0, order, scope)
 
     if op.attrs.get("ordering", 0) in (5, 6, 7) and space != 3:  # a release store: a publish
         def publish(task: Any, env: list, mask: Any) -> Iterator[Any]:
@@ -367,6 +390,9 @@ def _cmpxchg(op: Op, program: Any) -> Callable[..., None]:
         old = np.zeros(n, t.dtype)
         ok = np.zeros(n, bool)
         mem = _memory(task, space)
+        if space == 3 and task.blocks > 1:
+            p, n = _lds_of_batch(task, p, mask, t.nbytes, op), task.lanes
+            c, new = lanes(c, n), lanes(new, n)
         for lane in range(n) if mask is None else np.nonzero(lanes(mask, n))[0]:
             a = p[lane:lane + 1]
             if a[0] % t.nbytes:
@@ -374,14 +400,14 @@ def _cmpxchg(op: Op, program: Any) -> Callable[..., None]:
             cur = mem.load(a, t.nbytes, where_).view(t.dtype)[0, 0]
             old[lane] = cur
             weak = task.launch.weak if space != 3 else None
-            wave = task.wave_of_lane[lane:lane + 1]
+            block, _, wave = next(task.per_block(a, task.wave_of_lane[lane:lane + 1]))
             if weak is not None:
-                weak.load(task, a, wave, t.nbytes, site, True, success if cur == c[lane] else failure, scope)
+                weak.load(block, a, wave, t.nbytes, site, True, success if cur == c[lane] else failure, scope)
             if cur == c[lane]:
                 ok[lane] = True
                 mem.store(a, np.asarray([new[lane]], t.dtype).view(np.uint8).reshape(1, t.nbytes), where_)
                 if weak is not None:
-                    weak.store(task, a, wave, t.nbytes, site, True, success, scope)
+                    weak.store(block, a, wave, t.nbytes, site, True, success, scope)
         env[r] = (old, ok)
     return run
 
@@ -409,7 +435,7 @@ def _shuffle(op: Op) -> Callable[..., None]:
         if x.shape[0] == 1:
             env[r], env[valid] = x, np.ones(1, bool)
             return
-        lane = task.tid
+        lane = task.lane  # a batch's lanes in a row: a wave's are its block's
         w = width.astype(np.int64)
         base, pos = lane - lane % w, lane % w
         off = off.astype(np.int64)
@@ -637,14 +663,19 @@ def _barrier(op: Op) -> Callable[..., None]:
     alike). Every wave must reach it: one whose lanes are all masked off skips it on the hardware."""
 
     def run(task: Any, env: list, mask: Any) -> None:
+        blocks = None
         if mask is not None:
-            on = task.active_waves(mask)
-            if not on.all():
+            on = task.active_waves(mask).reshape(task.blocks, task.block_waves)
+            blocks = on.any(axis=1)  # in a batch, a block whose lanes are all off skips it: it is not there
+            for k in np.nonzero(blocks & ~on.all(axis=1))[0].tolist():
+                bid = task.bid if task.blocks == 1 else task.bids[k]
                 raise BarrierDivergence(
-                    f"{op.name} at {op.where}: rank {task.rank} block {task.bid}: waves {np.nonzero(on)[0].tolist()} "
-                    f"reach it and waves {np.nonzero(~on)[0].tolist()} skip it (every lane masked off), so the block "
-                    "hangs or pairs the wrong barriers")
-        task.barrier()
+                    f"{op.name} at {op.where}: rank {task.rank} block {bid}: waves {np.nonzero(on[k])[0].tolist()} "
+                    f"reach it and waves {np.nonzero(~on[k])[0].tolist()} skip it (every lane masked off), so the "
+                    "block hangs or pairs the wrong barriers")
+            if task.blocks == 1:
+                blocks = None
+        task.barrier(blocks)
     return run
 
 
@@ -652,8 +683,15 @@ def _fence(op: Op) -> Callable[..., None]:
     order, scope = _ordering(op)
 
     def run(task: Any, env: list, mask: Any) -> None:
-        if task.launch.weak is not None:
-            task.launch.weak.fence(task.gb, task.active_waves(mask), order, scope)
+        weak = task.launch.weak
+        if weak is not None:
+            on = task.active_waves(mask)
+            if task.blocks == 1:
+                weak.fence(task.gb, on, order, scope)
+                return
+            for k, waves in enumerate(on.reshape(task.blocks, task.block_waves)):
+                if waves.any():
+                    weak.fence(task.gbs[k], waves, order, scope)
     return run
 
 
@@ -688,9 +726,9 @@ def _run_of(op: Op, program: Any) -> Callable[..., Any]:
             if n == "gpu.thread_id":
                 env[r] = task.tid if dim == "x" else np.zeros(1, np.int64)
             elif n == "gpu.block_id":
-                env[r] = np.array([task.bid if dim == "x" else 0], np.int64)
+                env[r] = task.block_id if dim == "x" else np.zeros(1, np.int64)
             else:
-                env[r] = np.array([task.lanes if dim == "x" else 1], np.int64)
+                env[r] = np.array([task.threads if dim == "x" else 1], np.int64)
         return ids
     if n == "gpu.shuffle":
         return _shuffle(op)

@@ -59,9 +59,11 @@ def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: s
             raise CaptureFailed(f"{builder} for {arch}: FlyDSL dumped no structured stage "
                                 f"(rc {run.returncode})\n{tail}")
         text = stages[late[0] - 1].read_text(encoding="utf-8")
-    part = cached.with_suffix(".part")
-    part.write_text(text, encoding="utf-8")
-    part.replace(cached)
+    # a name of its own: two processes capturing one program at once (verify's workers) each replace it whole
+    fd, part = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".part")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    Path(part).replace(cached)
     return text
 
 

@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-MANY = 15  # more than one wave read the byte in this interval (so a block may have at most 14 waves)
+SHIFT = 8  # a tag is ``interval << SHIFT | wave``
+MANY = (1 << SHIFT) - 1  # more than one wave read the byte in this interval (so a task may have at most 254 waves)
 
 
 class Race(RuntimeError):
@@ -42,13 +43,13 @@ class BarrierDivergence(RuntimeError):
 
 
 class Shadow:
-    """Who touched each LDS byte in one barrier interval: ``interval << 4 | wave`` of the last write and of the
-    reads (wave ``MANY`` for several), and the op of each (an index into the program's sites)."""
+    """Who touched each LDS byte in one barrier interval: ``interval << SHIFT | wave`` of the last write and of
+    the reads (wave ``MANY`` for several), and the op of each (an index into the program's sites)."""
 
     def __init__(self, nbytes: int, sites: type) -> None:
-        self.w = np.zeros(nbytes, np.int32)  # interval 0: never
+        self.w = np.zeros(nbytes, np.int64)  # interval 0: never
         self.w_site = np.zeros(nbytes, sites)
-        self.r = np.zeros(nbytes, np.int32)
+        self.r = np.zeros(nbytes, np.int64)
         self.r_site = np.zeros(nbytes, sites)
         self.wrote = 0  # the last interval with a write, and with a read: an interval without skips their checks
         self.read = 0
@@ -60,11 +61,13 @@ class ShadowPool:
     def __init__(self, nbytes: int, sites: int, waves: int) -> None:
         if waves >= MANY:
             raise ValueError(f"blocks of {waves} waves: the LDS race check tells at most {MANY - 1} apart")
+        self.waves = waves
         self.nbytes = nbytes
         self.sites = np.int16 if sites < 2 ** 15 else np.int32
         self.free: list[Shadow] = []
         self.interval = 0
-        self.scratch = np.zeros(nbytes, np.int32)  # one op's lanes' waves, to find two waves at one byte
+        self.scratch = np.zeros(nbytes, np.int64)  # one op's lanes' waves, to find two waves at one byte
+        self.scratches: dict[int, np.ndarray] = {}
 
     def next_interval(self) -> int:
         self.interval += 1
@@ -76,27 +79,71 @@ class ShadowPool:
     def give(self, shadow: Shadow) -> None:
         self.free.append(shadow)
 
+    def own(self, blocks: int) -> Shadow:
+        """A batch's shadow of its ``blocks`` blocks' LDS, kept for the launch (its blocks' intervals differ)."""
+        if blocks * self.waves >= MANY:
+            raise ValueError(f"a batch of {blocks} blocks of {self.waves} waves: the LDS race check tells at most "
+                             f"{MANY - 1} waves apart")
+        return Shadow(self.nbytes * blocks, self.sites)
+
+    def scratch_of(self, nbytes: int) -> np.ndarray:
+        if nbytes == self.nbytes:
+            return self.scratch
+        return self.scratches.setdefault(nbytes, np.zeros(nbytes, np.int64))
+
 
 _SPANS = [np.arange(n) for n in range(65)]
 
 
-def _bytes(offsets: np.ndarray, waves: np.ndarray, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each access's bytes [accesses, nbytes] and its wave [accesses, 1]."""
+def _bytes(offsets: np.ndarray, waves: np.ndarray, nbytes: int) -> tuple[Any, int, np.ndarray]:
+    """(an index of each access's bytes, the row width it indexes by, each access's wave [accesses, 1]): where
+    every access is aligned to its size, a row index into the shadow viewed as rows of ``nbytes`` (a gather by
+    row: several times faster at a batch's thousands of lanes); else [accesses, nbytes] byte offsets."""
+    if nbytes > 1 and not (offsets % nbytes).any():
+        return offsets // nbytes, nbytes, waves.astype(np.int64)[:, None]
     span = _SPANS[nbytes] if nbytes < len(_SPANS) else np.arange(nbytes)
-    return offsets[:, None] + span, waves.astype(np.int32)[:, None]
+    return offsets[:, None] + span, 0, waves.astype(np.int64)[:, None]
 
 
-def _other(tags: np.ndarray, iv: int, wv: np.ndarray) -> np.ndarray:
-    """Where ``tags`` (``interval << 4 | wave``) are of interval ``iv`` and another wave than ``wv``."""
-    x = tags ^ (iv << 4)
-    return (x < 16) & (x != wv)
+def _rows(a: np.ndarray, width: int) -> np.ndarray:
+    """A shadow array as ``_bytes``' index reads it."""
+    return a[:a.size - a.size % width].reshape(-1, width) if width else a
+
+
+def _other(tags: np.ndarray, iv: Any, wv: np.ndarray) -> np.ndarray:
+    """Where ``tags`` (``interval << SHIFT | wave``) are of interval ``iv`` (each access's, in a batch) and another
+    wave than ``wv``."""
+    x = tags ^ (iv << SHIFT)
+    return (x < (1 << SHIFT)) & (x != wv)
+
+
+def _interval(task: Any, wv: np.ndarray) -> Any:
+    """The barrier interval of each access's block: one for a block, each wave's block's in a batch."""
+    return task.interval if task.blocks == 1 else task.intervals[wv // task.block_waves]
+
+
+def _touched(last: int, task: Any, iv: Any) -> bool:
+    """Whether a shadow whose last write (or read) was in interval ``last`` may hold one of ``iv``'s: intervals
+    only grow, so none where ``last`` is older than every block's current one."""
+    return last == iv if task.blocks == 1 else last >= int(task.intervals.min())
+
+
+def _latest(last: int, task: Any, iv: Any) -> int:
+    """What a shadow's last write (or read) interval becomes: a block's current one (a shadow from the pool may
+    hold a later one of another block), a batch's latest."""
+    return iv if task.blocks == 1 else max(last, int(iv.max()))
 
 
 def _race(task: Any, sites: list[str], what: str, site: int, wave: int, other: str, osite: int, owave: int,
           offset: int) -> Race:
+    block, base = task.bid, 0
+    if task.blocks > 1:  # a batch: the block of the wave, the waves and the byte within it
+        k, per = wave // task.block_waves, task.block_waves
+        block, base, wave = task.bids[k], k * task.lds_block, wave - k * per
+        owave = owave if owave == MANY else owave - k * per
     whose = "another wave's" if owave == MANY else f"wave {owave}'s"
-    return Race(f"LDS race in rank {task.rank} block {task.bid}: wave {wave}'s {what} at {sites[site]} and {whose} "
-                f"{other} at {sites[osite]}, byte {offset} of the block's LDS, with no barrier between")
+    return Race(f"LDS race in rank {task.rank} block {block}: wave {wave}'s {what} at {sites[site]} and {whose} "
+                f"{other} at {sites[osite]}, byte {offset - base} of the block's LDS, with no barrier between")
 
 
 def _first(hit: np.ndarray) -> tuple[int, int]:
@@ -106,52 +153,54 @@ def _first(hit: np.ndarray) -> tuple[int, int]:
 
 def lds_read(task: Any, offsets: np.ndarray, waves: np.ndarray, nbytes: int, site: int) -> None:
     """Check and record a load of ``nbytes`` at each offset by the wave of each lane."""
-    sh, iv = task.shadow_for_access(), task.interval
-    b, wv = _bytes(offsets, waves, nbytes)
-    if sh.wrote == iv:
-        bad = _other(sh.w[b], iv, wv)
+    sh = task.shadow_for_access()
+    b, width, wv = _bytes(offsets, waves, nbytes)
+    iv = _interval(task, wv)
+    if _touched(sh.wrote, task, iv):
+        w = _rows(sh.w, width)[b]
+        bad = _other(w, iv, wv)
         if bad.any():
             i = _first(bad)
-            raise _race(task, task.launch.sites, "read", site, int(wv[i[0], 0]), "write", int(sh.w_site[b[i]]),
-                        int(sh.w[b[i]]) & 15, int(b[i]))
+            raise _race(task, task.launch.sites, "read", site, int(wv[i[0], 0]), "write",
+                        int(_rows(sh.w_site, width)[b][i]), int(w[i]) & MANY, int(offsets[i[0]]) + i[1])
     many: Any = False
     if wv.shape[0] > 1 and not (wv == wv[0, 0]).all():
-        scratch = task.launch.pool.scratch
+        scratch = _rows(task.launch.pool.scratch_of(sh.w.size), width)
         scratch[b] = wv
         many = scratch[b] != wv  # another wave's lane of this very op reads the byte too
-    if sh.read == iv:
-        many = many | _other(sh.r[b], iv, wv)
-    sh.read = iv
-    tag = (iv << 4) | wv
-    sh.r[b] = np.where(many, (iv << 4) | MANY, tag) if many is not False else tag
-    sh.r_site[b] = site
+    r = _rows(sh.r, width)
+    if _touched(sh.read, task, iv):
+        many = many | _other(r[b], iv, wv)
+    sh.read = _latest(sh.read, task, iv)
+    tag = (iv << SHIFT) | wv
+    r[b] = np.where(many, (iv << SHIFT) | MANY, tag) if many is not False else tag
+    _rows(sh.r_site, width)[b] = site
 
 
 def lds_write(task: Any, offsets: np.ndarray, waves: np.ndarray, nbytes: int, site: int) -> None:
     """Check and record a store of ``nbytes`` at each offset by the wave of each lane."""
-    sh, iv = task.shadow_for_access(), task.interval
-    b, wv = _bytes(offsets, waves, nbytes)
+    sh = task.shadow_for_access()
+    b, width, wv = _bytes(offsets, waves, nbytes)
+    iv = _interval(task, wv)
     sites = task.launch.sites
-    if sh.wrote == iv:
-        bad = _other(sh.w[b], iv, wv)
+    for last, tags, tag_sites, what in ((sh.wrote, sh.w, sh.w_site, "write"), (sh.read, sh.r, sh.r_site, "read")):
+        if not _touched(last, task, iv):
+            continue
+        t = _rows(tags, width)[b]
+        bad = _other(t, iv, wv)
         if bad.any():
             i = _first(bad)
-            raise _race(task, sites, "write", site, int(wv[i[0], 0]), "write", int(sh.w_site[b[i]]),
-                        int(sh.w[b[i]]) & 15, int(b[i]))
-    if sh.read == iv:
-        bad = _other(sh.r[b], iv, wv)
-        if bad.any():
-            i = _first(bad)
-            raise _race(task, sites, "write", site, int(wv[i[0], 0]), "read", int(sh.r_site[b[i]]),
-                        int(sh.r[b[i]]) & 15, int(b[i]))
+            raise _race(task, sites, "write", site, int(wv[i[0], 0]), what, int(_rows(tag_sites, width)[b][i]),
+                        int(t[i]) & MANY, int(offsets[i[0]]) + i[1])
     if wv.shape[0] > 1 and not (wv == wv[0, 0]).all():
-        scratch = task.launch.pool.scratch
+        scratch = _rows(task.launch.pool.scratch_of(sh.w.size), width)
         scratch[b] = wv
         both = scratch[b] != wv
         if both.any():
             i = _first(both)
-            raise _race(task, sites, "write", site, int(wv[i[0], 0]), "write", site, int(scratch[b[i]]),
-                        int(b[i]))
-    sh.wrote = iv
-    sh.w[b] = (iv << 4) | wv
-    sh.w_site[b] = site
+            raise _race(task, sites, "write", site, int(wv[i[0], 0]), "write", site, int(scratch[b][i]),
+                        int(offsets[i[0]]) + i[1])
+    sh.wrote = _latest(sh.wrote, task, iv)
+    _rows(sh.w, width)[b] = (iv << SHIFT) | wv
+    _rows(sh.w_site, width)[b] = site
+

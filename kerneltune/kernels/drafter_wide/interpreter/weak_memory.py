@@ -82,11 +82,12 @@ class WeakMemory:
         self.ranks = ranks
         self.sites = sites
         self.clock = [0] * nb
-        self.epoch = [0] * nb
+        self.epoch = np.zeros(nb, np.int64)
         base = np.zeros((3, nb), np.int64)
         base[0] = -1  # no release of any block seen
         base[1] = -1
-        self.know = [base.copy() for _ in range(nb)]  # per block: (clock seen, its wave, epoch seen) of every block
+        # per block: (clock seen, its wave, epoch seen) of every block, one array (a batch's blocks are read at once)
+        self.know = np.repeat(base[None], nb, axis=0)
         self.delta: list[dict[int, np.ndarray]] = [{} for _ in range(nb)]  # a wave's knowledge since the barrier
         self.joined: list[set[int]] = [set() for _ in range(nb)]
         self.wave_joined: list[set[int]] = [set() for _ in range(nb)]  # rid * 64 + wave, since the barrier
@@ -107,7 +108,7 @@ class WeakMemory:
             k = self.know[gb]
             for w in d.values():
                 k = _join(k, w)
-            self.know[gb] = k if k is not self.know[gb] else k.copy()
+            self.know[gb] = k
             self.joined[gb].update(key // 64 for key in self.wave_joined[gb])
             d.clear()
             self.wave_joined[gb].clear()
@@ -116,7 +117,7 @@ class WeakMemory:
     def _release(self, gb: int, wave: int, scope: int) -> int:
         k = self.clock[gb]
         self.clock[gb] = k + 1
-        self.records.append((gb, wave, k, self.epoch[gb], scope))
+        self.records.append((gb, wave, k, int(self.epoch[gb]), scope))
         return len(self.records) - 1
 
     def _acquire(self, gb: int, wave: int, rids: list[int], scope: int) -> None:
@@ -160,7 +161,7 @@ class WeakMemory:
             rec = self._release(gb, w, scope) if atomic and order in RELEASE else (
                 self.fenced.get((gb, w), 0) if atomic else 0)
             clock = self.clock[gb] - 1 if atomic and order in RELEASE else self.clock[gb]
-            ids[w] = self.stamps.add(gb, w, clock, self.epoch[gb], int(atomic), site, rec)
+            ids[w] = self.stamps.add(gb, w, clock, int(self.epoch[gb]), int(atomic), site, rec)
         one = next(iter(ids.values())) if len(ids) == 1 else None
         sid = np.array([ids.get(w, 0) for w in range(max(ids) + 1)], np.int32)
         for a, lanes in groups:
@@ -175,10 +176,13 @@ class WeakMemory:
             rows[at] = one if one is not None else sid[wv][:, None]
 
     def load(self, task: Any, addrs: np.ndarray, waves: np.ndarray, nbytes: int, site: int, atomic: bool,
-             order: int, scope: int, groups: list | None = None) -> None:
+             order: int, scope: int, groups: list | None = None, readers: np.ndarray | None = None) -> None:
         """Check the bytes a load reads; an atomic load takes the records of the stores it read: an acquire
         joins them, a relaxed one keeps them for its wave's next acquire fence. ``groups``: the one allocation
-        every address lies in (``GlobalMemory._locate``'s answer), where the caller has it."""
+        every address lies in (``GlobalMemory._locate``'s answer), where the caller has it. ``readers``: each
+        access's block (its index in the launch) where a batch's blocks make one plain load (``waves``: their
+        waves in their blocks)."""
+        assert readers is None or not atomic, "a batch's atomic loads are taken block by block"
         for a, lanes in groups or task.memory._locate(addrs, nbytes, self.sites[site]):
             if a.sid is None:
                 continue
@@ -187,6 +191,9 @@ class WeakMemory:
             rows, at = _sid_rows(a.sid, offs, nbytes)
             got = rows[at]
             if not got.any():
+                continue
+            if readers is not None:
+                self._check_readers(task, a, offs, wv, got, readers if lanes is None else readers[lanes], site)
                 continue
             self._check(task, a, offs, wv, got, atomic, site, "read")
             if atomic:
@@ -261,14 +268,47 @@ class WeakMemory:
         i = int(np.argmax(~ok))
         j, reader = int(s[i]), int(w[i])
         at = np.nonzero((sids == j) & (waves[:, None] == reader))
-        byte = int(offs[at[0][0]]) + int(at[1][0])
-        row = self.stamps.table[j]
+        raise self._race(task, a, site, what, gb, reader, j, int(offs[at[0][0]]) + int(at[1][0]))
+
+    def _check_readers(self, task: Any, a: Any, offs: np.ndarray, waves: np.ndarray, sids: np.ndarray,
+                       readers: np.ndarray, site: int) -> None:
+        """``_check`` of a plain load by several blocks at once (a batch's), ``readers`` each access's block."""
+        r = readers.astype(np.int64)
+        if sids.shape[1] > 1 and not (sids == sids[:, :1]).all():
+            keys = (((sids.astype(np.int64) << 16) | r[:, None]) << 6 | waves[:, None]).ravel()
+        else:
+            keys = ((sids[:, 0].astype(np.int64) << 16) | r) << 6 | waves
+        keys = _distinct(keys)
+        s, g, w = keys >> 22, (keys >> 6) & 0xFFFF, keys & 63
+        t = self.stamps.table[s]
+        sg, sw, st, se = t[:, 0], t[:, 1], t[:, 2], t[:, 3]
+        ok = (s == 0) | ((sg == g) & ((sw == w) | (se < self.epoch[g])))  # nothing stored, or the block's own
+        if ok.all():
+            return
+        need = np.nonzero(~ok)[0]
+        gs, ws, sgs = g[need], w[need], sg[need]
+        if any(self.delta[x] for x in np.unique(gs).tolist()):  # a wave that acquired since its block's barrier
+            know = np.stack([self._knows(int(x), int(y)) for x, y in zip(gs.tolist(), ws.tolist(), strict=True)])
+            kt, kv, ke = (know[np.arange(need.size), i, sgs] for i in range(3))
+        else:
+            kt, kv, ke = (self.know[gs, i, sgs] for i in range(3))
+        fine = (se[need] < ke) | ((sw[need] == kv) & (st[need] <= kt))
+        if fine.all():
+            return
+        i = int(need[np.argmax(~fine)])
+        j, reader, rgb = int(s[i]), int(w[i]), int(g[i])
+        at = np.nonzero((sids == j) & (waves[:, None] == reader) & (r[:, None] == rgb))
+        view = task.views[task.gbs.index(rgb)]
+        raise self._race(view, a, site, "read", rgb, reader, j, int(offs[at[0][0]]) + int(at[1][0]))
+
+    def _race(self, task: Any, a: Any, site: int, what: str, gb: int, reader: int, stamp: int, byte: int) -> Race:
+        row = self.stamps.table[stamp]
         og = int(row[Stamps.BLOCK])
-        raise Race(f"global race: rank {task.rank} block {task.bid} wave {reader}'s {what} at "
-                   f"{self.sites[site]} of byte {byte} of {a.name} (0x{a.start + byte:x}) and the "
-                   f"{'atomic ' if row[Stamps.ATOMIC] else ''}store by rank {self.ranks[og]} block "
-                   f"{task.launch.block_ids[og]} wave {int(row[Stamps.WAVE])} at {self.sites[int(row[Stamps.SITE])]}:"
-                   " no release and acquire (of a scope that includes both) order the store before it")
+        return Race(f"global race: rank {task.rank} block {task.bid} wave {reader}'s {what} at "
+                    f"{self.sites[site]} of byte {byte} of {a.name} (0x{a.start + byte:x}) and the "
+                    f"{'atomic ' if row[Stamps.ATOMIC] else ''}store by rank {self.ranks[og]} block "
+                    f"{task.launch.block_ids[og]} wave {int(row[Stamps.WAVE])} at {self.sites[int(row[Stamps.SITE])]}:"
+                    " no release and acquire (of a scope that includes both) order the store before it")
 
 
 _SPANS = [np.arange(n) for n in range(65)]

@@ -290,3 +290,75 @@ def narrow_window(window: bool = True) -> str:
 ''' + gap + '''   %v1 = arith.addi %v, %c1 : i32
    llvm.store %v1, %cp atomic syncscope("one-as") monotonic {alignment = 4 : i64} : i32, !llvm.ptr<1>
 ''', lanes=1)
+
+
+def block_share(first_barrier: bool = True, barrier_in_block: int = -1) -> str:
+    """As ``lds_share`` (two waves swap words through LDS), a block's words offset by 1000 x its block id, and
+    out[128 block + tid] written: several blocks, each its own LDS. With ``barrier_in_block`` >= 0 the first
+    barrier sits inside ``if block == barrier_in_block and tid < 64``: that block's wave 0 only."""
+    if barrier_in_block >= 0:
+        barrier1 = f'''   %c64b = arith.constant 64 : i32
+   %w0 = arith.cmpi slt, %ti, %c64b : i32
+   %cb = arith.constant {barrier_in_block} : i32
+   %isb = arith.cmpi eq, %bi, %cb : i32
+   %both = arith.andi %w0, %isb : i1
+   scf.if %both {{
+     gpu.barrier
+   }}
+'''
+    else:
+        barrier1 = '   gpu.barrier\n' if first_barrier else ''
+    return kernel('%out: i64', TID + '''   %b = gpu.block_id x
+   %bi = arith.index_cast %b : index to i32
+   %c1000 = arith.constant 1000 : i32
+   %bk = arith.muli %bi, %c1000 : i32
+   %word = arith.addi %ti, %bk : i32
+   %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
+   %w = llvm.getelementptr %base[%ti] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+   llvm.store %word, %w {alignment = 4 : i64} : i32, !llvm.ptr<3>
+''' + barrier1 + '''   %c64 = arith.constant 64 : i32
+   %c128 = arith.constant 128 : i32
+   %n = arith.addi %ti, %c64 : i32
+   %m = arith.remsi %n, %c128 : i32
+   %r = llvm.getelementptr %base[%m] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+   %v = llvm.load %r {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+   %row = arith.muli %bi, %c128 : i32
+   %slot = arith.addi %row, %ti : i32
+   %e = arith.extsi %slot : i32 to i64
+   %o = arith.muli %e, %c4_64 : i64
+   %a = arith.addi %out, %o : i64
+   %p = llvm.inttoptr %a : i64 to !llvm.ptr<1>
+   llvm.store %v, %p {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''', lanes=128, lds=512)
+
+
+def weak_fanout(publish: str) -> str:
+    """Block 0 publishes data[0] = 42 as ``PUBLISH[publish]`` says; every other block polls ``flag`` with acquire
+    loads until it reads 1, then copies data[0] into out[block]: readers that may run as one batch, after the
+    writer in program order."""
+    return kernel('%flag: i64, %data: i64, %out: i64', TID + '''   %b = gpu.block_id x
+   %bi = arith.index_cast %b : index to i32
+   %fp = llvm.inttoptr %flag : i64 to !llvm.ptr<1>
+   %dp = llvm.inttoptr %data : i64 to !llvm.ptr<1>
+   %c42 = arith.constant 42 : i32
+   %is_writer = arith.cmpi eq, %bi, %c0 : i32
+   scf.if %is_writer {
+''' + PUBLISH[publish] + '''   } else {
+     %v0 = llvm.load %fp atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     %w = scf.while (%v = %v0) : (i32) -> i32 {
+       %ne = arith.cmpi ne, %v, %c1 : i32
+       scf.condition(%ne) %v : i32
+     } do {
+     ^bb0(%v: i32):
+       rocdl.s.sleep 1
+       %v2 = llvm.load %fp atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+       scf.yield %v2 : i32
+     }
+     %x = llvm.load %dp {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     %e = arith.extsi %bi : i32 to i64
+     %o = arith.muli %e, %c4_64 : i64
+     %oa = arith.addi %out, %o : i64
+     %op = llvm.inttoptr %oa : i64 to !llvm.ptr<1>
+     llvm.store %x, %op {alignment = 4 : i64} : i32, !llvm.ptr<1>
+   }
+''', lanes=1)

@@ -1,0 +1,234 @@
+"""``verify --interpret``'s checks: the compiled kernel's interpreted steps, each judged against the float64 model
+and the emulation, or against its own fixed order. Every step is an independent launch, so they run side by side
+in worker processes (one a core, ``KERNELTUNE_INTERPRET_WORKERS`` to change that), as do the references they are
+judged against (``check_cache``); the verdicts come back in one fixed order whatever finished first."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule
+from kerneltune.protocols import EmulationCheck
+
+from .interpreted import CHECK_EXTRA, CHECK_RUNS, CHECK_SHAPE, SAME_BITS, capture_program, layout_of, setup
+from .layout import TP
+
+WORKERS_ENV = "KERNELTUNE_INTERPRET_WORKERS"
+
+
+@dataclass(frozen=True)
+class Stepped:
+    """What a worker sends back of one interpreted step: the outputs, or the one line that ended it."""
+
+    h_out: list[np.ndarray]
+    caches: list[list[np.ndarray]]
+    resumes: int
+    error: str | None = None
+
+
+def capture(cache: Path, shape: dict, arch: str) -> str | None:
+    """The shape's program for ``arch`` captured into ``cache`` (its steps then read it there); its failure."""
+    from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, UnknownOp
+
+    try:
+        capture_program(layout_of(shape)[0], arch, cache)
+    except (CaptureFailed, UnknownOp) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def step(cache: Path, shape: dict, arch: str, schedule: Schedule) -> Stepped:
+    """One interpreted step of ``shape`` on ``arch`` in ``schedule``'s order; a fault, a deadlock, a race, a missed
+    deadline or an op the interpreter lacks is its ``error``."""
+    from kerneltune.kernels.drafter_wide.interpreter.machine import Deadlock
+    from kerneltune.kernels.drafter_wide.interpreter.memory import MemoryFault
+    from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, UnknownOp
+    from kerneltune.kernels.drafter_wide.interpreter.races import BarrierDivergence, Race
+
+    from .health import DeadlineMissed, check_health
+    from .interpreted import run_step
+
+    layout, dims, weights, inputs = setup(shape)
+    try:
+        got = run_step(capture_program(layout, arch, cache), layout, dims, weights, inputs, arch, schedule=schedule)
+        check_health(got.health)
+    except (MemoryFault, Deadlock, DeadlineMissed, Race, BarrierDivergence, CaptureFailed, UnknownOp) as e:
+        return Stepped([], [], 0, f"{type(e).__name__}: {e}")
+    return Stepped(got.h_out, got.caches, got.launch.resumes)
+
+
+def element_model(cache: Path, shape: dict) -> Any:
+    from . import check_cache
+
+    _, dims, weights, inputs = setup(shape)
+    return check_cache.element_model(cache, shape, dims, weights, inputs)
+
+
+def emulated(cache: Path, shape: dict, arch: str) -> tuple[list, list]:
+    from . import check_cache
+    from .emulation import Launch as Emulation
+
+    layout, dims, weights, inputs = setup(shape)
+    return check_cache.emulated(cache, shape, arch, Emulation(layout, dims, weights, inputs, numbers=arch).run,
+                                check_cache.inputs_key(dims, weights, inputs))
+
+
+class _Here(Executor):
+    """One worker: every job in this process, at once (what a pool of one would do, without its start)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        f: Future = Future()
+        try:
+            f.set_result(fn(*args, **kwargs))
+        except BaseException as e:
+            f.set_exception(e)
+        return f
+
+
+def workers(jobs: int) -> int:
+    """How many processes run ``jobs`` jobs: one a core, at most ``KERNELTUNE_INTERPRET_WORKERS``."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"{WORKERS_ENV}={raw!r}: a whole number of processes, at least 1")
+        cores = int(raw)
+    return max(1, min(cores, jobs))
+
+
+# A worker's libraries each on one thread: one worker a core already (their own thread pools only contend).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+class _Pool(ProcessPoolExecutor):
+    """Spawned workers (the parent holds torch and FlyDSL's MLIR context, which a fork must not copy mid-use),
+    started with ``ONE_THREAD`` in their environment, the caller's own left as it was."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n, mp_context=multiprocessing.get_context("spawn"))
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        saved = {k: os.environ.get(k) for k in ONE_THREAD}
+        os.environ.update({k: os.environ.get(k) or v for k, v in ONE_THREAD.items()})
+        try:
+            return super().submit(fn, *args, **kwargs)  # workers start here, as jobs need them
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def _executor(n: int) -> Executor:
+    return _Here() if n == 1 else _Pool(n)
+
+
+def _result(future: Future) -> tuple[Any, str | None]:
+    try:
+        return future.result(), None
+    except BrokenProcessPool:
+        return None, "the worker process running it died (killed for memory?); run again with " \
+                     f"{WORKERS_ENV}=1 to run the checks one at a time"
+
+
+def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None = None,
+                      extra: tuple = CHECK_EXTRA) -> list[EmulationCheck]:
+    """Per arch of ``runs`` (``shape``: ``CHECK_SHAPE``'s keys to change, and ``threads`` and ``full`` as
+    ``shape_matrix`` takes them): the interpreted launch's h_out and K/V cache rows against the float64 model and
+    the emulation, element by element (``error_model.judge_step``, the interpreted tests' checks), and each other
+    schedule's against the fixed order's (the same bits); then each of ``extra``'s (arch, shape) in the fixed
+    order, judged alike. A fault, a deadlock, a race, a missed deadline or an op the interpreter lacks is a failed
+    check with its message."""
+    base = {**CHECK_SHAPE, **(shape or {})}
+    groups = [(base, arch, tuple(_schedule(p) for p in plans)) for arch, plans in runs]
+    groups += [({**CHECK_SHAPE, **more}, arch, (Schedule(),)) for arch, more in extra]
+    captures = {(_key(s), arch): (s, arch) for s, arch, _ in groups}
+    steps = [(s, arch, plan) for s, arch, plans in groups for plan in plans]
+    fixed = [(s, arch) for s, arch, plans in groups if any(p.kind == "fixed" for p in plans)]
+    pool = _executor(workers(len(steps) + len(fixed)))
+    try:
+        failed = {k: pool.submit(capture, cache, s, arch) for k, (s, arch) in captures.items()}
+        failed_capture = {k: _result(f) for k, f in failed.items()}
+        # the longest step first (more layers, rows and threads), then the references (cached, unless cold), then
+        # the other steps longest first, so that no worker starts a long one last
+        order = sorted(range(len(steps)), key=lambda i: -_cost(steps[i][0]))
+        stepped = {order[0]: pool.submit(step, cache, *steps[order[0]])}
+        models = {_key(s): pool.submit(element_model, cache, s) for s, _ in fixed}
+        emulations = {(_key(s), arch): pool.submit(emulated, cache, s, arch) for s, arch in fixed}
+        stepped |= {i: pool.submit(step, cache, *steps[i]) for i in order[1:]}
+        checks: list[EmulationCheck] = []
+        i = 0
+        for s, arch, plans in groups:
+            name, label, numbers = _names(s, arch)
+            err, lost = failed_capture[(_key(s), arch)]
+            if err or lost:
+                checks.append(EmulationCheck(name, label, math.inf, 0, 0, err or lost, numbers=numbers))
+                i += len(plans)
+                continue
+            reference: Stepped | None = None
+            for plan in plans:
+                got, lost = _result(stepped[i])
+                i += 1
+                if got is None or got.error:
+                    checks.append(EmulationCheck(name, label, math.inf, 0, 0, (got and got.error) or lost,
+                                                 schedule=plan.label, numbers=numbers))
+                    continue
+                checks += _judged(s, arch, plan, got, reference, models, emulations)
+                if reference is None and plan.kind == "fixed":
+                    reference = got
+        return checks
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _judged(s: dict, arch: str, plan: Schedule, got: Stepped, reference: Stepped | None, models: dict,
+            emulations: dict) -> list[EmulationCheck]:
+    from .error_model import judge_step
+
+    name, label, numbers = _names(s, arch)
+    blocks = TP * layout_of(s)[0].BLOCKS
+    if reference is None and plan.kind == "fixed":
+        (model, lost), (emulation, lost_e) = _result(models[_key(s)]), _result(emulations[(_key(s), arch)])
+        if model is None or emulation is None:
+            return [EmulationCheck(name, label, math.inf, 0, 0, lost or lost_e, numbers=numbers)]
+        return [EmulationCheck(name, f"{label}, {j.what}", j.value, blocks, got.resumes, tolerance=j.bound or SAME_BITS,
+                               numbers=numbers) for j in judge_step(got.h_out, got.caches, model, emulation)]
+    if reference is None:
+        return []
+    diff = max(float(np.nanmax(np.abs(a - b))) if not np.array_equal(a, b, equal_nan=True) else 0.0
+               for a, b in zip([*got.h_out, *(c for rc in got.caches for c in rc)],
+                               [*reference.h_out, *(c for rc in reference.caches for c in rc)], strict=True))
+    return [EmulationCheck(name, f"{label}, the same bits as the fixed order", diff, blocks, got.resumes,
+                           tolerance=SAME_BITS, schedule=plan.label, numbers=numbers)]
+
+
+def _schedule(plan: Any) -> Schedule:
+    """A Schedule, or None (the fixed order) or a seed (random), as callers gave them before."""
+    return plan if isinstance(plan, Schedule) else Schedule() if plan is None else Schedule("random", plan)
+
+
+def _key(s: dict) -> tuple:
+    return tuple(sorted((k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in s.items()))
+
+
+def _cost(s: dict) -> float:
+    """A step's relative cost: rows, layers and threads (what the interpreter's time grows with)."""
+    return s["requests"] * s["qpr"] * s["layers"] * s.get("threads", 256) * (4 if s.get("full") else 1)
+
+
+def _names(s: dict, arch: str) -> tuple[str, str, str]:
+    layout = layout_of(s)[0]
+    name = f"{'full' if s.get('full') else 'small'} model, ng={layout.ng} threads={layout.threads} w_na={layout.w_na}"
+    label = f"{s['requests']}x{s['qpr']} rows, ctx {'/'.join(map(str, s['context']))}, {s['layers']} layers"
+    return name, label, f"{arch} 8-bit"
