@@ -154,6 +154,13 @@ def test_verify_interpret_passes_its_interleavings_on(monkeypatch):
     assert r.exit_code == 3 and "greater than or equal to 1" in r.output, r.output
 
 
+def test_verify_interpret_with_workers_it_cannot_use_is_one_line(monkeypatch):
+    monkeypatch.setenv("KERNELTUNE_INTERPRET_WORKERS", "none")
+    r = CliRunner().invoke(app, ["verify", "drafter-wide", "--interpret"])
+    assert r.exit_code == 3 and "KERNELTUNE_INTERPRET_WORKERS='none'" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
+
+
 def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeypatch):
     """The user's table fails and the shipped one passes: the command fails, whichever it read last. The
     kernel is given by import path: its tables are named by the kernel's own name (fake.json)."""

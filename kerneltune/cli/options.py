@@ -73,7 +73,8 @@ Emulate = Annotated[bool, typer.Option(
     help="Check the kernel's launch in its CPU emulation instead (kernels that have one: drafter-wide).")]
 Interpret = Annotated[bool, typer.Option(
     help="Run the kernel's own compiled program in the CPU interpreter on its small shapes instead "
-         "(drafter-wide).")]
+         "(drafter-wide), its steps in worker processes, one a core (KERNELTUNE_INTERPRET_WORKERS=N to change "
+         "that).")]
 Interleavings = Annotated[int | None, typer.Option(
     min=1, help="With --interpret: the schedules each arch's step runs in, the fixed order first, then PCT and random "
                 "ones in turn, each named in its check as (kind, seed) to run again. Default: the kernel's own.")]

@@ -1,5 +1,6 @@
-"""One interpreted step, batched (interpreted.BATCH blocks a task) and unbatched, at one layer of the test shape and
-of verify's 512-thread shape: seconds a step (the launch only, after the capture) and whether the bits agree."""
+"""One interpreted step, batched (interpreted.BATCH blocks a task) and unbatched, in the fixed order, at one layer of
+the test shape and of verify's 512-thread shape, and batched in a PCT schedule at the first (its batches a seeded
+partition): seconds a step (the launch, with its host arrays; after the capture) and whether the bits agree."""
 
 import time
 
@@ -17,18 +18,17 @@ for name, (shape, arch) in SHAPES.items():
     layout, dims, weights, inputs = setup(shape)
     program = capture_program(layout, arch, user_cache_dir() / "interpret")
     out = {}
-    for schedule in (Schedule(), Schedule("pct", 1)):
-        for batch in (1, BATCH):
-            t = time.perf_counter()
-            got = run_step(program, layout, dims, weights, inputs, arch, schedule=schedule, batch=batch)
-            out[(schedule.label, batch)] = (time.perf_counter() - t, got)
-            print(f"{name}: {schedule.label}, batch {batch}: {out[(schedule.label, batch)][0]:.1f} s, "
-                  f"{got.launch.resumes} resumes, health {got.health}", flush=True)
+    plans = [(Schedule(), 1), (Schedule(), BATCH)] + ([(Schedule("pct", 1), BATCH)] if arch == "gfx942" else [])
+    for schedule, batch in plans:
+        t = time.perf_counter()
+        got = run_step(program, layout, dims, weights, inputs, arch, schedule=schedule, batch=batch)
+        out[(schedule.label, batch)] = (time.perf_counter() - t, got)
+        print(f"{name}: {schedule.label}, batch {batch}: {out[(schedule.label, batch)][0]:.1f} s, "
+              f"{got.launch.resumes} resumes, health {got.health}", flush=True)
     ref = out[("fixed", 1)][1]
     for key, (_, got) in out.items():
         same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(
             [*got.h_out, *(c for rc in got.caches for c in rc)], [*ref.h_out, *(c for rc in ref.caches for c in rc)],
             strict=True))
         print(f"{name}: {key[0]}, batch {key[1]}: the same bits as the unbatched fixed order: {same}")
-    print(f"{name}: fixed order {out[('fixed', 1)][0] / out[('fixed', BATCH)][0]:.2f}x faster batched, "
-          f"pct {out[(Schedule('pct', 1).label, 1)][0] / out[(Schedule('pct', 1).label, BATCH)][0]:.2f}x", flush=True)
+    print(f"{name}: {out[('fixed', 1)][0] / out[('fixed', BATCH)][0]:.2f}x faster batched", flush=True)
