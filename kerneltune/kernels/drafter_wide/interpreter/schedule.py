@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("fixed", "random", "pct")
+STEPS = 8_000  # about the resumes of a PCT run of the drafter's test shape, its blocks batched (``interpreted``)
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class Schedule:
     kind: str = "fixed"
     seed: int = 0
     depth: int = 3  # pct: priority change points + 1
-    steps: int = 30_000  # pct: where change points may fall (about a drafter step's resumes)
+    steps: int = STEPS  # pct: where change points may fall
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -40,20 +41,21 @@ class Schedule:
     def label(self) -> str:
         if self.kind == "fixed":
             return "fixed"
-        return f"{self.kind} seed {self.seed}" + (f" d={self.depth}" if self.kind == "pct" else "")
+        pct = f" d={self.depth}" + (f" n={self.steps}" if self.steps != STEPS else "")
+        return f"{self.kind} seed {self.seed}" + (pct if self.kind == "pct" else "")
 
     @classmethod
     def parse(cls, label: str) -> Schedule:
         """The schedule a ``label`` names (a check's record carries it): ``fixed``, ``random seed 3``,
-        ``pct seed 5 d=3``."""
-        m = re.fullmatch(r"\s*(fixed|random|pct)(?:\s+seed\s+(\d+))?(?:\s+d=(\d+))?\s*", label)
+        ``pct seed 5 d=3``, ``pct seed 5 d=3 n=30000`` (change points within the first 30000 resumes)."""
+        m = re.fullmatch(r"\s*(fixed|random|pct)(?:\s+seed\s+(\d+))?(?:\s+d=(\d+))?(?:\s+n=(\d+))?\s*", label)
         if not m:
-            raise ValueError(f"schedule {label!r}: 'fixed', 'random seed N' or 'pct seed N d=D'")
-        kind, seed, depth = m.groups()
-        return cls(kind, int(seed or 0), int(depth or 3))
+            raise ValueError(f"schedule {label!r}: 'fixed', 'random seed N' or 'pct seed N d=D [n=STEPS]'")
+        kind, seed, depth, steps = m.groups()
+        return cls(kind, int(seed or 0), int(depth or 3), int(steps or STEPS))
 
 
-def exploration(count: int, first_seed: int = 1, depth: int = 3, steps: int = 30_000) -> tuple[Schedule, ...]:
+def exploration(count: int, first_seed: int = 1, depth: int = 3, steps: int = STEPS) -> tuple[Schedule, ...]:
     """``count`` schedules: the fixed order, then ``pct`` and ``random`` in turn from ``first_seed``."""
     out = [Schedule()]
     for i in range(max(count, 1) - 1):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule, exploration
+from kerneltune.kernels.drafter_wide.interpreter.schedule import STEPS, Schedule, exploration
 
 from .helpers import launch
 from .kernels import narrow_window
@@ -31,7 +31,7 @@ def test_without_the_window_no_interleaving_loses_an_update():
     assert all(_count(False, s)[0] == BLOCKS for s in exploration(DEFAULT, steps=resumes))
 
 
-@pytest.mark.parametrize("label", ["random seed 3", "pct seed 2 d=3"])
+@pytest.mark.parametrize("label", ["random seed 3", "pct seed 2 d=3", "pct seed 2 d=2 n=40"])
 def test_a_schedule_is_replayed_from_its_label(label):
     schedule = Schedule.parse(label)
     assert schedule.label == label
@@ -40,7 +40,8 @@ def test_a_schedule_is_replayed_from_its_label(label):
 
 def test_exploration_starts_with_the_fixed_order_and_alternates_pct_and_random():
     assert [s.label for s in exploration(4)] == ["fixed", "pct seed 1 d=3", "random seed 2", "pct seed 3 d=3"]
-    with pytest.raises(ValueError, match="'fixed', 'random seed N' or 'pct seed N d=D'"):
+    assert Schedule.parse("pct seed 2 d=3 n=40").steps == 40 and Schedule.parse("pct seed 2").steps == STEPS
+    with pytest.raises(ValueError, match=r"'fixed', 'random seed N' or 'pct seed N d=D \[n=STEPS\]'"):
         Schedule.parse("sometimes")
 
 
