@@ -32,7 +32,10 @@ BUILDER = "kerneltune.kernels.drafter_wide.kernel:build_wide_for"
 # The small model of the interpreted tests: the kernel's fixed head shape (16 q heads and 1 KV head of 128
 # per rank), half the hidden size and an eighth of the intermediate; a layout its static checks accept.
 # A window of 512 keys (32 blocks) keeps a request's attention to a few blocks per chunk.
-BATCH = 8  # blocks a task (``batching``): 8 to 32 measured alike, 1 the unbatched interpreter (2.7x slower)
+# Blocks a task in the fixed order (``batching``): 8 to 32 measured alike, 1 the unbatched interpreter (2.2x slower).
+# Other schedules run every block alone: batched, PCT no longer found a narrow window it finds unbatched (planted bug
+# 22 of .ci/interpret_mutants.py: a row sum that waits for three quarters of its pairs).
+BATCH = 8
 SMALL_DIMS = Dims(hidden=3072, intermediate=4 * 1536, window=512)
 SMALL_MODEL = ModelDims(hidden=SMALL_DIMS.hidden, intermediate=SMALL_DIMS.intermediate // TP, window=SMALL_DIMS.window)
 
@@ -74,7 +77,7 @@ def _bf16(t: Any) -> np.ndarray:
 
 def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, arch: str,
              step: int = 1, seed: int | None = None, schedule: Schedule | None = None,
-             checked: bool = True, batch: int = BATCH) -> InterpretResult:
+             checked: bool = True, batch: int | None = None) -> InterpretResult:
     """One decode step of all four ranks, each rank's buffers as the GPU runner fills them, in ``schedule``'s
     interleaving (``seed`` alone: ``Schedule("random", seed)``); ``checked``: with the weak model of global memory
     (``interpreter.weak_memory``) and, in the fixed order, the LDS race check (``interpreter.races``: a block's waves
@@ -125,6 +128,8 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
         caches.append(rank_caches)
     if schedule is None:
         schedule = Schedule() if seed is None else Schedule("random", seed)
+    if batch is None:  # batched in the fixed order; PCT and random interleave every block on its own
+        batch = BATCH if schedule.kind == "fixed" else 1
     launch = Launch(program, mem, arch, schedule=schedule, races=checked and schedule.kind == "fixed", weak=checked,
                     batch=batching(layout, schedule, batch), batch_size=batch)
     launch.run(grids)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("fixed", "random", "pct")
-STEPS = 8_000  # about the resumes of a PCT run of the drafter's test shape, its blocks batched (``interpreted``)
+STEPS = 30_000  # about the resumes of a PCT run of the drafter's test shape (its blocks one by one)
 
 
 @dataclass(frozen=True)
