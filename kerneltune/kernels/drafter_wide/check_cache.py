@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from . import error_model
 from .error_model import ElementModel
@@ -73,7 +74,7 @@ def inputs_key(dims: Dims, weights: Weights, inputs: StepInputs) -> str:
     h = hashlib.sha256(repr(dims).encode())
 
     def feed(x: Any) -> None:
-        if hasattr(x, "numpy"):
+        if isinstance(x, torch.Tensor):
             h.update(x.detach().contiguous().cpu().numpy().tobytes())
         elif dataclasses.is_dataclass(x):
             for f in dataclasses.fields(x):

@@ -97,7 +97,7 @@ class _Here(Executor):
 
 def workers(jobs: int) -> int:
     """How many processes run ``jobs`` jobs: one a core, at most ``KERNELTUNE_INTERPRET_WORKERS``."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = len(os.sched_getaffinity(0))  # the cores this process may run on (Linux, as the interpreter's users)
     raw = os.environ.get(WORKERS_ENV, "").strip()
     if raw:
         if not raw.isdigit() or int(raw) < 1:

@@ -8,7 +8,6 @@ cannot show: orderings beyond that model (``weak_memory`` lists them), and time.
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,27 +130,20 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
     if batch is None:  # batched in the fixed order; PCT and random interleave every block on its own
         batch = BATCH if schedule.kind == "fixed" else 1
     launch = Launch(program, mem, arch, schedule=schedule, races=checked and schedule.kind == "fixed", weak=checked,
-                    batch=batching(layout, schedule, batch), batch_size=batch)
+                    batch=batching(layout, batch), batch_size=batch)
     launch.run(grids)
     return InterpretResult([bf16_value(h).astype(np.float64) for h in outs], [h.tolist() for h in healths],
                            [[bf16_value(c.view(np.uint16)).astype(np.float64) for c in rc] for rc in caches], launch)
 
 
-def batching(layout: DrafterLayout, schedule: Schedule, size: int) -> Callable[[int, int], Hashable] | None:
-    """Which blocks run as one task (``Launch.batch``): a rank's GEMV blocks, and its attention blocks, ``size`` a
-    task (the norm blocks alone: batching them measured slower). In the fixed order a role's blocks in order; in
-    another schedule a partition drawn from its seed, so that which blocks run in lockstep differs between
-    interleavings. None: every block its own task (``size`` 1)."""
+def batching(layout: DrafterLayout, size: int) -> Callable[[int, int], Hashable] | None:
+    """Which blocks run as one task (``Launch.batch``): a rank's GEMV blocks, and its attention blocks, in order,
+    ``size`` a task (the norm blocks alone: batching them measured slower). None: every block its own task."""
     if size <= 1:
         return None
-    roles = {"G": layout.NG, "L": layout.NORM0 - layout.ATT0}
-    rng = random.Random(f"batches {schedule.seed}") if schedule.kind != "fixed" else None
 
     def key(rank: int, bid: int) -> Hashable:
-        role = "G" if bid < layout.NG else "L" if bid < layout.NORM0 else None
-        if role is None or rng is None:
-            return role
-        return role, rng.randrange(-(-roles[role] // size))
+        return "G" if bid < layout.NG else "L" if bid < layout.NORM0 else None
     return key
 
 

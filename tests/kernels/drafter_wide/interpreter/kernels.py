@@ -205,6 +205,20 @@ def lds_share(first_barrier: bool = True, second_barrier: bool = True, uniform_b
 ''', lanes=128, lds=512)
 
 
+# Poll ``flag`` with ``ACQ`` loads until it reads 1, then read data[0] into %x (``weak_handoff``, ``weak_fanout``).
+POLL_THEN_READ = '''     %v0 = llvm.load %fp atomic syncscope("one-as") ACQ {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+     %w = scf.while (%v = %v0) : (i32) -> i32 {
+       %ne = arith.cmpi ne, %v, %c1 : i32
+       scf.condition(%ne) %v : i32
+     } do {
+     ^bb0(%v: i32):
+       rocdl.s.sleep 1
+       %v2 = llvm.load %fp atomic syncscope("one-as") ACQ {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+       scf.yield %v2 : i32
+     }
+     %x = llvm.load %dp {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+'''
+
 # How the writer of ``weak_handoff`` publishes data[0] = 42 behind flag = 1.
 PUBLISH = {
     "release store": '''     llvm.store %c42, %dp {alignment = 4 : i64} : i32, !llvm.ptr<1>
@@ -243,20 +257,9 @@ def weak_handoff(publish: str, acquire: str = "acquire") -> str:
    %c42 = arith.constant 42 : i32
    %is_reader = arith.cmpi eq, %bi, %reader : i32
    scf.if %is_reader {
-     %v0 = llvm.load %fp atomic syncscope("one-as") ACQ {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-     %w = scf.while (%v = %v0) : (i32) -> i32 {
-       %ne = arith.cmpi ne, %v, %c1 : i32
-       scf.condition(%ne) %v : i32
-     } do {
-     ^bb0(%v: i32):
-       rocdl.s.sleep 1
-       %v2 = llvm.load %fp atomic syncscope("one-as") ACQ {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-       scf.yield %v2 : i32
-     }
-     %x = llvm.load %dp {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-     llvm.store %x, %op {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''' + POLL_THEN_READ.replace("ACQ", acquire) + '''     llvm.store %x, %op {alignment = 4 : i64} : i32, !llvm.ptr<1>
    } else {
-'''.replace("ACQ", acquire) + PUBLISH[publish] + '''   }
+''' + PUBLISH[publish] + '''   }
 ''', lanes=1)
 
 
@@ -344,18 +347,7 @@ def weak_fanout(publish: str) -> str:
    %is_writer = arith.cmpi eq, %bi, %c0 : i32
    scf.if %is_writer {
 ''' + PUBLISH[publish] + '''   } else {
-     %v0 = llvm.load %fp atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-     %w = scf.while (%v = %v0) : (i32) -> i32 {
-       %ne = arith.cmpi ne, %v, %c1 : i32
-       scf.condition(%ne) %v : i32
-     } do {
-     ^bb0(%v: i32):
-       rocdl.s.sleep 1
-       %v2 = llvm.load %fp atomic syncscope("one-as") acquire {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-       scf.yield %v2 : i32
-     }
-     %x = llvm.load %dp {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-     %e = arith.extsi %bi : i32 to i64
+''' + POLL_THEN_READ.replace("ACQ", "acquire") + '''     %e = arith.extsi %bi : i32 to i64
      %o = arith.muli %e, %c4_64 : i64
      %oa = arith.addi %out, %o : i64
      %op = llvm.inttoptr %oa : i64 to !llvm.ptr<1>
