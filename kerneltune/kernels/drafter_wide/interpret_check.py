@@ -5,6 +5,7 @@ judged against (``check_cache``); the verdicts come back in one fixed order what
 
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing
 import os
@@ -36,6 +37,19 @@ class Stepped:
     error: str | None = None
 
 
+@functools.lru_cache(maxsize=2)
+def _setup(key: tuple) -> tuple:
+    """``setup`` of a shape (its ``_key``), kept for the worker's next job of that shape (a second schedule of a
+    step, its references): the weights and inputs are read, never written, by a step."""
+    return setup(dict(key))
+
+
+@functools.lru_cache(maxsize=2)
+def _program(cache: Path, key: tuple, arch: str) -> Any:
+    """The shape's program for ``arch``, read once a worker (3-6 s a read), as ``_setup`` keeps the inputs."""
+    return capture_program(_setup(key)[0], arch, cache)
+
+
 def capture(cache: Path, shape: dict, arch: str) -> str | None:
     """The shape's program for ``arch`` captured into ``cache`` (its steps then read it there); its failure."""
     from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, UnknownOp
@@ -58,9 +72,9 @@ def step(cache: Path, shape: dict, arch: str, schedule: Schedule) -> Stepped:
     from .health import DeadlineMissed, check_health
     from .interpreted import run_step
 
-    layout, dims, weights, inputs = setup(shape)
+    layout, dims, weights, inputs = _setup(_key(shape))
     try:
-        got = run_step(capture_program(layout, arch, cache), layout, dims, weights, inputs, arch, schedule=schedule)
+        got = run_step(_program(cache, _key(shape), arch), layout, dims, weights, inputs, arch, schedule=schedule)
         check_health(got.health)
     except (MemoryFault, Deadlock, DeadlineMissed, Race, BarrierDivergence, CaptureFailed, UnknownOp) as e:
         return Stepped([], [], 0, f"{type(e).__name__}: {e}")
@@ -70,7 +84,7 @@ def step(cache: Path, shape: dict, arch: str, schedule: Schedule) -> Stepped:
 def element_model(cache: Path, shape: dict) -> Any:
     from . import check_cache
 
-    _, dims, weights, inputs = setup(shape)
+    _, dims, weights, inputs = _setup(_key(shape))
     return check_cache.element_model(cache, shape, dims, weights, inputs)
 
 
@@ -78,7 +92,7 @@ def emulated(cache: Path, shape: dict, arch: str) -> tuple[list, list]:
     from . import check_cache
     from .emulation import Launch as Emulation
 
-    layout, dims, weights, inputs = setup(shape)
+    layout, dims, weights, inputs = _setup(_key(shape))
     return check_cache.emulated(cache, shape, arch, Emulation(layout, dims, weights, inputs, numbers=arch).run,
                                 check_cache.inputs_key(dims, weights, inputs))
 
@@ -108,18 +122,24 @@ def workers(jobs: int) -> int:
 
 # A worker's libraries each on one thread: one worker a core already (their own thread pools only contend).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# And glibc's malloc keeping what a step frees for its next op's arrays: by default an array over 128 KiB to 32 MiB
+# is mapped and unmapped each time, and its pages faulted in again (half a step's system time: 4.6 s of a 512-thread
+# layer's 35 s, 2.2 s so).
+KEEP_FREED = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+WORKER_ENV = {**ONE_THREAD, **KEEP_FREED}
 
 
 class _Pool(ProcessPoolExecutor):
     """Spawned workers (the parent holds torch and FlyDSL's MLIR context, which a fork must not copy mid-use),
-    started with ``ONE_THREAD`` in their environment, the caller's own left as it was."""
+    started with ``WORKER_ENV`` in their environment (where the caller has not set them), the caller's own left
+    as it was."""
 
     def __init__(self, n: int) -> None:
         super().__init__(n, mp_context=multiprocessing.get_context("spawn"))
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
-        saved = {k: os.environ.get(k) for k in ONE_THREAD}
-        os.environ.update({k: os.environ.get(k) or v for k, v in ONE_THREAD.items()})
+        saved = {k: os.environ.get(k) for k in WORKER_ENV}
+        os.environ.update({k: os.environ.get(k) or v for k, v in WORKER_ENV.items()})
         try:
             return super().submit(fn, *args, **kwargs)  # workers start here, as jobs need them
         finally:

@@ -68,6 +68,7 @@ class ShadowPool:
         self.interval = 0
         self.scratch = np.zeros(nbytes, np.int64)  # one op's lanes' waves, to find two waves at one byte
         self.scratches: dict[int, np.ndarray] = {}
+        self.marks: dict[int, np.ndarray] = {}  # bytes (or rows) another wave of one op accessed too
 
     def next_interval(self) -> int:
         self.interval += 1
@@ -85,6 +86,9 @@ class ShadowPool:
             raise ValueError(f"a batch of {blocks} blocks of {self.waves} waves: the LDS race check tells at most "
                              f"{MANY - 1} waves apart")
         return Shadow(self.nbytes * blocks, self.sites)
+
+    def marks_of(self, nbytes: int) -> np.ndarray:
+        return self.marks.setdefault(nbytes, np.zeros(nbytes, bool))
 
     def scratch_of(self, nbytes: int) -> np.ndarray:
         if nbytes == self.nbytes:
@@ -146,6 +150,33 @@ def _race(task: Any, sites: list[str], what: str, site: int, wave: int, other: s
                 f"{other} at {sites[osite]}, byte {offset - base} of the block's LDS, with no barrier between")
 
 
+def _shared(task: Any, sh: Shadow, b: Any, width: int, wv: np.ndarray, every: bool = True) -> np.ndarray:
+    """Where another wave's lane of this very op accesses the byte too: the op's waves scattered into a scratch
+    (the last lane's stays) and read back, where a lane finds another wave; with ``every``, each such byte
+    marked for all of its lanes (the last wave's too: a wave reading a byte another also read is a read by
+    ``MANY``). Aligned accesses of one width meet whole rows or none, so one word a row serves ([accesses, 1]);
+    else one a byte ([accesses, nbytes])."""
+    pool = task.launch.pool
+    n = sh.w.size // width if width else sh.w.size
+    at, w = (b, wv[:, 0]) if width else (b, wv)
+    scratch = pool.scratch_of(n)
+    scratch[at] = w
+    other = scratch[at] != w
+    if every and other.any():
+        mark = pool.marks_of(n)
+        mark[at] = False
+        mark[at[other]] = True
+        other = mark[at]
+    return other[:, None] if width else other
+
+
+def _last_wave(task: Any, sh: Shadow, b: Any, width: int, i: tuple[int, int]) -> int:
+    """The wave ``_shared`` left at access ``i``'s byte (another wave than the access's, without ``every``)."""
+    if width:
+        return int(task.launch.pool.scratch_of(sh.w.size // width)[b[i[0]]])
+    return int(task.launch.pool.scratch_of(sh.w.size)[b[i]])
+
+
 def _first(hit: np.ndarray) -> tuple[int, int]:
     i, j = np.nonzero(hit)
     return int(i[0]), int(j[0])
@@ -165,9 +196,7 @@ def lds_read(task: Any, offsets: np.ndarray, waves: np.ndarray, nbytes: int, sit
                         int(_rows(sh.w_site, width)[b][i]), int(w[i]) & MANY, int(offsets[i[0]]) + i[1])
     many: Any = False
     if wv.shape[0] > 1 and not (wv == wv[0, 0]).all():
-        scratch = _rows(task.launch.pool.scratch_of(sh.w.size), width)
-        scratch[b] = wv
-        many = scratch[b] != wv  # another wave's lane of this very op reads the byte too
+        many = _shared(task, sh, b, width, wv)  # another wave's lane of this very op reads the byte too
     r = _rows(sh.r, width)
     if _touched(sh.read, task, iv):
         many = many | _other(r[b], iv, wv)
@@ -193,12 +222,10 @@ def lds_write(task: Any, offsets: np.ndarray, waves: np.ndarray, nbytes: int, si
             raise _race(task, sites, "write", site, int(wv[i[0], 0]), what, int(_rows(tag_sites, width)[b][i]),
                         int(t[i]) & MANY, int(offsets[i[0]]) + i[1])
     if wv.shape[0] > 1 and not (wv == wv[0, 0]).all():
-        scratch = _rows(task.launch.pool.scratch_of(sh.w.size), width)
-        scratch[b] = wv
-        both = scratch[b] != wv
+        both = _shared(task, sh, b, width, wv, every=False)
         if both.any():
-            i = _first(both)
-            raise _race(task, sites, "write", site, int(wv[i[0], 0]), "write", site, int(scratch[b][i]),
+            i = _first(np.broadcast_to(both, b.shape if not width else (b.size, width)))
+            raise _race(task, sites, "write", site, int(wv[i[0], 0]), "write", site, _last_wave(task, sh, b, width, i),
                         int(offsets[i[0]]) + i[1])
     sh.wrote = _latest(sh.wrote, task, iv)
     _rows(sh.w, width)[b] = (iv << SHIFT) | wv

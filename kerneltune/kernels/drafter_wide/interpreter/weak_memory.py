@@ -157,7 +157,7 @@ class WeakMemory:
         gb = task.gb
         groups = task.memory._locate(addrs, nbytes, self.sites[site])
         ids = {}
-        for w in (waves[:1] if (waves == waves[0]).all() else np.unique(waves)).tolist():
+        for w in (waves[:1] if (waves == waves[0]).all() else np.flatnonzero(np.bincount(waves))).tolist():
             rec = self._release(gb, w, scope) if atomic and order in RELEASE else (
                 self.fenced.get((gb, w), 0) if atomic else 0)
             clock = self.clock[gb] - 1 if atomic and order in RELEASE else self.clock[gb]
@@ -274,28 +274,31 @@ class WeakMemory:
                        readers: np.ndarray, site: int) -> None:
         """``_check`` of a plain load by several blocks at once (a batch's), ``readers`` each access's block."""
         r = readers.astype(np.int64)
-        if sids.shape[1] > 1 and not (sids == sids[:, :1]).all():
-            keys = (((sids.astype(np.int64) << 16) | r[:, None]) << 6 | waves[:, None]).ravel()
-        else:
-            keys = ((sids[:, 0].astype(np.int64) << 16) | r) << 6 | waves
-        keys = _distinct(keys)
-        s, g, w = keys >> 22, (keys >> 6) & 0xFFFF, keys & 63
-        t = self.stamps.table[s]
-        sg, sw, st, se = t[:, 0], t[:, 1], t[:, 2], t[:, 3]
-        ok = (s == 0) | ((sg == g) & ((sw == w) | (se < self.epoch[g])))  # nothing stored, or the block's own
+        stamps, rows = _row_stamps(sids)
+        s = stamps.astype(np.int64)
+        g, w = (r, waves) if rows is None else (r[rows], waves[rows])
+        table = self.stamps.table
+        sg = table[s, Stamps.BLOCK]
+        # nothing stored, or the block's own (program order or a barrier): most of a batch's reads, judged as they
+        # are (thousands of bytes, no sort); the rest, distinct, against what each reader wave acquired
+        ok = (s == 0) | ((sg == g) & ((table[s, Stamps.WAVE] == w) | (table[s, Stamps.EPOCH] < self.epoch[g])))
         if ok.all():
             return
-        need = np.nonzero(~ok)[0]
-        gs, ws, sgs = g[need], w[need], sg[need]
-        if any(self.delta[x] for x in np.unique(gs).tolist()):  # a wave that acquired since its block's barrier
-            know = np.stack([self._knows(int(x), int(y)) for x, y in zip(gs.tolist(), ws.tolist(), strict=True)])
-            kt, kv, ke = (know[np.arange(need.size), i, sgs] for i in range(3))
+        bad = ~ok
+        keys = _distinct(((s[bad] << 16) | g[bad]) << 6 | w[bad])
+        s, g, w = keys >> 22, (keys >> 6) & 0xFFFF, keys & 63
+        t = table[s]
+        sg, sw, st, se = t[:, 0], t[:, 1], t[:, 2], t[:, 3]
+        # a wave that acquired since its block's barrier
+        if any(self.delta[x] for x in np.flatnonzero(np.bincount(g)).tolist()):
+            know = np.stack([self._knows(int(x), int(y)) for x, y in zip(g.tolist(), w.tolist(), strict=True)])
+            kt, kv, ke = (know[np.arange(keys.size), i, sg] for i in range(3))
         else:
-            kt, kv, ke = (self.know[gs, i, sgs] for i in range(3))
-        fine = (se[need] < ke) | ((sw[need] == kv) & (st[need] <= kt))
+            kt, kv, ke = (self.know[g, i, sg] for i in range(3))
+        fine = (se < ke) | ((sw == kv) & (st <= kt))
         if fine.all():
             return
-        i = int(need[np.argmax(~fine)])
+        i = int(np.argmax(~fine))
         j, reader, rgb = int(s[i]), int(w[i]), int(g[i])
         at = np.nonzero((sids == j) & (waves[:, None] == reader) & (r[:, None] == rgb))
         view = task.views[task.gbs.index(rgb)]
@@ -328,6 +331,19 @@ def _distinct(keys: np.ndarray) -> np.ndarray:
             return np.nonzero(present)[0] + lo
     s = np.sort(keys)
     return s[np.concatenate(([True], s[1:] != s[:-1]))]
+
+
+def _row_stamps(sids: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Each access's stamps in ``sids`` [accesses, bytes], fewer than its bytes: the first byte's and those of
+    the bytes where a stamp changes in some access (a store as wide as the load gives one, narrower ones a few),
+    with the access of each (None: one an access, in order)."""
+    n, nb = sids.shape
+    if nb == 1 or (sids == sids[:, :1]).all():
+        return sids[:, 0], None
+    flat = sids.ravel()  # where a byte's stamp is not the byte before's, by column (no reduction across rows)
+    changed = np.bincount((np.flatnonzero(flat[1:] != flat[:-1]) + 1) % nb, minlength=nb)
+    cols = np.concatenate(([0], np.nonzero(changed[1:])[0] + 1))
+    return sids[:, cols].ravel(), np.repeat(np.arange(n), cols.size)
 
 
 def _sid_rows(sid: np.ndarray, offs: np.ndarray, nbytes: int) -> tuple[np.ndarray, Any]:

@@ -354,3 +354,38 @@ def weak_fanout(publish: str) -> str:
      llvm.store %x, %op {alignment = 4 : i64} : i32, !llvm.ptr<1>
    }
 ''', lanes=1)
+
+
+def lds_same_bytes(access: str, barrier: bool = False, writer: int = 0) -> str:
+    """Both waves' lanes of one op meet at the same LDS bytes: lane tid accesses the i32 at byte
+    ``4 (tid % 4) + shift``. ``access``: "store" (every lane stores tid there, aligned), "store unaligned"
+    (shift 2, alignment 1) or "read then write" (every lane reads it, then [a barrier, then] lanes ``writer`` to
+    ``writer + 3`` store)."""
+    shift = 2 if access == "store unaligned" else 0
+    align = 1 if shift else 4
+    at = f'''   %base = llvm.mlir.addressof @lds : !llvm.ptr<3>
+   %c4 = arith.constant 4 : i32
+   %q = arith.remsi %ti, %c4 : i32
+   %q4 = arith.muli %q, %c4 : i32
+   %sh = arith.constant {shift} : i32
+   %off = arith.addi %q4, %sh : i32
+   %w = llvm.getelementptr %base[%off] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i8
+'''
+    if access.startswith("store"):
+        store = f'   llvm.store %ti, %w {{alignment = {align} : i64}} : i32, !llvm.ptr<3>\n'
+        return kernel('%out: i64', TID + at + store, lanes=128, lds=64)
+    return kernel('%out: i64', TID + at + '''   %v = llvm.load %w {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+   %e = arith.extsi %ti : i32 to i64
+   %o = arith.muli %e, %c4_64 : i64
+   %a = arith.addi %out, %o : i64
+   %p = llvm.inttoptr %a : i64 to !llvm.ptr<1>
+   llvm.store %v, %p {alignment = 4 : i64} : i32, !llvm.ptr<1>
+''' + ('   gpu.barrier\n' if barrier else '') + f'''   %lo = arith.constant {writer} : i32
+   %hi = arith.constant {writer + 4} : i32
+   %ge = arith.cmpi sge, %ti, %lo : i32
+   %lt = arith.cmpi slt, %ti, %hi : i32
+   %first = arith.andi %ge, %lt : i1
+   scf.if %first {{
+     llvm.store %ti, %w {{alignment = 4 : i64}} : i32, !llvm.ptr<3>
+   }}
+''', lanes=128, lds=64)

@@ -3,13 +3,15 @@ that reaches the reader, and the reader's acquire, order the store before the lo
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kerneltune.kernels.drafter_wide.interpreter.machine import Grid, Launch
 from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
 from kerneltune.kernels.drafter_wide.interpreter.program import Program
 from kerneltune.kernels.drafter_wide.interpreter.races import Race
 from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule, exploration
-from kerneltune.kernels.drafter_wide.interpreter.weak_memory import scope_of
+from kerneltune.kernels.drafter_wide.interpreter.weak_memory import _row_stamps, scope_of
 
 from .kernels import weak_handoff
 
@@ -68,3 +70,16 @@ def test_a_relaxed_poll_does_not_acquire():
 def test_scopes_read_as_llvm_names_them():
     assert [scope_of(s) for s in ("one-as", "", "agent-one-as", "agent", "workgroup-one-as", "wavefront")] == \
         [3, 3, 2, 2, 1, 0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 40).flatmap(lambda n: st.sampled_from([1, 2, 4, 8, 16]).flatmap(
+    lambda nb: st.lists(st.integers(0, 5), min_size=n * nb, max_size=n * nb).map(
+        lambda xs: np.asarray(xs, np.int32).reshape(n, nb)))), st.booleans())
+def test_an_accesss_stamps_are_every_stamp_its_bytes_hold(sids, reversed_rows):
+    """What the checks judge of a load: fewer stamps than bytes, but each (access, stamp) pair its bytes hold."""
+    sids = sids[::-1] if reversed_rows else sids
+    stamps, rows = _row_stamps(sids)
+    rows = np.arange(sids.shape[0]) if rows is None else rows
+    assert set(zip(rows.tolist(), stamps.tolist(), strict=True)) == {
+        (i, int(v)) for i in range(sids.shape[0]) for v in sids[i]}
