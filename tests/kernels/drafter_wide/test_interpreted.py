@@ -95,13 +95,9 @@ def test_this_steps_keys_and_values_land_in_their_slots_and_nowhere_else(run):
 
 
 def test_another_interleaving_of_the_blocks_gives_the_same_bits(run):
-    """The fixed order's batches in a random order (seed 7), a third of an unbatched step's time. Narrow windows
-    between blocks are ``verify --interpret``'s to find: it runs every block on its own in PCT and random orders
-    (batched, PCT missed planted bug 22 of .ci/interpret_mutants.py)."""
-    from kerneltune.kernels.drafter_wide.interpreted import BATCH, run_step
+    from kerneltune.kernels.drafter_wide.interpreted import run_step
 
-    again = run_step(run["program"], run["layout"], run["dims"], run["weights"], run["inputs"], ARCH, seed=7,
-                     batch=BATCH)
+    again = run_step(run["program"], run["layout"], run["dims"], run["weights"], run["inputs"], ARCH, seed=7)
     assert again.launch.resumes != run["result"].launch.resumes  # the blocks did run in another order
     for a, b in zip(again.h_out, run["result"].h_out, strict=True):
         np.testing.assert_array_equal(a, b)

@@ -157,8 +157,9 @@ class Launch:
     block_ids: list[int] = field(default_factory=list)  # each block's id, by its index in the launch
     # Blocks of one rank whose ``batch(rank, block id)`` is the same (not None) run as one task of up to
     # ``batch_size`` blocks, their lanes in lockstep: as many blocks an op, for blocks that take one path. A block
-    # of a batch that waits for one it is batched with, for what that one does later in program order, is a
-    # ``Deadlock`` (lanes in lockstep cannot pass each other), never a wrong result.
+    # of a batch that waits for one it is batched with, for what that one does later in program order, stalls
+    # (lanes in lockstep cannot pass each other): a ``Deadlock``, or a wait's deadline passed where it has one (the
+    # clock jumps; the drafter then reports a miss and carries on, and its next unordered read is a ``Race``).
     batch: Callable[[int, int], Hashable] | None = None
     batch_size: int = 8
 
