@@ -184,8 +184,12 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
         # the other steps longest first, so that no worker starts a long one last
         order = sorted(range(len(steps)), key=lambda i: -_cost(steps[i][0]))
         stepped = {order[0]: pool.submit(step, cache, *steps[order[0]])}
-        models = {_key(s): pool.submit(element_model, cache, s) for s, _ in fixed}
-        emulations = {(_key(s), arch): pool.submit(emulated, cache, s, arch) for s, arch in fixed}
+        models: dict[tuple, Future] = {}
+        emulations: dict[tuple, Future] = {}
+        for s, arch in fixed:  # a shape's references one after another (a worker sets the shape up once), each once
+            if _key(s) not in models:
+                models[_key(s)] = pool.submit(element_model, cache, s)
+            emulations[(_key(s), arch)] = pool.submit(emulated, cache, s, arch)
         stepped |= {i: pool.submit(step, cache, *steps[i]) for i in order[1:]}
         checks: list[EmulationCheck] = []
         i = 0

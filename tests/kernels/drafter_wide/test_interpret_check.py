@@ -82,6 +82,8 @@ def test_a_worker_that_dies_is_a_failed_check_naming_the_way_out(monkeypatch):
         pids = {pool.submit(os.getpid).result() for _ in range(4)}
         assert os.getpid() not in pids  # the jobs ran in other processes
         assert pool.submit(os.getenv, "OMP_NUM_THREADS").result() == "1"  # each worker one thread
+        for name, value in ic.KEEP_FREED.items():  # and glibc's malloc keeping what a step frees
+            assert pool.submit(os.getenv, name).result() == os.environ.get(name, value)
         assert "OMP_NUM_THREADS" not in os.environ  # the caller's environment as it was
         value, lost = ic._result(pool.submit(os._exit, 9))
     finally:
