@@ -33,8 +33,7 @@ BUILDER = "kerneltune.kernels.drafter_wide.kernel:build_wide_for"
 # A window of 512 keys (32 blocks) keeps a request's attention to a few blocks per chunk.
 # Blocks a task in the fixed order (``batching``): 8 to 32 measured alike, 1 the unbatched interpreter (2.2x slower).
 # Other schedules run every block alone: batched, PCT no longer found a narrow window it finds unbatched (planted bug
-# 22 of .ci/interpret_mutants.py: a row sum that waits for three quarters of its pairs), and the test shape's batches
-# in a random order (seed 7, two layers) stall, the kernel's waits then missing their deadlines.
+# 22 of .ci/interpret_mutants.py: a row sum that waits for three quarters of its pairs).
 BATCH = 8
 SMALL_DIMS = Dims(hidden=3072, intermediate=4 * 1536, window=512)
 SMALL_MODEL = ModelDims(hidden=SMALL_DIMS.hidden, intermediate=SMALL_DIMS.intermediate // TP, window=SMALL_DIMS.window)

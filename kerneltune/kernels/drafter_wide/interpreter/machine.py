@@ -219,7 +219,9 @@ class Launch:
         ready = Order(self.schedule, len(tasks))
         for i, (g, bids, gbs) in enumerate(tasks):
             ready.push(i, self._task(g, bids, gbs))
-        idle, version, stalls = 0, self.memory.version, 0
+        # a stall: every ready task has polled (the fixed order: twice round) with nothing written since; a random
+        # order that has not yet picked the task that can go on is none
+        idle, polled, version, stalls = 0, set(), self.memory.version, 0
         with np.errstate(all="ignore"):
             while ready:
                 i, (task, gen) = ready.pop()
@@ -231,18 +233,22 @@ class Launch:
                     kind, op = next(gen)
                 except StopIteration:
                     idle = 0
+                    polled.clear()
                     continue
                 task.site = op.where
                 ready.push(i, (task, gen), spinning=kind == "poll")
                 if self.memory.version != version or kind != "poll":
                     version, idle, stalls = self.memory.version, 0, 0
+                    polled.clear()
                     continue
                 idle += 1
-                if idle >= 2 * len(ready):
+                polled.add(i)
+                if idle >= 2 * len(ready) and len(polled) >= len(ready):
                     if stalls >= self.stalls:
                         raise Deadlock([f"rank {t.rank} {_blocks(t)} at {t.site}" for t, _ in ready.items()])
                     stalls += 1
                     idle = 0
+                    polled.clear()
                     self.clock += self.stall_ticks
 
 

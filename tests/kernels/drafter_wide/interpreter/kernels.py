@@ -389,3 +389,36 @@ def lds_same_bytes(access: str, barrier: bool = False, writer: int = 0) -> str:
      llvm.store %ti, %w {{alignment = 4 : i64}} : i32, !llvm.ptr<3>
    }}
 ''', lanes=128, lds=64)
+
+
+def slow_publisher(trips: int) -> str:
+    """Block 0 runs ``trips`` loop trips (each a point where another block may run), then releases ``flag`` = 1;
+    every other block polls it (acquire loads) until it reads 1."""
+    return kernel('%flag: i64', TID + f'''   %b = gpu.block_id x
+   %bi = arith.index_cast %b : index to i32
+   %fp = llvm.inttoptr %flag : i64 to !llvm.ptr<1>
+   %trips = arith.constant {trips} : i32
+   %first = arith.cmpi eq, %bi, %c0 : i32
+   scf.if %first {{
+     %s = scf.while (%i = %c0) : (i32) -> i32 {{
+       %lt = arith.cmpi slt, %i, %trips : i32
+       scf.condition(%lt) %i : i32
+     }} do {{
+     ^bb0(%i: i32):
+       %i1 = arith.addi %i, %c1 : i32
+       scf.yield %i1 : i32
+     }}
+     llvm.store %c1, %fp atomic syncscope("one-as") release {{alignment = 4 : i64}} : i32, !llvm.ptr<1>
+   }} else {{
+     %v0 = llvm.load %fp atomic syncscope("one-as") acquire {{alignment = 4 : i64}} : !llvm.ptr<1> -> i32
+     %w = scf.while (%v = %v0) : (i32) -> i32 {{
+       %ne = arith.cmpi ne, %v, %c1 : i32
+       scf.condition(%ne) %v : i32
+     }} do {{
+     ^bb0(%v: i32):
+       rocdl.s.sleep 1
+       %v2 = llvm.load %fp atomic syncscope("one-as") acquire {{alignment = 4 : i64}} : !llvm.ptr<1> -> i32
+       scf.yield %v2 : i32
+     }}
+   }}
+''', lanes=1)

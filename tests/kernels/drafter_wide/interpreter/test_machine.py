@@ -90,3 +90,15 @@ def test_a_plain_load_of_a_peer_line_read_before_gets_the_stale_line():
 def test_a_ranks_own_memory_is_never_stale():
     assert _peer_read(owner=0) == [5, 7, 7, 9]  # the reader's own buffer
     assert _peer_read(owner=None) == [5, 7, 7, 9]  # no owner: memory as before
+
+
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_a_random_order_that_has_not_yet_picked_the_one_block_that_can_go_on_is_no_stall(seed):
+    """Seven blocks poll a flag an eighth sets after 40 loop trips: a random order may leave that block unpicked for
+    many resumes; the clock must not jump (and a wait's deadline pass) before every ready block has polled with
+    nothing written since, the one that can go on included (it jumped in every one of these seeds at 7d2698a)."""
+    from .kernels import slow_publisher
+
+    flag = np.zeros(1, np.int32)
+    run, _ = launch(slow_publisher(40), {"flag": flag}, blocks=8, seed=seed)
+    assert flag[0] == 1 and run.clock < run.stall_ticks, f"the clock jumped to {run.clock}"
