@@ -2,6 +2,11 @@
 and per-rank event timing. Emulated on CPUs everywhere; on 2+ NVIDIA GPUs (``gpu``) with the Triton
 stand-in kernel, through the same code."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -9,6 +14,8 @@ import pytest
 from kerneltune.backends.launch_group import GroupError, LaunchGroup
 from kerneltune.kernels.peer_exchange.exchange import payload
 from kerneltune.kernels.peer_exchange.plugin import PLUGIN, ExchangeProblem
+
+from ..paths import REPO
 
 PROGRAM = "kerneltune.kernels.peer_exchange.rank_program:PeerExchangeRank"
 
@@ -107,17 +114,54 @@ class SleepyRank:
         pass
 
     def launch(self, ctx):
-        import time
-
         if self.rank == self.fail_rank:
             raise RuntimeError("an illegal memory access on this rank")
         time.sleep((self.rank + 1) * self.ms / 1e3)
 
     def output(self, ctx):
-        return {"rank": self.rank}
+        return {"rank": self.rank, "env": os.environ.get("KERNELTUNE_TEST_GROUP_ENV"), "pid": os.getpid()}
 
 
 SLEEPY = "tests.backends.test_launch_group:SleepyRank"
+
+
+def test_each_group_runs_in_the_environment_it_was_made_in(monkeypatch):
+    """Ranks are forked from a server started once, with the environment of then: each group's ranks still see
+    the environment of the group's making, as spawned processes would."""
+    seen = []
+    for value in ("first", "second"):
+        monkeypatch.setenv("KERNELTUNE_TEST_GROUP_ENV", value)
+        group = LaunchGroup(SLEEPY, {"ms": 1.0}, 2, "emulated", timeout=60)
+        try:
+            seen.append([out["env"] for out in group.check()])
+        finally:
+            group.close()
+    assert seen == [["first", "first"], ["second", "second"]]
+
+
+def test_the_ranks_of_a_process_killed_by_sigkill_end_with_it():
+    code = ("from kerneltune.backends.launch_group import LaunchGroup; import time\n"
+            f"g = LaunchGroup({SLEEPY!r}, {{'ms': 1.0}}, 2, 'emulated', timeout=60)\n"
+            "print(*[o['pid'] for o in g.check()], flush=True); time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        ranks = [int(pid) for pid in proc.stdout.readline().split()]
+        assert len(ranks) == 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(")")[-1].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    end = time.monotonic() + 30
+    while any(alive(pid) for pid in ranks) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not [pid for pid in ranks if alive(pid)], "a rank outlived the process that made its group"
 
 
 def test_a_step_lasts_as_long_as_its_slowest_rank():

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import jax
@@ -18,19 +15,7 @@ from .cap import CapMethod
 from .config import SUPPORTED_HEAD_DIMS, KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
 from .kernel import Forward, build_forward
-
-KERNEL_NAME = "ranker_attention"
-_SOURCES = ("kernel.py", "tile_steps.py", "cap.py", "bounds.py", "config.py", "accuracy.py", "exp2_fma.py",
-            "lazy_rescale.py")
-
-
-@functools.cache
-def kernel_source_hash() -> str:
-    """Hash of the files that decide what compiles; a tuned entry with another is stale."""
-    from kerneltune.tables.stamps import source_hash
-
-    here = Path(__file__).parent
-    return source_hash(here / name for name in _SOURCES)
+from .source import KERNEL_NAME, kernel_source_hash, tile_type_error
 
 
 def problem_of(q: Any, k: Any, v: Any, bounds: Any, *, sm_scale: float | None,
@@ -68,21 +53,6 @@ def problem_of(q: Any, k: Any, v: Any, bounds: Any, *, sm_scale: float | None,
 @functools.cache
 def _compiled(problem: Problem, config: KernelConfig, interpret: bool) -> Forward:
     return build_forward(problem, config, interpret=interpret)
-
-
-_TILE_TYPES = {f.name: type(f.default) for f in dataclasses.fields(KernelConfig) if f.name in KernelConfig.TILE_FIELDS}
-
-
-def tile_type_error(tiles: Mapping[str, Any]) -> str | None:
-    """A tile field unknown or of another type than the config's (exactly: a bool is not an int, a
-    string "false" is not a bool, 3.0 is not an int), or None."""
-    for name, value in tiles.items():
-        want = _TILE_TYPES.get(name)
-        if want is None:
-            return f"{name}: not a tile field of the ranker ({', '.join(_TILE_TYPES)})"
-        if type(value) is not want:
-            return f"{name}: {value!r} is a {type(value).__name__}, not a {want.__name__}"
-    return None
 
 
 def _refusal(problem: Problem, budget: ErrorBudget, item: dict[str, Any]) -> str | None:

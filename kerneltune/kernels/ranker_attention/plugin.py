@@ -15,10 +15,10 @@ from kerneltune.build_cache import BuildCache, build_key
 from kerneltune.protocols import Capability, CheckResult
 from kerneltune.reference_cache import ReferenceCache
 
-from .api import kernel_source_hash, tile_type_error
 from .config import KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
 from .inputs import adversarial_bounds, check_inputs, useful_flops
+from .source import kernel_source_hash, tile_type_error
 
 _REFERENCE_BYTES = 2.5e9
 # q and k are checked as drawn and scaled by 4 (exact in bf16 and f16): logits of standard deviation 16,

@@ -14,9 +14,11 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,18 +48,14 @@ def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: s
     with tempfile.TemporaryDirectory(dir=cache) as dump:
         env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "FLYDSL_DUMP_IR": "1",
                "FLYDSL_DUMP_DIR": dump, "ROCM_PATH": str(Path(dump) / "no-rocm")}
-        try:
-            run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],
-                                 input=spec, capture_output=True, text=True, env=env, timeout=timeout,
-                                 start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise CaptureFailed(f"{builder} for {arch}: no module within {timeout:.0f} s") from None
-        stages = sorted(Path(dump).glob("*/[0-9][0-9]_*.mlir"))
+        ended = _compile_until(spec, env, Path(dump), timeout)
+        if ended is None:
+            raise CaptureFailed(f"{builder} for {arch}: no module within {timeout:.0f} s")
+        stages = _stages(Path(dump))
         late = [i for i, p in enumerate(stages) if STAGE_BEFORE in p.name]
         if not late or late[0] == 0:
-            tail = (run.stdout + run.stderr)[-2000:]
-            raise CaptureFailed(f"{builder} for {arch}: FlyDSL dumped no structured stage "
-                                f"(rc {run.returncode})\n{tail}")
+            rc, log = ended
+            raise CaptureFailed(f"{builder} for {arch}: FlyDSL dumped no structured stage (rc {rc})\n{log[-2000:]}")
         text = stages[late[0] - 1].read_text(encoding="utf-8")
     # a name of its own: two processes capturing one program at once (verify's workers) each replace it whole
     fd, part = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".part")
@@ -65,6 +63,37 @@ def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: s
         f.write(text)
     Path(part).replace(cached)
     return text
+
+
+def _stages(dump: Path) -> list[Path]:
+    return sorted(dump.glob("*/[0-9][0-9]_*.mlir"))
+
+
+def _compile_until(spec: str, env: dict[str, str], dump: Path, timeout: float) -> tuple[int, str] | None:
+    """Runs FlyDSL's compile until it has dumped the stage after the one kept (each stage is written whole
+    before the next pass runs), then stops it: the LLVM lowering after it is a third of the compile's time.
+    Its return code and log (stdout and stderr) when it ended by itself or was stopped, None past ``timeout``."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(spec)
+            proc.stdin.close()
+            deadline = time.monotonic() + timeout
+            while proc.poll() is None:
+                if any(STAGE_BEFORE in p.name for p in _stages(dump)):
+                    break
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.05)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        out.seek(0)
+        return proc.returncode, out.read()
 
 
 _FRAME = re.compile(r'"([^"]+)":(\d+):(\d+)')

@@ -40,10 +40,10 @@ from kerneltune.tables.stamps import device_kind, now_stamp
 
 from .. import baselines
 from ..accuracy import budget_for
-from ..api import kernel_source_hash
 from ..cap import CapMethod
 from ..config import Problem
 from ..inputs import flops_of_pairs, make_device_tensors, on_history_rows, ranker_bounds, useful_flops, varlen_pairs
+from ..source import kernel_source_hash
 from .spec import BenchShape, load_spec
 from .targets import DENSE_IMPLS
 
