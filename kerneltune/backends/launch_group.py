@@ -224,10 +224,13 @@ def _load(path: str) -> Any:
 
 
 @functools.cache
-def _processes() -> Any:
-    """Rank processes forked from a server that has imported torch once (``forkserver``, started on first use
-    with this process's environment): a fresh Python a rank imported torch each time (3.6 s on the CPU machine,
-    four ranks on two cores about 7 s a group). No CUDA or HIP is initialised before the fork: a rank does that."""
+def _processes(device: str) -> Any:
+    """How a group's rank processes start. On the CPU devices, forked from a server that has imported torch once
+    (``forkserver``, started on first use with this process's environment): a fresh Python imported torch for each
+    rank (3.6 s on the CPU machine; four ranks on two cores about 7 s a group). On GPUs a fresh Python each
+    (``spawn``), as they were proven on the H200s (a fork server has not run there)."""
+    if device not in CPU_DEVICES:
+        return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["torch.distributed", "kerneltune.backends.launch_group"])
     return ctx
@@ -236,7 +239,7 @@ def _processes() -> Any:
 def _rank_main(rank: int, size: int, device: str, workdir: str, group_id: str, program: str,
                params: dict[str, Any], conn: mpc.Connection, env: dict[str, str]) -> None:
     """A rank process: build the program, then answer the parent's commands until told to close. ``env``: the
-    parent's environment now (the fork server's is the one it started with)."""
+    parent's environment now (a fork server's is the one it started with)."""
     from kerneltune.process import die_with_parent
 
     os.environ.clear()
@@ -289,7 +292,7 @@ class LaunchGroup:
         import their framework, meet and build the program)."""
         self.size, self.device, self.timeout = size, device, timeout
         self.workdir = Path(tempfile.mkdtemp(prefix="kerneltune-group-"))
-        ctx = _processes()
+        ctx = _processes(device)
         self.conns: list[mpc.Connection] = []
         self.procs: list[Any] = []
         env_before = dict(os.environ)
