@@ -11,6 +11,7 @@ import pytest
 
 from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, capture
 
+pytestmark = pytest.mark.slow  # each a compile worker that imports torch and FlyDSL (3 s)
 HERE = "tests.kernels.drafter_wide.interpreter.test_program"
 
 
