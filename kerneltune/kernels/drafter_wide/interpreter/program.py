@@ -9,6 +9,7 @@ touches the bindings. An op the interpreter has no meaning for fails here, namin
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -79,8 +80,9 @@ def _compile_until(spec: str, env: dict[str, str], dump: Path, timeout: float) -
                                 start_new_session=True)
         try:
             assert proc.stdin is not None
-            proc.stdin.write(spec)
-            proc.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # a worker that died at once: its log says why
+                proc.stdin.write(spec)
+                proc.stdin.close()
             deadline = time.monotonic() + timeout
             while proc.poll() is None:
                 if any(STAGE_BEFORE in p.name for p in _stages(dump)):
