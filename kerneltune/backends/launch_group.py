@@ -295,17 +295,15 @@ class LaunchGroup:
         ctx = _processes(device)
         self.conns: list[mpc.Connection] = []
         self.procs: list[Any] = []
-        env_before = dict(os.environ)
-        # No NVLink multicast anywhere (a program using it can take a host's GPUs out of service).
-        os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
-        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        # The ranks' environment, this process's own untouched. No NVLink multicast anywhere (a program using it can
+        # take a host's GPUs out of service) unless the caller says otherwise.
+        env = {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NCCL_NVLS_ENABLE": "0", **os.environ}
         try:
             group_id = uuid.uuid4().hex[:8]
             for rank in range(size):
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_rank_main, daemon=True, name=f"kerneltune-rank{rank}",
-                                   args=(rank, size, device, str(self.workdir), group_id, program, params, child,
-                                         dict(os.environ)))
+                                   args=(rank, size, device, str(self.workdir), group_id, program, params, child, env))
                 proc.start()
                 child.close()
                 self.conns.append(parent)
@@ -314,9 +312,6 @@ class LaunchGroup:
         except BaseException:
             self.close()
             raise
-        finally:
-            os.environ.clear()
-            os.environ.update(env_before)
 
     def _replies(self, what: str, timeout: float | None = None) -> list[Any]:
         """Every rank's answer to the command just sent, within the timeout; else the group is ended."""

@@ -119,7 +119,8 @@ class SleepyRank:
         time.sleep((self.rank + 1) * self.ms / 1e3)
 
     def output(self, ctx):
-        return {"rank": self.rank, "env": os.environ.get("KERNELTUNE_TEST_GROUP_ENV"), "pid": os.getpid()}
+        return {"rank": self.rank, "env": os.environ.get("KERNELTUNE_TEST_GROUP_ENV"), "pid": os.getpid(),
+                "nvls": os.environ.get("NCCL_NVLS_ENABLE")}
 
 
 SLEEPY = "tests.backends.test_launch_group:SleepyRank"
@@ -128,15 +129,17 @@ SLEEPY = "tests.backends.test_launch_group:SleepyRank"
 def test_each_group_runs_in_the_environment_it_was_made_in(monkeypatch):
     """Ranks are forked from a server started once, with the environment of then: each group's ranks still see
     the environment of the group's making, as spawned processes would."""
+    monkeypatch.delenv("NCCL_NVLS_ENABLE", raising=False)
     seen = []
     for value in ("first", "second"):
         monkeypatch.setenv("KERNELTUNE_TEST_GROUP_ENV", value)
         group = LaunchGroup(SLEEPY, {"ms": 1.0}, 2, "emulated", timeout=60)
         try:
-            seen.append([out["env"] for out in group.check()])
+            seen.append([(out["env"], out["nvls"]) for out in group.check()])
         finally:
             group.close()
-    assert seen == [["first", "first"], ["second", "second"]]
+    assert seen == [[("first", "0")] * 2, [("second", "0")] * 2]  # no NVLink multicast in the ranks
+    assert "NCCL_NVLS_ENABLE" not in os.environ  # and this process's environment as it was
 
 
 def test_the_ranks_of_a_process_killed_by_sigkill_end_with_it():
