@@ -1,14 +1,14 @@
 """What ``interpret_check.check_interpreted`` judges a step against and that the kernel's compiled code cannot change:
 the float64 element model (``error_model.element_model``) and the emulation's outputs, kept on disk per shape and
-arch under a key of what they are computed from: the model's dims, the weights' and inputs' bytes, and the source
-of every drafter module the model and the emulation import (found from the modules themselves, so a new import is
-keyed too). A second verify, or a planted bug in a role module or the interpreter, recomputes neither (at the extra
-shape, 60-130 s of a 2-core machine's time)."""
+arch under a key of what they are computed from: the model's dims, the recipe its weights and inputs are drawn by
+(shape, seeds, the drawing code, torch's version), and the source of every drafter module the model and the
+emulation import (found from the modules themselves, so a new import is keyed too). A cached one is read without
+drawing its weights. A second verify, or a planted bug in a role module or the interpreter, recomputes neither
+(at the extra shape, 60-130 s of a 2-core machine's time)."""
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 import functools
 import hashlib
 import json
@@ -69,27 +69,15 @@ def sources_key() -> str:
     return h.hexdigest()[:20]
 
 
-def inputs_key(dims: Dims, weights: Weights, inputs: StepInputs) -> str:
-    """A digest of a step's model dims, weights and inputs (every tensor's bytes)."""
-    h = hashlib.sha256(repr(dims).encode())
-
-    def feed(x: Any) -> None:
-        if isinstance(x, torch.Tensor):
-            h.update(x.detach().contiguous().cpu().numpy().tobytes())
-        elif dataclasses.is_dataclass(x):
-            for f in dataclasses.fields(x):
-                feed(getattr(x, f.name))
-        elif isinstance(x, dict):
-            for k in sorted(x):
-                h.update(k.encode())
-                feed(x[k])
-        elif isinstance(x, list | tuple):
-            for v in x:
-                feed(v)
-
-    feed(weights)
-    feed(inputs)
-    return h.hexdigest()[:20]
+def recipe_key(dims: Dims, recipe: dict[str, Any], drawn_by: str) -> str:
+    """A digest of what a step's weights and inputs are drawn from: the model's dims, ``recipe`` (the shape and the
+    seeds), ``drawn_by`` (the source of the function that draws them) and torch's version (its generator). With
+    ``sources_key`` (``reference.py``'s ``make_weights`` and ``make_inputs``) it names the bytes without reading
+    them: torch's CPU generator draws the same bytes from the same seed, and hashing the full model's 2.6 GB of
+    float64 weights took 2-6 s a reference."""
+    spec = json.dumps({"dims": repr(dims), "recipe": recipe, "drawn_by": drawn_by, "torch": torch.__version__},
+                      sort_keys=True, default=list)
+    return hashlib.sha256(spec.encode()).hexdigest()[:20]
 
 
 def _path(cache: Path, what: str, shape: dict, inputs: str) -> Path:
@@ -116,12 +104,14 @@ def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
     Path(part).replace(path)
 
 
-def element_model(cache: Path, shape: dict, dims: Dims, weights: Weights, inputs: StepInputs) -> ElementModel:
-    """``error_model.element_model`` of a check shape, from ``cache`` where it was computed before."""
-    path = _path(cache, "element-model", shape, inputs_key(dims, weights, inputs))
+def element_model(cache: Path, shape: dict, dims: Dims, inputs: str,
+                  draw: Callable[[], tuple[Weights, StepInputs]]) -> ElementModel:
+    """``error_model.element_model`` of a check shape, from ``cache`` where it was computed before, else on the
+    weights and inputs ``draw()`` gives; ``inputs``: ``recipe_key`` of what ``draw`` draws."""
+    path = _path(cache, "element-model", shape, inputs)
     z = _load(path)
     if z is None:
-        m = error_model.element_model(dims, weights, inputs)
+        m = error_model.element_model(dims, *draw())
         z = {"h_out": m.h_out, "h_sigma": m.h_sigma, "written": m.written,
              **{f"cache_{r}_{i}": c for r, rc in enumerate(m.cache) for i, c in enumerate(rc)},
              **{f"sigma_{r}_{i}": c for r, rc in enumerate(m.cache_sigma) for i, c in enumerate(rc)}}
@@ -133,7 +123,7 @@ def element_model(cache: Path, shape: dict, dims: Dims, weights: Weights, inputs
 
 def emulated(cache: Path, shape: dict, arch: str, run: Callable[[], Any], inputs: str) -> tuple[list, list]:
     """The emulation's (h_out per rank, flat caches per rank and layer) of a check shape on ``arch``: ``run()``'s,
-    or from ``cache`` where it ran before; ``inputs``: ``inputs_key`` of what it runs on."""
+    or from ``cache`` where it ran before; ``inputs``: ``recipe_key`` of what it runs on."""
     path = _path(cache, f"emulation-{arch}", shape, inputs)
     z = _load(path)
     if z is None:

@@ -21,7 +21,17 @@ import numpy as np
 from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule
 from kerneltune.protocols import EmulationCheck
 
-from .interpreted import CHECK_EXTRA, CHECK_RUNS, CHECK_SHAPE, SAME_BITS, capture_program, layout_of, setup
+from .interpreted import (
+    CHECK_EXTRA,
+    CHECK_RUNS,
+    CHECK_SHAPE,
+    SAME_BITS,
+    capture_program,
+    capture_text,
+    layout_of,
+    recipe,
+    setup,
+)
 from .layout import TP
 
 WORKERS_ENV = "KERNELTUNE_INTERPRET_WORKERS"
@@ -51,12 +61,13 @@ def _program(cache: Path, key: tuple, arch: str) -> Any:
 
 
 def capture(cache: Path, shape: dict, arch: str) -> str | None:
-    """The shape's program for ``arch`` captured into ``cache`` (its steps then read it there); its failure."""
-    from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed, UnknownOp
+    """The shape's program for ``arch`` captured into ``cache`` (its steps then read it there); its failure. An
+    op the interpreter lacks is found by the steps, which read the program."""
+    from kerneltune.kernels.drafter_wide.interpreter.program import CaptureFailed
 
     try:
-        capture_program(layout_of(shape)[0], arch, cache)
-    except (CaptureFailed, UnknownOp) as e:
+        capture_text(layout_of(shape)[0], arch, cache)
+    except CaptureFailed as e:
         return f"{type(e).__name__}: {e}"
     return None
 
@@ -82,19 +93,22 @@ def step(cache: Path, shape: dict, arch: str, schedule: Schedule) -> Stepped:
 
 
 def element_model(cache: Path, shape: dict) -> Any:
+    """The shape's float64 element model, cached; its weights are drawn only where it is not."""
     from . import check_cache
 
-    _, dims, weights, inputs = _setup(_key(shape))
-    return check_cache.element_model(cache, shape, dims, weights, inputs)
+    return check_cache.element_model(cache, shape, layout_of(shape)[1], recipe(shape),
+                                     lambda: _setup(_key(shape))[2:])
 
 
 def emulated(cache: Path, shape: dict, arch: str) -> tuple[list, list]:
+    """The shape's emulation on ``arch``, cached like ``element_model``."""
     from . import check_cache
-    from .emulation import Launch as Emulation
 
-    layout, dims, weights, inputs = _setup(_key(shape))
-    return check_cache.emulated(cache, shape, arch, Emulation(layout, dims, weights, inputs, numbers=arch).run,
-                                check_cache.inputs_key(dims, weights, inputs))
+    def run() -> Any:
+        from .emulation import Launch as Emulation
+
+        return Emulation(*_setup(_key(shape)), numbers=arch).run()
+    return check_cache.emulated(cache, shape, arch, run, recipe(shape))
 
 
 class _Here(Executor):

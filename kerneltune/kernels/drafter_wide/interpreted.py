@@ -8,6 +8,7 @@ cannot show: orderings beyond that model (``weak_memory`` lists them), and time.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,11 @@ def small_dims(layers: int = 1) -> Dims:
 
 def capture_program(layout: DrafterLayout, arch: str, cache: Path) -> Program:
     """The layout's module, captured (or read from ``cache``) and read into a ``Program``."""
+    return Program(capture_text(layout, arch, cache))
+
+
+def capture_text(layout: DrafterLayout, arch: str, cache: Path) -> str:
+    """The layout's module for ``arch`` as MLIR text, captured into ``cache`` or read from it."""
     from .kernel import KERNEL_ARG_SPEC
     from .sources import drafter_source_hash
 
@@ -57,7 +63,7 @@ def capture_program(layout: DrafterLayout, arch: str, cache: Path) -> Program:
     model = {f.name: getattr(m, f.name) for f in dataclasses.fields(m) if f.name != "layers"}
     kwargs = {"arch": arch, "ng": layout.ng, "threads": layout.threads, "w_na": layout.w_na, "qpr": layout.qpr,
               "layers": m.layers, "model": model}
-    return Program(capture(BUILDER, kwargs, KERNEL_ARG_SPEC, arch, cache, drafter_source_hash()))
+    return capture(BUILDER, kwargs, KERNEL_ARG_SPEC, arch, cache, drafter_source_hash())
 
 
 @dataclass
@@ -167,14 +173,26 @@ CHECK_RUNS = check_runs()
 SAME_BITS = 5e-324  # the tolerance of a check whose error must be exactly 0
 
 
+WEIGHTS_SEED, INPUTS_SEED = 0, 1
+
+
 def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
-    """The layout, model, weights (seed 0) and step inputs (seed 1) of a check shape (``CHECK_SHAPE``'s keys,
-    and optionally ``threads`` and ``full``: ``shape_matrix.Shape``)."""
+    """The layout, model, weights and step inputs of a check shape (``CHECK_SHAPE``'s keys, and optionally
+    ``threads`` and ``full``: ``shape_matrix.Shape``)."""
     from .reference import make_inputs, make_weights
 
     layout, dims = layout_of(s)
-    weights = make_weights(dims, 0)
-    return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), 1)
+    weights = make_weights(dims, WEIGHTS_SEED)
+    return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), INPUTS_SEED)
+
+
+def recipe(s: dict) -> str:
+    """``check_cache.recipe_key`` of a check shape: what ``setup`` draws its weights and inputs from, so that a
+    cached reference is found without drawing them."""
+    from . import check_cache
+
+    return check_cache.recipe_key(layout_of(s)[1], {"shape": s, "seeds": [WEIGHTS_SEED, INPUTS_SEED]},
+                                  inspect.getsource(setup))
 
 
 def layout_of(s: dict) -> tuple[DrafterLayout, Dims]:
