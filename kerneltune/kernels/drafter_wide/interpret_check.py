@@ -194,9 +194,9 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
     try:
         failed = {k: pool.submit(capture, cache, s, arch) for k, (s, arch) in captures.items()}
         failed_capture = {k: _result(f) for k, f in failed.items()}
-        # the longest step first (more layers, rows and threads), then the references (cached, unless cold), then
-        # the other steps longest first, so that no worker starts a long one last
-        order = sorted(range(len(steps)), key=lambda i: -_cost(steps[i][0]))
+        # the longest step first, then the references (cached, unless cold), then the other steps longest first,
+        # so that no worker starts a long one last
+        order = sorted(range(len(steps)), key=lambda i: -_cost(steps[i][0], steps[i][2]))
         stepped = {order[0]: pool.submit(step, cache, *steps[order[0]])}
         models: dict[tuple, Future] = {}
         emulations: dict[tuple, Future] = {}
@@ -260,9 +260,14 @@ def _key(s: dict) -> tuple:
     return tuple(sorted((k, tuple(v) if isinstance(v, list | tuple) else v) for k, v in s.items()))
 
 
-def _cost(s: dict) -> float:
-    """A step's relative cost: rows, layers and threads (what the interpreter's time grows with)."""
-    return s["requests"] * s["qpr"] * s["layers"] * s.get("threads", 256) * (4 if s.get("full") else 1)
+def _cost(s: dict, plan: Schedule) -> float:
+    """A step's relative cost, in seconds of a 256-thread layer of 8 rows: what a layer takes grows with its rows
+    (6.7 s + 0.6 s a row at 256 threads), about 1.45 times at 512 threads and 3 times for the full model; a step
+    in another order than the fixed one runs every block alone, about 2.2 times as long (measured on a 2-core
+    machine: 2026-12-07-interpret-batches' command.txt)."""
+    rows = s["requests"] * s["qpr"]
+    per_layer = (11 + rows) * (1.45 if s.get("threads", 256) == 512 else 1) * (3 if s.get("full") else 1)
+    return s["layers"] * per_layer * (1 if plan.kind == "fixed" else 2.2)
 
 
 def _names(s: dict, arch: str) -> tuple[str, str, str]:

@@ -51,7 +51,7 @@ def small_dims(layers: int = 1) -> Dims:
 
 def capture_program(layout: DrafterLayout, arch: str, cache: Path) -> Program:
     """The layout's module, captured (or read from ``cache``) and read into a ``Program``."""
-    return Program(capture_text(layout, arch, cache))
+    return Program(capture_text(layout, arch, cache), cache=cache)
 
 
 def capture_text(layout: DrafterLayout, arch: str, cache: Path) -> str:

@@ -127,15 +127,34 @@ def _attr(attr: Any) -> Any:
     return str(attr)
 
 
+_TREE = ("slots", "globals", "name", "block_size", "params", "param_types", "body")  # what ``parsed`` keeps
+
+
 class Program:
     """The kernel function of a captured module, as ``Op`` trees over numbered value slots."""
 
-    def __init__(self, text: str, kernel: str | None = None):
+    def __init__(self, text: str, kernel: str | None = None, cache: Path | None = None):
+        """``cache``: a folder where the op tree read from ``text`` is kept for the next read (``parsed``)."""
+        from . import parsed
+
+        state = parsed.load(cache, text, kernel) if cache is not None else None
+        if state is None:
+            self._parse(text, kernel)
+            state = {k: getattr(self, k) for k in _TREE}
+            if cache is not None:
+                parsed.save(cache, text, kernel, state)
+        else:
+            self.__dict__.update(state)
+        self.sites: list[str] = []  # the source lines of the memory ops and barriers, by index (races name them)
+        from .ops import bind  # the ops' implementations, bound to this program's op tree
+
+        bind(self.body, self)
+        self.lds_bytes = sum(b for _, b in self.globals.values())
+
+    def _parse(self, text: str, kernel: str | None) -> None:
         from flydsl._mlir import ir
 
-        
         self.slots = 0
-        self.sites: list[str] = []  # the source lines of the memory ops and barriers, by index (races name them)
         self._slot: dict[Any, int] = {}
         self.globals: dict[str, tuple[int, int]] = {}  # LDS global name -> (space, bytes)
         ctx = ir.Context()
@@ -153,10 +172,7 @@ class Program:
             self.param_types = tuple(parse_type(str(a.type)) for a in body.arguments)
             self.body = Region(self.params, [self._op(o.operation) for o in body.operations])
         _liveness(self.body)
-        from .ops import bind  # the ops' implementations, bound to this program's op tree
-
-        bind(self.body, self)
-        self.lds_bytes = sum(b for _, b in self.globals.values())
+        del self._slot  # MLIR's values: the tree is read, and a kept tree holds none
 
     def _find(self, op: Any, kernel: str | None) -> Any:
         from flydsl._mlir import ir
