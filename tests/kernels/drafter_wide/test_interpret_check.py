@@ -56,11 +56,11 @@ def test_verdicts_come_back_in_the_runs_order_each_schedule_against_its_fixed_or
 
 def test_a_program_that_cannot_be_captured_is_one_failed_check_for_its_arch(fake, tmp_path):
     answers, broken = fake
-    broken["gfx950"] = "UnknownOp: the interpreter has no meaning for llvm.frobnicate"
+    broken["gfx950"] = "CaptureFailed: ranker for gfx950: FlyDSL dumped no structured stage (rc 1)"
     answers |= {("gfx942", "fixed", 2): _stepped(0.5), ("gfx950", "fixed", 2): _stepped(0.5)}
     checks = ic.check_interpreted(tmp_path, (("gfx942", (Schedule(),)), ("gfx950", (Schedule(),))), extra=())
     assert [(c.numbers, c.ok) for c in checks] == [("gfx942 8-bit", True), ("gfx950 8-bit", False)]
-    assert checks[1].error.startswith("UnknownOp")
+    assert checks[1].error.startswith("CaptureFailed")
 
 
 def test_one_process_a_core_and_at_most_what_the_environment_says(monkeypatch):
@@ -97,3 +97,16 @@ def test_one_worker_runs_each_job_where_it_is_asked():
     failing = ic._executor(1).submit(int, "x")
     with pytest.raises(ValueError):
         failing.result()
+
+
+def test_an_op_the_interpreter_lacks_is_the_steps_error_not_a_crash(monkeypatch, tmp_path):
+    """The capture job checks only the module's text; the step, which reads the program, reports the op."""
+    from kerneltune.kernels.drafter_wide.interpreter.ir import UnknownOp
+
+    def unknown(*a):
+        raise UnknownOp("the interpreter has no meaning for llvm.frobnicate at kernel.py:1")
+
+    monkeypatch.setattr(ic, "_setup", lambda key: (None, None, None, None))
+    monkeypatch.setattr(ic, "_program", unknown)
+    got = ic.step(tmp_path, dict(ic.CHECK_SHAPE), "gfx942", Schedule())
+    assert got.error.startswith("UnknownOp: the interpreter has no meaning for llvm.frobnicate")
