@@ -75,7 +75,7 @@ def check(monkeypatch):
     (test_timed_path.py); here, that ``check`` asks for the step its inputs describe and judges by device."""
     import torch
 
-    from kerneltune.kernels.drafter_wide import numerics, reference
+    from kerneltune.kernels.drafter_wide import numerics, plugin, reference
     from kerneltune.kernels.drafter_wide.plugin import PLUGIN, DrafterProblem
 
     problem = DrafterProblem(requests=2, qpr=3, context=8)
@@ -89,16 +89,22 @@ def check(monkeypatch):
         return torch.from_numpy(REF), BOUND
 
     monkeypatch.setattr(numerics, "bounded_reference", served)
+    plugin._reference.cache_clear()
 
-    def run(built):
+    def run(built, again: bool = False):
         asked.clear()
+        if not again:
+            plugin._reference.cache_clear()
         result = PLUGIN.check(built, problem, inputs)
         assert built.loaded is inputs
-        # The weights from the seed, the step from seed + 1 (none once a rank's health buffer failed).
+        # The weights from the seed, the step from seed + 1 (none once a rank's health buffer failed, or kept from
+        # the check before).
         assert sorted(asked, key=str) in ([], [("step", 2, 3, [40, 40], 6), ("weights", 5)])
+        run.asked = list(asked)
         return result
 
-    return run
+    yield run
+    plugin._reference.cache_clear()
 
 
 def test_the_check_takes_the_exact_tolerance_emulated_and_the_formats_bound_on_the_gpus(check):
@@ -113,3 +119,9 @@ def test_the_check_takes_the_exact_tolerance_emulated_and_the_formats_bound_on_t
 def test_a_missed_deadline_is_the_check_s_error(check):
     r = check(_Built("emulated", [REF.copy()] * 4, health=[7, 3, 2, 1]))
     assert r.error.startswith("rank 3, site 7")
+
+
+def test_a_second_check_of_the_same_inputs_draws_no_model_again(check):
+    """A sweep checks each layout of a bucket on one set of inputs: the full model is drawn and run once."""
+    assert check(_Built("emulated", [REF.copy()] * 4)).error is None and check.asked
+    assert check(_Built("rocm", [REF.copy()] * 4), again=True).error is None and check.asked == []
