@@ -261,10 +261,10 @@ def _key(s: dict) -> tuple:
 
 
 def _cost(s: dict, plan: Schedule) -> float:
-    """A step's relative cost, in seconds of a 256-thread layer of 8 rows: what a layer takes grows with its rows
-    (6.7 s + 0.6 s a row at 256 threads), about 1.45 times at 512 threads and 3 times for the full model; a step
-    in another order than the fixed one runs every block alone, about 2.2 times as long (measured on a 2-core
-    machine: 2026-12-07-interpret-batches' command.txt)."""
+    """A step's relative cost (in units of about 0.6 s of a 2-core machine): a layer takes 11 + its rows at 256
+    threads (6.7 s + 0.6 s a row), about 1.45 times that at 512 threads and 3 times for the full model; a step in
+    another order than the fixed one runs every block alone, about 2.2 times as long (measured 2026-12-07:
+    results/drafter_wide/2026-12-07-interpret-batches/command.txt)."""
     rows = s["requests"] * s["qpr"]
     per_layer = (11 + rows) * (1.45 if s.get("threads", 256) == 512 else 1) * (3 if s.get("full") else 1)
     return s["layers"] * per_layer * (1 if plan.kind == "fixed" else 2.2)
