@@ -125,3 +125,19 @@ def test_a_second_check_of_the_same_inputs_draws_no_model_again(check):
     """A sweep checks each layout of a bucket on one set of inputs: the full model is drawn and run once."""
     assert check(_Built("emulated", [REF.copy()] * 4)).error is None and check.asked
     assert check(_Built("rocm", [REF.copy()] * 4), again=True).error is None and check.asked == []
+
+
+def test_a_check_in_another_process_reads_the_reference_from_the_engines_cache(check, monkeypatch, tmp_path):
+    """``reference_cache``: a resumed sweep or ``verify`` reads what the sweep's worker computed."""
+    from kerneltune.kernels.drafter_wide import plugin
+    from kerneltune.reference_cache import ENV
+
+    monkeypatch.setenv(ENV, str(tmp_path))
+    assert check(_Built("emulated", [REF.copy()] * 4)).error is None and check.asked
+    assert len(list(tmp_path.glob("*.npz"))) == 1
+    plugin._reference.cache_clear()  # as a new process
+    assert check(_Built("emulated", [REF.copy()] * 4), again=True).error is None and check.asked == []
+    near = [REF.copy(), REF.copy(), REF * (1 + 0.5 * BOUND), REF.copy()]  # the bound came back too
+    assert check(_Built("rocm", near), again=True).error is None
+    assert "on rank 1" in check(_Built("rocm", [REF.copy(), REF * (1 + 2 * BOUND), REF.copy(), REF.copy()]),
+                                again=True).error
