@@ -72,7 +72,7 @@ class ArrayCache:
     def load(self, key: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
         """The arrays stored under ``key``, else None (nothing stored, or a file that is not to be trusted)."""
         path = self.path(key)
-        if path is None or not path.exists():
+        if path is None or not path.is_file():  # a FIFO or a folder in its place is nothing stored (a read would block)
             return None
         want = json.dumps(dict(key), sort_keys=True)
         try:

@@ -1,6 +1,8 @@
 """References kept on disk are data: used only under their own key and digest, never trusted otherwise, and a
 cache that cannot be written never fails a check."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -73,3 +75,11 @@ def test_a_folder_that_cannot_be_written_costs_the_cache_not_the_check(tmp_path,
     with caplog.at_level("WARNING", logger="kerneltune.references"):
         got = ReferenceCache(blocker / "references").get(KEY, _compute(calls))
     assert got["out"].shape == (2, 3) and "not written" in caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_in_an_entrys_place_is_nothing_stored_and_is_not_read(tmp_path):
+    calls = []
+    cache = ReferenceCache(tmp_path)
+    os.mkfifo(cache.path(KEY))
+    assert cache.get(KEY, _compute(calls))["out"].shape == (2, 3) and calls == [1]  # a read would block

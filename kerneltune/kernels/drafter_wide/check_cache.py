@@ -12,15 +12,14 @@ import ast
 import functools
 import hashlib
 import json
-import os
-import tempfile
-import zipfile
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
+
+from kerneltune.array_cache import ArrayCache
 
 from . import error_model
 from .error_model import ElementModel
@@ -80,42 +79,27 @@ def recipe_key(dims: Dims, recipe: dict[str, Any], drawn_by: str) -> str:
     return hashlib.sha256(spec.encode()).hexdigest()[:20]
 
 
-def _path(cache: Path, what: str, shape: dict, inputs: str) -> Path:
-    spec = json.dumps({"what": what, "shape": shape, "sources": sources_key(), "inputs": inputs}, sort_keys=True,
-                      default=list)
-    return cache / f"{what}-{hashlib.sha256(spec.encode()).hexdigest()[:24]}.npz"
+class _Kept(ArrayCache):
+    label = "verify --interpret's reference cache"
+    log = logging.getLogger("kerneltune.references")
 
 
-def _load(path: Path) -> dict[str, np.ndarray] | None:
-    if not path.is_file():
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile):
-        return None  # a torn or foreign file: computed again
-
-
-def _save(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, part = tempfile.mkstemp(dir=path.parent, prefix=path.stem + ".", suffix=".part.npz")  # a writer's own
-    with os.fdopen(fd, "wb") as f:
-        np.savez(f, **arrays)
-    Path(part).replace(path)
+def _kept(cache: Path, what: str, shape: dict, inputs: str, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``compute()``'s arrays, or those kept in ``cache`` under this key (``array_cache``: keyed and digested)."""
+    return _Kept(cache).get({"what": what, "shape": shape, "sources": sources_key(), "inputs": inputs}, compute)
 
 
 def element_model(cache: Path, shape: dict, dims: Dims, inputs: str,
                   draw: Callable[[], tuple[Weights, StepInputs]]) -> ElementModel:
     """``error_model.element_model`` of a check shape, from ``cache`` where it was computed before, else on the
     weights and inputs ``draw()`` gives; ``inputs``: ``recipe_key`` of what ``draw`` draws."""
-    path = _path(cache, "element-model", shape, inputs)
-    z = _load(path)
-    if z is None:
+    def compute() -> dict[str, Any]:
         m = error_model.element_model(dims, *draw())
-        z = {"h_out": m.h_out, "h_sigma": m.h_sigma, "written": m.written,
-             **{f"cache_{r}_{i}": c for r, rc in enumerate(m.cache) for i, c in enumerate(rc)},
-             **{f"sigma_{r}_{i}": c for r, rc in enumerate(m.cache_sigma) for i, c in enumerate(rc)}}
-        _save(path, z)
+        return {"h_out": m.h_out, "h_sigma": m.h_sigma, "written": m.written,
+                **{f"cache_{r}_{i}": c for r, rc in enumerate(m.cache) for i, c in enumerate(rc)},
+                **{f"sigma_{r}_{i}": c for r, rc in enumerate(m.cache_sigma) for i, c in enumerate(rc)}}
+
+    z = _kept(cache, "element-model", shape, inputs, compute)
     ranks, layers = dims.tp, dims.layers
     return ElementModel(z["h_out"], z["h_sigma"], [[z[f"cache_{r}_{i}"] for i in range(layers)] for r in range(ranks)],
                         [[z[f"sigma_{r}_{i}"] for i in range(layers)] for r in range(ranks)], z["written"])
@@ -124,13 +108,12 @@ def element_model(cache: Path, shape: dict, dims: Dims, inputs: str,
 def emulated(cache: Path, shape: dict, arch: str, run: Callable[[], Any], inputs: str) -> tuple[list, list]:
     """The emulation's (h_out per rank, flat caches per rank and layer) of a check shape on ``arch``: ``run()``'s,
     or from ``cache`` where it ran before; ``inputs``: ``recipe_key`` of what it runs on."""
-    path = _path(cache, f"emulation-{arch}", shape, inputs)
-    z = _load(path)
-    if z is None:
+    def compute() -> dict[str, Any]:
         e = run()
-        z = {**{f"h_{r}": h for r, h in enumerate(e.h_out)},
-             **{f"c_{r}_{i}": c for r, rc in enumerate(e.caches) for i, c in enumerate(rc)}}
-        _save(path, z)
+        return {**{f"h_{r}": h for r, h in enumerate(e.h_out)},
+                **{f"c_{r}_{i}": c for r, rc in enumerate(e.caches) for i, c in enumerate(rc)}}
+
+    z = _kept(cache, f"emulation-{arch}", shape, inputs, compute)
     ranks = sum(k.startswith("h_") for k in z)
     layers = sum(k.startswith("c_0_") for k in z)
     return [z[f"h_{r}"] for r in range(ranks)], [[z[f"c_{r}_{i}"] for i in range(layers)] for r in range(ranks)]
