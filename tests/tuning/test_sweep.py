@@ -114,24 +114,28 @@ def test_each_buckets_check_programs_compile_once_in_a_compile_worker_before_its
     assert {p.name: len(p.read_text().split()) for p in (tmp_path / "marks").iterdir()} == {"n2": 1, "n3": 1}
 
 
-@pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 15 s per case
+@pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 8 s per case
 @pytest.mark.parametrize("compile_workers", [0, 2])
 def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
     # The fake kernel compiles at once: 3 s of compile timeout is room for a worker's start on a loaded
-    # machine, against the 20 s default of these tests (two hangs waited 48 s).
-    opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"],
-                   compile_workers=compile_workers, compile_timeout=3)
+    # machine, against the 20 s default of these tests (two hangs waited 48 s). One hang is enough: the second
+    # (work 2) is left out by a constraint (it cost 5 s a case).
+    modes = ["good", "compile_error", "crash", "hang", "garbage", "unwritten"]
+    one_hang = tmp_path / "one_hang.toml"
+    one_hang.write_text(SPACE.format(modes=json.dumps(modes))
+                        + '[[constraints]]\nexpr = "mode != \'hang\' or work == 1"\nwhy = "one hang is enough"\n')
+    opts = options(tmp_path, modes, compile_workers=compile_workers, compile_timeout=3, space_path=one_hang)
     [result] = run_sweep(opts)
     recs = list(Journal(opts.journal_path).records())
     status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in recs}
     assert status[("good", 1)] == "ok" and status[("good", 3)] == "constraint"
     assert status[("compile_error", 1)] == "compile"
     assert status[("crash", 1)] == "runtime"
-    assert status[("hang", 1)] == "timeout"
+    assert status[("hang", 1)] == "timeout" and ("hang", 2) not in status
     assert status[("garbage", 1)] == "correctness" and status[("unwritten", 2)] == "correctness"
     assert all(r.get("error") for r in recs if r["status"] not in ("ok", "pruned"))
     assert result.entry["config"] == {"mode": "good", "work": 1}
-    assert len(recs) == 18  # every candidate exactly once
+    assert len(recs) == 16  # every candidate exactly once (hang with work 2 and 3 left out)
 
 
 # 100 timed calls per candidate (0.1-0.6 s each), so the kill lands mid-sweep even on a loaded machine.
