@@ -14,6 +14,7 @@ from .bounds import check_bounds
 from .cap import CapMethod
 from .config import SUPPORTED_HEAD_DIMS, KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
+from .interpret_callbacks import install as fast_interpret_callbacks
 from .kernel import Forward, build_forward
 from .source import KERNEL_NAME, kernel_source_hash, tile_type_error
 
@@ -52,6 +53,8 @@ def problem_of(q: Any, k: Any, v: Any, bounds: Any, *, sm_scale: float | None,
 
 @functools.cache
 def _compiled(problem: Problem, config: KernelConfig, interpret: bool) -> Forward:
+    if interpret:
+        fast_interpret_callbacks()
     return build_forward(problem, config, interpret=interpret)
 
 

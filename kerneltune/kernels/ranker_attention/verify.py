@@ -115,9 +115,11 @@ def check_interpret(problem, config, bounds: np.ndarray, seed: int) -> Compariso
     """Run the kernel in Mosaic GPU's CPU interpret mode on fresh inputs, outputs poisoned with NaN,
     and compare it with the float64 oracle."""
     from .inputs import make_tensors
+    from .interpret_callbacks import install as fast_interpret_callbacks
     from .kernel import build_forward
     from .reference import reference_f64
 
+    fast_interpret_callbacks()
     q, k, v = (jnp.asarray(x, problem.dtype) for x in make_tensors(problem, seed))
     out, lse = build_forward(problem, config, interpret=True, poisoned=True)(q, k, v, jnp.asarray(bounds),
                                                                                *poisoned_outputs(q))
