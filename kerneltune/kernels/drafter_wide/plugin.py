@@ -205,11 +205,15 @@ def judge_ranks(h_outs: list[Any], ref: Any, bound: float, exact: bool) -> Check
 @functools.lru_cache(maxsize=2)
 def _reference(layers: int, requests: int, qpr: int, context: tuple[int, ...], seed: int) -> tuple[Any, float]:
     """The float64 model's h_out and the formats' bound for a check's inputs: kept here for the next check in this
-    process (a sweep checks every layout of a bucket on the same inputs) and in the engine's reference cache for
-    the next process (a resumed sweep, ``verify``), where the full model's weights alone take 3-12 s to draw."""
+    process (a sweep checks every layout of a bucket on the same inputs) and in the user's cache
+    (``KERNELTUNE_CACHE/references``) for every later process on this machine (a resumed sweep, another sweep of the
+    bucket, ``verify``), where the full model's weights alone take 3-12 s to draw. Not the engine's folder of the
+    run (``OUT/references``, the ranker's): a verify has none, and this reference is one small h_out (at most 3 MB)
+    that depends on nothing of the run but the key's fields."""
     import numpy as np
     import torch
 
+    from kerneltune.paths import user_cache_dir
     from kerneltune.reference_cache import ReferenceCache
     from kerneltune.tables.stamps import source_hash
 
@@ -225,7 +229,7 @@ def _reference(layers: int, requests: int, qpr: int, context: tuple[int, ...], s
         ref, bound = numerics.bounded_reference(dims, reference.make_weights(dims, seed), step)
         return {"ref": ref.numpy(), "bound": np.float64(bound)}
 
-    arrays = ReferenceCache.from_env().get(key, compute)
+    arrays = ReferenceCache(user_cache_dir() / "references").get(key, compute)
     kept = np.array(arrays["ref"])
     kept.setflags(write=False)  # shared by every check of these inputs
     return kept, float(arrays["bound"])

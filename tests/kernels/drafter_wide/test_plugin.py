@@ -69,7 +69,7 @@ class _Built:
 
 
 @pytest.fixture
-def check(monkeypatch):
+def check(monkeypatch, tmp_path):
     """``PLUGIN.check`` on a small problem with the model's pieces recorded and served small: the full-size
     float64 model (2.6 GB of weights a layer) is the slow emulated sweep's to run
     (test_timed_path.py); here, that ``check`` asks for the step its inputs describe and judges by device."""
@@ -80,6 +80,7 @@ def check(monkeypatch):
 
     problem = DrafterProblem(requests=2, qpr=3, context=8)
     inputs = PLUGIN.make_inputs(problem, {"context": 40}, seed=5)
+    monkeypatch.setenv("KERNELTUNE_CACHE", str(tmp_path / "user"))  # the references kept by an earlier test
     asked = []
     monkeypatch.setattr(reference, "make_weights", lambda d, seed: asked.append(("weights", seed)) or "W")
     monkeypatch.setattr(reference, "make_inputs", lambda d, *a: asked.append(("step", *a)) or "S")
@@ -127,14 +128,16 @@ def test_a_second_check_of_the_same_inputs_draws_no_model_again(check):
     assert check(_Built("rocm", [REF.copy()] * 4), again=True).error is None and check.asked == []
 
 
-def test_a_check_in_another_process_reads_the_reference_from_the_engines_cache(check, monkeypatch, tmp_path):
-    """``reference_cache``: a resumed sweep or ``verify`` reads what the sweep's worker computed."""
+def test_a_check_in_another_process_reads_the_reference_from_the_users_cache(check, monkeypatch, tmp_path):
+    """A resumed sweep, another sweep of the bucket or ``verify`` (which has no folder of the run's) reads what a
+    sweep's worker computed; the engine's folder of the run is not where it looks."""
     from kerneltune.kernels.drafter_wide import plugin
     from kerneltune.reference_cache import ENV
 
-    monkeypatch.setenv(ENV, str(tmp_path))
+    monkeypatch.setenv(ENV, str(tmp_path / "run"))
     assert check(_Built("emulated", [REF.copy()] * 4)).error is None and check.asked
-    assert len(list(tmp_path.glob("*.npz"))) == 1
+    assert len(list((tmp_path / "user/references").glob("*.npz"))) == 1 and not (tmp_path / "run").exists()
+    monkeypatch.delenv(ENV)  # verify's worker
     plugin._reference.cache_clear()  # as a new process
     assert check(_Built("emulated", [REF.copy()] * 4), again=True).error is None and check.asked == []
     near = [REF.copy(), REF.copy(), REF * (1 + 0.5 * BOUND), REF.copy()]  # the bound came back too
