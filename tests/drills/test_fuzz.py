@@ -8,6 +8,8 @@ import os
 import random
 import traceback
 
+import pytest
+
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
 from kerneltune.report.frame import load_frame
 from kerneltune.tables.lookup import tuned_config
@@ -92,6 +94,7 @@ def _bad_entry_values(table) -> str | None:
     return None
 
 
+@pytest.mark.slow  # thousands of trials, 10 s: `make test`'s, not the quick loop's
 def test_fuzz_drills(tmp_path, monkeypatch, record_property):
     rng = random.Random(SEED)
     tally = Tally()

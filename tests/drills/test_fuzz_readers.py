@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,12 @@ from ..paths import FIXTURES, REPO
 from ..tables.test_tables import BUCKET, HARD, MATCHED, RUNNING
 
 
-def fuzz(n: int) -> settings:
+def fuzz(n: int) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``n`` examples, the same every run; ``slow``: 5-7 s a test, `make test`'s, not the quick loop's."""
+    return lambda test: pytest.mark.slow(_settings(n)(test))
+
+
+def _settings(n: int) -> settings:
     return settings(max_examples=n, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
