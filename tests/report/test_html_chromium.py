@@ -18,6 +18,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--enable-logging=stderr", "--v=0"]
 
 
+@pytest.mark.slow  # a browser's start and render, 5-7 s: `make test`'s, not the quick loop's
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (make test installs it)")
 def test_report_renders_in_chromium_without_overflow_at_1280_px(tmp_path):
     html = tmp_path / "r.html"
