@@ -48,10 +48,10 @@ def _imports(path: Path) -> set[str]:
 
 
 @functools.cache
-def model_sources() -> tuple[str, ...]:
-    """Every drafter module the references can run: ``ROOTS`` and what they import, transitively."""
+def model_sources(roots: tuple[str, ...] = ROOTS) -> tuple[str, ...]:
+    """Every drafter module the references can run: ``roots`` and what they import, transitively."""
     seen: set[str] = set()
-    todo = list(ROOTS)
+    todo = list(roots)
     while todo:
         m = todo.pop()
         if m not in seen:
@@ -60,10 +60,10 @@ def model_sources() -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
-def sources_key() -> str:
-    """A digest of ``model_sources``."""
+def sources_key(roots: tuple[str, ...] = ROOTS) -> str:
+    """A digest of ``model_sources(roots)``."""
     h = hashlib.sha256()
-    for name in model_sources():
+    for name in model_sources(roots):
         h.update(name.encode() + b"\0" + (HERE / name).read_bytes())
     return h.hexdigest()[:20]
 

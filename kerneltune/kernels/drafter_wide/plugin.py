@@ -215,13 +215,12 @@ def _reference(layers: int, requests: int, qpr: int, context: tuple[int, ...], s
 
     from kerneltune.paths import user_cache_dir
     from kerneltune.reference_cache import ReferenceCache
-    from kerneltune.tables.stamps import source_hash
 
-    from . import numerics, reference
+    from . import check_cache, numerics, reference
 
+    # The source of numerics.py and every drafter module it imports (reference.py), as verify's references are keyed.
     key = {"kernel": "drafter_wide", "layers": layers, "requests": requests, "qpr": qpr, "context": list(context),
-           "seed": seed, "source": source_hash(Path(__file__).parent / n for n in ("reference.py", "numerics.py")),
-           "torch": torch.__version__}
+           "seed": seed, "source": check_cache.sources_key(("numerics.py",)), "torch": torch.__version__}
 
     def compute() -> dict[str, Any]:
         dims = reference.Dims(layers=layers)

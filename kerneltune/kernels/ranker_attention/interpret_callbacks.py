@@ -42,12 +42,13 @@ def install() -> str | None:
     if list(inspect.signature(stock_impl).parameters) != ["args", "result_avals", "callback", "sharding", "ordered"]:
         return "jax._src.callback.io_callback_impl has another signature"
 
+    cpu = jax.local_devices(backend="cpu")[0]  # where JAX's own path puts the arguments, looked up once
+
     def io_callback_impl(*args: Any, result_avals: Any, callback: Any, sharding: Any, ordered: bool) -> Any:
         if not _interpreters(getattr(callback, "callback_func", None)):
             return stock_impl(*args, result_avals=result_avals, callback=callback, sharding=sharding, ordered=ordered)
         # Copies: XLA's host buffers may be reused once the call returns, and the interpreter keeps what it is
         # given (a stored value), as it may keep an immutable device array.
-        cpu = jax.local_devices(backend="cpu")[0]
         with config.default_device(cpu):
             return tree_util.tree_map(np.asarray, callback(*(np.array(a) for a in args)))
 

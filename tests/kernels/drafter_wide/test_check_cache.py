@@ -17,6 +17,8 @@ def test_the_key_covers_every_module_the_references_import_and_no_kernel_or_inte
     never = {"kernel.py", "gemv_role.py", "attention_role.py", "norm_role.py", "merge_role.py", "device.py",
              "block.py", "interpreted.py", "interpret_check.py", "shape_matrix.py", "plugin.py"}
     assert not sources & never
+    # The plugin's check reference (``plugin._reference``): the float64 model and what it imports.
+    assert {"numerics.py", "reference.py"} <= set(check_cache.model_sources(("numerics.py",))) <= sources
 
 
 def test_a_function_level_import_is_followed(tmp_path, monkeypatch):
@@ -26,10 +28,9 @@ def test_a_function_level_import_is_followed(tmp_path, monkeypatch):
     (tmp_path / "d.py").write_text("", encoding="utf-8")
     (tmp_path / "unused.py").write_text("", encoding="utf-8")
     monkeypatch.setattr(check_cache, "HERE", tmp_path)
-    monkeypatch.setattr(check_cache, "ROOTS", ("check_cache.py",))
     check_cache.model_sources.cache_clear()
     try:
-        assert check_cache.model_sources() == ("b.py", "c.py", "check_cache.py", "d.py")
+        assert check_cache.model_sources(("check_cache.py",)) == ("b.py", "c.py", "check_cache.py", "d.py")
     finally:
         check_cache.model_sources.cache_clear()
 

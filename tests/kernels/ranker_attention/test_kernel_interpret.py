@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from kerneltune.kernels.ranker_attention import interpret_callbacks
 from kerneltune.kernels.ranker_attention.cap import CapMethod
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
 from kerneltune.kernels.ranker_attention.inputs import ADVERSARIAL_CASES, adversarial_bounds
@@ -14,10 +13,7 @@ CAPS = {CapMethod.NONE: None, CapMethod.TANH: 30.0, CapMethod.TANH_APPROX: 30.0,
         CapMethod.CLAMP: 3.0}
 
 
-@pytest.fixture(autouse=True)
-def fast_interpret():
-    """Mosaic GPU's interpreter as the kernel's own interpret paths run it (``api``, ``verify``)."""
-    interpret_callbacks.install()
+pytestmark = pytest.mark.usefixtures("fast_interpret")  # conftest.py
 
 
 def run_and_compare(problem, tiles, bounds, seed):

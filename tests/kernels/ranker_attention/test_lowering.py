@@ -33,7 +33,7 @@ def test_default_space_lowers_for_cuda():
     space = load_space(SPACES / "ranker_attention.toml", set(PLUGIN.tunables), set(PLUGIN.problem_fields))
     problems = {d: Problem(batch=2, seq_len=512, q_heads=2, kv_heads=1, head_dim=d, cap_method="tanh", cap=30.0)
                 for d in (64, 128, 256)}
-    feasible, largest, least_rejected = [], {}, {}
+    feasible, rejected = [], []  # (head dim, SMEM bytes, tiles)
     for d, problem in problems.items():
         for tiles in space.configs(PLUGIN.problem_dict(problem)):
             # The same layouts and SMEM as their exact, SFU-only twins: test_cap_impl_lowers_to_its_instructions
@@ -43,12 +43,15 @@ def test_default_space_lowers_for_cuda():
             why = PLUGIN.infeasibility(problem, tiles)
             smem = smem_bytes(KernelConfig.for_problem(problem, **tiles), d)
             if why is None:
-                feasible.append((d, tiles))
-                largest[d] = max(largest.get(d, (0, {})), (smem, tiles), key=lambda x: x[0])
+                feasible.append((d, smem, tiles))
             elif "shared memory" in why:
-                least_rejected[d] = min(least_rejected.get(d, (1 << 40, {})), (smem, tiles), key=lambda x: x[0])
-    lowered = pairwise_cover(feasible, lambda item: {**item[1], "head_dim": item[0]})
-    lowered += [(d, tiles) for d, (_, tiles) in largest.items() if (d, tiles) not in lowered]
+                rejected.append((d, smem, tiles))
+    lowered = [(d, t) for d, _, t in pairwise_cover(feasible, lambda item: {**item[2], "head_dim": item[0]})]
+    for d in problems:  # each head dim's config of the most SMEM, where the cover has not taken it
+        _, _, tiles = max((x for x in feasible if x[0] == d), key=lambda x: x[1])
+        lowered += [] if (d, tiles) in lowered else [(d, tiles)]
+    least_rejected = {d: min((x for x in rejected if x[0] == d), key=lambda x: x[1])[1:]
+                      for d in {x[0] for x in rejected}}
     for d, tiles in lowered:
         lower_for_cuda(problems[d], KernelConfig.for_problem(problems[d], **tiles))
     for d, (_, tiles) in least_rejected.items():

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from kerneltune.kernels.ranker_attention import interpret_callbacks, plugin
+from kerneltune.kernels.ranker_attention import plugin
 from kerneltune.kernels.ranker_attention.config import KernelConfig, Problem
 from kerneltune.kernels.ranker_attention.kernel import build_forward
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
@@ -14,10 +14,7 @@ from kerneltune.kernels.ranker_attention.reference import reference_f32 as _REFE
 TILES = dict(block_q=64, block_kv=64, num_stages=2, p_in_registers=False)
 
 
-@pytest.fixture(autouse=True)
-def fast_interpret():
-    """Mosaic GPU's interpreter as the kernel's own interpret paths run it (``api``, ``verify``)."""
-    interpret_callbacks.install()
+pytestmark = pytest.mark.usefixtures("fast_interpret")  # conftest.py
 
 
 @pytest.mark.slow
