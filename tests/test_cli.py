@@ -24,6 +24,19 @@ def test_version():
     assert __version__ in CliRunner().invoke(app, ["--version"]).output
 
 
+@pytest.mark.parametrize(("own", "want"), [(None, "0 False"), ("1", "1 True")])
+def test_the_cli_turns_numpys_huge_pages_off_for_its_processes_unless_the_user_says(own, want):
+    """Set before NumPy is imported, in the CLI's process and so in every process it starts."""
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    if own is not None:
+        env["NUMPY_MADVISE_HUGEPAGE"] = own
+    probe = ("import os, subprocess, sys, kerneltune.cli, numpy; print(os.environ['NUMPY_MADVISE_HUGEPAGE'], "
+             "numpy._core.multiarray._get_madvise_hugepage()); sys.stdout.flush(); subprocess.run([sys.executable, "
+             "'-c', 'import numpy; print(numpy._core.multiarray._get_madvise_hugepage())'])")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert r.stdout.split() == [*want.split(), want.split()[1]], r.stdout + r.stderr
+
+
 def test_live_sweep_without_hopper_exits_2_naming_the_hardware(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", "ranker-attention", "--out", str(tmp_path)],
                        capture_output=True, text=True, cwd=REPO, timeout=300)
