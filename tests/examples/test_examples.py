@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from ..paths import REPO
+from ..verdicts import only_slower
 
 EXAMPLES = REPO / "examples"
 FAST = ("--max-seconds", "0.2", "--compile-workers", "0")
@@ -43,9 +44,12 @@ def test_an_example_goes_from_sweep_to_report(tmp_path, example, bucket, extra):
     entry = next(iter(json.loads(table.read_text())["entries"].values()))
     assert json.loads(found.stdout) == entry["config"], found.stderr
 
-    # Correct on fresh inputs; on a busy test machine its speed may be unsettled (exit 4), never wrong or slower.
-    verified = kerneltune("verify", str(source), "--junit", str(tmp_path / "verify.xml"), env=env, cwd=tmp_path,
-                          allowed=(0, 4))
+    # Correct on fresh inputs; on a busy test machine its speed may be unsettled (exit 4), never wrong or slower
+    # (a correct entry judged slower is timed once more: ``only_slower``).
+    verify = ("verify", str(source), "--junit", str(tmp_path / "verify.xml"))
+    verified = kerneltune(*verify, env=env, cwd=tmp_path, allowed=(0, 1, 4))
+    if only_slower(verified):
+        verified = kerneltune(*verify, env=env, cwd=tmp_path, allowed=(0, 4))
     assert "(correctness: ok)" in verified and 'failures="0"' in (tmp_path / "verify.xml").read_text()
 
     kerneltune("report", str(tmp_path / "out"), "--csv", str(tmp_path / "r.csv"), "--html", str(tmp_path / "r.html"),
