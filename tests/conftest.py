@@ -10,14 +10,15 @@ import tempfile
 
 import pytest
 
+# As the CLI does (kerneltune/cli/__init__.py), for the processes the tests start without it: no transparent huge
+# pages for NumPy's arrays. Set before anything imports NumPy.
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+
 # One BLAS/OpenMP thread per xdist worker (and the processes it starts): `-n 2` on 2 cores already uses
 # both, and two workers' spinning BLAS threads made the drafter's float64 model 2.8x slower than one thread
 # each (run M: 118 s against 43 s). Set before anything imports NumPy or torch.
 # XLA's CPU client likewise: its Eigen pool took a share of the core that the other worker's float64 model
 # ran on (an emulation of 21 s alone took 47 s in the suite).
-# As the CLI does (kerneltune/cli/__init__.py), for the processes the tests start without it: no transparent huge
-# pages for NumPy's arrays. Set before anything imports NumPy.
-os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_var, "1")

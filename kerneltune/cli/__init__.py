@@ -2,11 +2,10 @@
 
 import os
 
-# No transparent huge pages for NumPy's arrays in the CLI's processes and those it starts (NumPy asks for them on
-# every array of 4 MiB or more, and reads this when imported): where the kernel defragments memory for them on the
-# spot (defrag "madvise"), the drafter's CPU checks, fresh processes allocating GBs, spent the difference in the
-# kernel (`verify drafter-wide --interpret` on the 2-core CI machine: 212 s and 171 s against 164 s and 158 s
-# without). A user's own setting wins.
+# No transparent huge pages for NumPy's arrays in the CLI's processes and those it starts, unless the user says
+# (NumPy reads this when imported): where the kernel defragments memory for them on the spot (defrag "madvise"),
+# the drafter's CPU checks, fresh processes allocating GBs, spent up to a fifth of their time in it
+# (results/drafter_wide/2026-12-07-interpret-batches/command.txt).
 os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 from .app import app
