@@ -29,15 +29,16 @@ problem = {{ n = 2 }}
 """
 
 
-def space(tmp_path, modes):
+def space(tmp_path, modes, extra=""):
+    """The fake kernel's space of ``modes``, then ``extra`` TOML (constraints)."""
     p = tmp_path / "fake.toml"
-    p.write_text(SPACE.format(modes=json.dumps(modes)))
+    p.write_text(SPACE.format(modes=json.dumps(modes)) + extra)
     return p
 
 
 def options(tmp_path, modes, compile_workers=0, replay=None, strategy="exhaustive", budget=None, seed=0,
-            compile_timeout=20, **over):
-    base = dict(kernel=FAKE, space_path=space(tmp_path, modes), out=tmp_path / "out",
+            compile_timeout=20, space_extra="", **over):
+    base = dict(kernel=FAKE, space_path=space(tmp_path, modes, space_extra), out=tmp_path / "out",
                 workers=WorkerOptions(compile_workers=compile_workers, run_timeout=4),
                 search=SearchOptions(strategy, budget, seed),
                 replay=ReplayOptions(replay) if replay is not None else None,
@@ -120,11 +121,9 @@ def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
     # The fake kernel compiles at once: 3 s of compile timeout is room for a worker's start on a loaded
     # machine, against the 20 s default of these tests (two hangs waited 48 s). One hang is enough: the second
     # (work 2) is left out by a constraint (it cost 5 s a case).
-    modes = ["good", "compile_error", "crash", "hang", "garbage", "unwritten"]
-    one_hang = tmp_path / "one_hang.toml"
-    one_hang.write_text(SPACE.format(modes=json.dumps(modes))
-                        + '[[constraints]]\nexpr = "mode != \'hang\' or work == 1"\nwhy = "one hang is enough"\n')
-    opts = options(tmp_path, modes, compile_workers=compile_workers, compile_timeout=3, space_path=one_hang)
+    one_hang = '[[constraints]]\nexpr = "mode != \'hang\' or work == 1"\nwhy = "one hang is enough"\n'
+    opts = options(tmp_path, ["good", "compile_error", "crash", "hang", "garbage", "unwritten"],
+                   compile_workers=compile_workers, compile_timeout=3, space_extra=one_hang)
     [result] = run_sweep(opts)
     recs = list(Journal(opts.journal_path).records())
     status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in recs}

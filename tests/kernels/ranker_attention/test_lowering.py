@@ -49,12 +49,13 @@ def test_default_space_lowers_for_cuda():
     lowered = [(d, t) for d, _, t in pairwise_cover(feasible, lambda item: {**item[2], "head_dim": item[0]})]
     for d in problems:  # each head dim's config of the most SMEM, where the cover has not taken it
         _, _, tiles = max((x for x in feasible if x[0] == d), key=lambda x: x[1])
-        lowered += [] if (d, tiles) in lowered else [(d, tiles)]
-    least_rejected = {d: min((x for x in rejected if x[0] == d), key=lambda x: x[1])[1:]
+        if (d, tiles) not in lowered:
+            lowered.append((d, tiles))
+    least_rejected = {d: min((x for x in rejected if x[0] == d), key=lambda x: x[1])[2]
                       for d in {x[0] for x in rejected}}
     for d, tiles in lowered:
         lower_for_cuda(problems[d], KernelConfig.for_problem(problems[d], **tiles))
-    for d, (_, tiles) in least_rejected.items():
+    for d, tiles in least_rejected.items():
         with pytest.raises(ValueError, match="exceeds available shared memory"):
             lower_for_cuda(problems[d], KernelConfig.for_problem(problems[d], **tiles))
     assert len(lowered) >= 18 and least_rejected.keys() == {128, 256}, lowered  # at D=64 every config fits
