@@ -1,11 +1,12 @@
 """Compile FlyDSL kernels for gfx942 / gfx950 without an AMD GPU, and read what they use.
 
 The compile runs in a subprocess (``COMPILE_ONLY=1``; a real launch would abort
-the process without libamdhip64), dumps the final ISA, and this module reads
-the AMDGPU metadata in it: registers, spills, LDS and scratch. Occupancy is
-computed from those (the metadata does not report it), and with it whether a
-persistent grid can be resident all at once. FlyDSL reports some failures
-without failing (e.g. "no libcall available"), so its output is scanned too.
+the process without libamdhip64) that writes the kernel's code object; LLVM's
+tools read it: the AMDGPU metadata in its notes (registers, spills, LDS and
+scratch) and its ISA, disassembled. Occupancy is computed from those (the
+metadata does not report it), and with it whether a persistent grid can be
+resident all at once. FlyDSL reports some failures without failing (e.g. "no
+libcall available"), so its output is scanned too.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class CompileReport:
     arch: str
     resources: Resources
     occupancy: Occupancy
-    isa_lines: int
+    isa_lines: int  # instructions in the code object's disassembly
     isa_mfma: int  # v_mfma instructions in the ISA (static count)
     isa_path: str
     code_object_path: str
@@ -116,26 +117,36 @@ _META_KEYS = {
 }
 
 
-def parse_resources(isa: str) -> Resources:
-    """Resource use from the ``.amdgpu_metadata`` block of a final ISA dump."""
-    start, end = isa.find(".amdgpu_metadata"), isa.find(".end_amdgpu_metadata")
-    if start < 0 or end < 0:
-        raise CompileFailed("the ISA has no .amdgpu_metadata block")
-    meta = isa[start:end]
+def llvm_tool(name: str) -> str:
+    """LLVM 22's ``name`` (an older one may not know gfx950)."""
+    found = _first([shutil.which(f"{name}-22") or "", f"/usr/lib/llvm-22/bin/{name}"])
+    if found is None:
+        raise ToolchainMissing(f"reading FlyDSL's code objects needs {name}-22: apt-get install llvm-22")
+    return str(found)
+
+
+def parse_resources(text: str) -> Resources:
+    """Resource use from the AMDGPU metadata (``amdhsa.kernels``) of a code object's notes
+    (``llvm-readelf --notes``) or of an ISA listing's ``.amdgpu_metadata`` block."""
+    start = text.find("amdhsa.kernels:")
+    if start < 0:
+        raise CompileFailed("no AMDGPU metadata (amdhsa.kernels) in the code object's notes")
+    end = text.find(".end_amdgpu_metadata", start)
+    meta = text[start:end if end > 0 else len(text)]
     values: dict[str, Any] = {}
     for field, key in _META_KEYS.items():
         m = re.search(rf"{re.escape(key)}:\s+(\d+)", meta)
         values[field] = int(m.group(1)) if m else 0
-    name = re.search(r"\.name:\s+(\S+)", meta)
+    name = re.search(r"^(?:    |  - )\.name:\s+(\S+)", meta, re.M)  # the kernel's, not an argument's
     return Resources(name=name.group(1) if name else "?", **values)
 
 
 def extract_code_object(mlir: str) -> bytes:
-    """The ELF code object inside the ``gpu.binary`` op of FlyDSL's ``gpu_module_to_binary`` dump."""
+    """The ELF code object inside the ``gpu.binary`` op of a module FlyDSL compiled (its text)."""
     start = mlir.find("gpu.binary")
     m = re.search(r'bin = "((?:[^"\\]|\\.)*)"', mlir[start:]) if start >= 0 else None
     if m is None:
-        raise CompileFailed("no gpu.binary with a code object in the IR dump")
+        raise CompileFailed("no gpu.binary with a code object in the compiled module")
     raw, out, i = m.group(1), bytearray(), 0
     while i < len(raw):
         if raw[i] == "\\" and re.fullmatch(r"[0-9A-Fa-f]{2}", raw[i + 1:i + 3]):
@@ -176,10 +187,11 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
     if arch not in ARCHS:
         raise ValueError(f"arch: {arch!r} is not one of {sorted(ARCHS)}")
     root = toolchain_dir(cache)
-    dump = Path(tempfile.mkdtemp(prefix=f"flydsl-{arch}-", dir=cache))
-    env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "ROCM_PATH": str(root),
-           "FLYDSL_DEBUG_DUMP_ASM": "1", "FLYDSL_DUMP_IR": "1", "FLYDSL_DUMP_DIR": str(dump)}
-    spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args})
+    readelf, objdump = llvm_tool("llvm-readelf"), llvm_tool("llvm-objdump")
+    out = Path(tempfile.mkdtemp(prefix=f"flydsl-{arch}-", dir=cache))
+    code_path = out / "kernel.hsaco"
+    env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "ROCM_PATH": str(root)}
+    spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args, "code_object": str(code_path)})
     try:
         run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"], input=spec,
                              capture_output=True, text=True, env=env, timeout=timeout, start_new_session=True)
@@ -189,16 +201,21 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
     bad = [line for line in log.splitlines() if any(s in line for s in _SILENT_ERRORS)]
     if run.returncode != 0 or bad:
         raise CompileFailed(f"{builder} for {arch}: " + ("\n".join(bad) or log[-2000:]))
-    isas = sorted(dump.glob("*/*final_isa.s"))
-    if not isas:
-        raise CompileFailed(f"{builder} for {arch}: no final ISA was dumped")
-    isa = isas[-1].read_text()
-    res = parse_resources(isa)
-    binaries = sorted(isas[-1].parent.glob("*gpu_module_to_binary.mlir"))
-    if not binaries:
-        raise CompileFailed(f"{builder} for {arch}: no gpu_module_to_binary dump")
-    code = extract_code_object(binaries[-1].read_text())
-    hsaco = isas[-1].parent / f"{res.name}.{arch}.hsaco"
-    hsaco.write_bytes(code)
-    return CompileReport(arch, res, occupancy(res, arch, threads), isa.count("\n"), isa.count("v_mfma"),
-                         str(isas[-1]), str(hsaco), len(code))
+    if not code_path.is_file():
+        raise CompileFailed(f"{builder} for {arch}: no code object was written")
+    res = parse_resources(_read_with(readelf, "--notes", code_path))
+    isa = _read_with(objdump, "-d", f"--mcpu={arch}", code_path)
+    hsaco, isa_path = out / f"{res.name}.{arch}.hsaco", out / f"{res.name}.{arch}.s"
+    code_path.replace(hsaco)
+    isa_path.write_text(isa)
+    instructions = sum(1 for line in isa.splitlines() if line.startswith("\t"))
+    return CompileReport(arch, res, occupancy(res, arch, threads), instructions, isa.count("v_mfma"),
+                         str(isa_path), str(hsaco), hsaco.stat().st_size)
+
+
+def _read_with(tool: str, *args: Any) -> str:
+    """``tool``'s output on a code object; a failure is the compile's, with the tool's words."""
+    run = subprocess.run([tool, *map(str, args)], capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        raise CompileFailed(f"{Path(tool).name} could not read the code object: {run.stderr.strip()[-500:]}")
+    return run.stdout

@@ -1,7 +1,5 @@
 """Offline FlyDSL compiles of the whole drafter megakernel for both archs, and the resource math."""
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,10 +43,8 @@ def test_the_megakernel_compiles_with_sane_resources(tmp_path, arch, tiles):
     assert any(read in isa for read in ("ds_read_b64", "ds_read2_b64", "ds_read2st64_b64"))
     code = Path(r.code_object_path).read_bytes()
     assert code[:4] == b"\x7fELF" and len(code) == r.code_object_bytes
-    readobj = shutil.which("llvm-readobj-22")
-    if readobj:  # the code object's own notes agree with the ISA's metadata
-        notes = subprocess.run([readobj, "--notes", r.code_object_path], capture_output=True, text=True).stdout
-        assert f".vgpr_count:     {res.vgpr}" in notes and f".group_segment_fixed_size: {res.lds_bytes}" in notes
+    # The ISA is the code object's, disassembled: one kernel symbol, the one its metadata names.
+    assert isa.count(">:\n") == 1 and f"<{res.name}>:" in isa and r.isa_lines > 5000
 
 
 @pytest.mark.slow
@@ -65,13 +61,27 @@ def test_a_missing_linker_or_device_library_is_one_line_naming_the_package(tmp_p
     monkeypatch.setattr(offline_compile, "_first", lambda paths: None)
     with pytest.raises(ToolchainMissing, match="apt-get install lld-22"):
         offline_compile.toolchain_dir(tmp_path)
+    with pytest.raises(ToolchainMissing, match="needs llvm-objdump-22: apt-get install llvm-22"):
+        offline_compile.llvm_tool("llvm-objdump")
+
+
+def test_a_flydsl_that_keeps_no_compiled_module_is_named_not_a_traceback():
+    from kerneltune.kernels.drafter_wide.compile_worker import compiled_module_text
+
+    assert compiled_module_text(lambda: None) is None
 
 
 def test_metadata_parsing_and_occupancy():
-    isa = """\t.amdgpu_metadata
----
+    notes = """Displaying notes found in: .note
+  Owner                Data size \tDescription
+  AMDGPU               0x0000055f\tNT_AMDGPU_METADATA (AMDGPU Metadata)
+    AMDGPU Metadata:
+        ---
 amdhsa.kernels:
   - .agpr_count:     64
+    .args:
+      - .name:           out
+        .offset:         0
     .group_segment_fixed_size: 40960
     .max_flat_workgroup_size: 512
     .name:           k
@@ -80,8 +90,13 @@ amdhsa.kernels:
     .sgpr_spill_count: 0
     .vgpr_count:     190
     .vgpr_spill_count: 3
-\t.end_amdgpu_metadata"""
-    res = parse_resources(isa)
+amdhsa.version:
+  - 1
+...
+"""
+    with pytest.raises(CompileFailed, match="no AMDGPU metadata"):
+        parse_resources(notes.replace("amdhsa.kernels", "amdhsa.other"))
+    res = parse_resources(notes)
     assert res == Resources("k", 190, 64, 90, 3, 0, 40960, 0, 512)
     # 192 arch VGPRs + 64 AGPRs = 256 per lane: 2 waves per SIMD; 8 waves per block
     o942 = occupancy(res, "gfx942", 512)

@@ -1,7 +1,7 @@
 """A FlyDSL kernel's MLIR, captured where ``scf`` control flow is still structured, as plain Python.
 
-``capture`` runs FlyDSL's own compile of a kernel (a subprocess, ``COMPILE_ONLY``, IR dumped after
-each pass) and keeps the module after ``convert-fly-to-rocdl`` and its canonicalisation: ``arith``,
+``capture`` runs FlyDSL's own compile of a kernel (a subprocess, ``COMPILE_ONLY``) up to ``convert-scf-to-cf``
+and keeps the module after ``convert-fly-to-rocdl`` and its canonicalisation: ``arith``,
 ``vector``, ``math``, ``scf``, ``gpu``, ``llvm`` and ``rocdl`` ops, every helper inlined, each op with
 its source location. ``Program`` reads that text once with MLIR's Python bindings into ``Op`` objects
 (numbered value slots, parsed attributes, the ``kernel.py`` line of each op), so that running it never
@@ -9,17 +9,14 @@ touches the bindings. An op the interpreter has no meaning for fails here, namin
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +25,7 @@ from .types import parse_type
 
 __all__ = ["TERMINATORS", "CaptureFailed", "Op", "Program", "Region", "UnknownOp", "capture"]
 
-STAGE_BEFORE = "convert_scf_to_cf"  # the first dumped stage whose name has this is one too late
+STAGE_BEFORE = "convert_scf_to_cf"  # the label of the first pass not run: the module is kept before it
 
 
 class CaptureFailed(RuntimeError):
@@ -40,62 +37,33 @@ def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: s
     """The structured-``scf`` MLIR of ``builder(**kwargs)`` compiled for ``arch`` on ``args`` (as
     ``offline_compile.compile_kernel`` describes them), cached in ``cache`` under a key of all of these
     and ``source_key`` (the kernel sources' hash: a changed kernel is captured again)."""
-    spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args})
-    key = hashlib.sha256(f"{spec}|{arch}|{source_key}".encode()).hexdigest()[:24]
+    spec = {"builder": builder, "kwargs": kwargs, "args": args}
+    key = hashlib.sha256(f"{json.dumps(spec)}|{arch}|{source_key}".encode()).hexdigest()[:24]
     cached = cache / f"{key}.mlir"
     if cached.is_file():
         return cached.read_text(encoding="utf-8")
     cache.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache) as dump:
-        env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "FLYDSL_DUMP_IR": "1",
-               "FLYDSL_DUMP_DIR": dump, "ROCM_PATH": str(Path(dump) / "no-rocm")}
-        ended = _compile_until(spec, env, Path(dump), timeout)
-        if ended is None:
-            raise CaptureFailed(f"{builder} for {arch}: no module within {timeout:.0f} s")
-        stages = _stages(Path(dump))
-        late = [i for i, p in enumerate(stages) if STAGE_BEFORE in p.name]
-        if not late or late[0] == 0:
-            rc, log = ended
-            raise CaptureFailed(f"{builder} for {arch}: FlyDSL dumped no structured stage (rc {rc})\n{log[-2000:]}")
-        text = stages[late[0] - 1].read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(dir=cache) as work:
+        out = Path(work) / "module.mlir"
+        env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch,
+               "ROCM_PATH": str(Path(work) / "no-rocm")}
+        try:
+            run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],
+                                 input=json.dumps({**spec, "stop_before": STAGE_BEFORE, "module_out": str(out)}),
+                                 capture_output=True, text=True, env=env, timeout=timeout, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise CaptureFailed(f"{builder} for {arch}: no module within {timeout:.0f} s") from None
+        if not out.is_file():
+            log = run.stdout + run.stderr
+            raise CaptureFailed(f"{builder} for {arch}: FlyDSL wrote no structured stage (rc {run.returncode})\n"
+                                f"{log[-2000:]}")
+        text = out.read_text(encoding="utf-8")
     # a name of its own: two processes capturing one program at once (verify's workers) each replace it whole
     fd, part = tempfile.mkstemp(dir=cache, prefix=f"{key}.", suffix=".part")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     Path(part).replace(cached)
     return text
-
-
-def _stages(dump: Path) -> list[Path]:
-    return sorted(dump.glob("*/[0-9][0-9]_*.mlir"))
-
-
-def _compile_until(spec: str, env: dict[str, str], dump: Path, timeout: float) -> tuple[int, str] | None:
-    """Runs FlyDSL's compile until it has dumped the stage after the one kept (each stage is written whole
-    before the next pass runs), then stops it: the LLVM lowering after it is a third of the compile's time.
-    Its return code and log (stdout and stderr) when it ended by itself or was stopped, None past ``timeout``."""
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],
-                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
-                                start_new_session=True)
-        try:
-            assert proc.stdin is not None
-            with contextlib.suppress(BrokenPipeError):  # a worker that died at once: its log says why
-                proc.stdin.write(spec)
-                proc.stdin.close()
-            deadline = time.monotonic() + timeout
-            while proc.poll() is None:
-                if any(STAGE_BEFORE in p.name for p in _stages(dump)):
-                    break
-                if time.monotonic() > deadline:
-                    return None
-                time.sleep(0.05)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        out.seek(0)
-        return proc.returncode, out.read()
 
 
 _FRAME = re.compile(r'"([^"]+)":(\d+):(\d+)')

@@ -1,11 +1,9 @@
-"""``program.capture``: FlyDSL's compile stopped once the kept stage is dumped, its failures in one message.
+"""``program.capture``: FlyDSL's compile stopped before the first pass it must not run, its failures in one message.
 The builders below stand in for a kernel's (the compile worker imports them by name and calls them)."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +13,24 @@ pytestmark = pytest.mark.slow  # each a compile worker that imports torch and Fl
 HERE = "tests.kernels.drafter_wide.interpreter.test_program"
 
 
-def dumps_then_hangs() -> None:
-    """A compile that dumps the kept stage and the next one, then never ends (the LLVM lowering, forever)."""
-    stages = Path(os.environ["FLYDSL_DUMP_DIR"]) / "kernel"
-    stages.mkdir()
-    for name, text in (("00_origin", "before"), ("01_canonicalize", "the kept stage"), ("02_convert_scf_to_cf", "")):
-        (stages / f"{name}.mlir").write_text(text)
+class _Module:
+    """What FlyDSL's pipeline is handed: a module whose text says how it was asked for."""
+
+    class operation:  # MLIR's attribute name
+        @staticmethod
+        def get_asm(enable_debug_info: bool) -> str:
+            return f"the kept stage, locations {enable_debug_info}"
+
+
+def runs_the_pipeline() -> None:
+    """FlyDSL's own pipeline entry, handed the pass to stop before and then one that must never run."""
+    from flydsl.compiler import jit_function
+
+    jit_function._run_pipeline(_Module, ["convert-scf-to-cf", "never-run{}"], verifier=True, print_after_all=False)
+    raise AssertionError("the pipeline ran past the pass it stops before")
+
+
+def hangs() -> None:
     time.sleep(600)
 
 
@@ -28,13 +38,18 @@ def fails_to_build() -> None:
     raise ValueError("a tile of 48 rows")
 
 
-def test_the_compile_is_stopped_once_the_stage_after_the_kept_one_is_dumped(tmp_path):
+def test_the_module_is_kept_with_its_locations_and_the_passes_after_it_never_run(tmp_path):
+    assert capture(f"{HERE}:runs_the_pipeline", {}, [], "gfx942", tmp_path) == "the kept stage, locations True"
+
+
+def test_a_compile_that_hangs_is_capture_failed_at_the_timeout(tmp_path):
     start = time.monotonic()
-    assert capture(f"{HERE}:dumps_then_hangs", {}, [], "gfx942", tmp_path, timeout=120) == "the kept stage"
-    assert time.monotonic() - start < 60  # not the builder's 600 s, nor the timeout
+    with pytest.raises(CaptureFailed, match="hangs for gfx942: no module within 3 s"):
+        capture(f"{HERE}:hangs", {}, [], "gfx942", tmp_path, timeout=3)
+    assert time.monotonic() - start < 60  # not the builder's 600 s
 
 
 def test_a_builder_that_fails_is_capture_failed_with_its_code_and_log(tmp_path):
-    with pytest.raises(CaptureFailed, match=r"(?s)fails_to_build for gfx950: FlyDSL dumped no structured stage "
+    with pytest.raises(CaptureFailed, match=r"(?s)fails_to_build for gfx950: FlyDSL wrote no structured stage "
                                             r"\(rc 1\).*ValueError: a tile of 48 rows"):
         capture(f"{HERE}:fails_to_build", {}, [], "gfx950", tmp_path)
