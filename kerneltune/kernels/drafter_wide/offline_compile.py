@@ -32,6 +32,9 @@ MAX_WAVES_PER_SIMD = 8
 SIMDS_PER_CU = 4
 WAVE = 64
 _SILENT_ERRORS = ("no libcall available", "LLVM ERROR", "error:", "Error:")
+# FlyDSL keeps what it compiles in ~/.flydsl/cache unless told not to: not in the user's home behind their back, and a
+# capture handed a kept module would never run the passes it stops.
+NO_FLYDSL_CACHE = {"FLYDSL_RUNTIME_ENABLE_CACHE": "0"}
 
 
 class ToolchainMissing(RuntimeError):
@@ -190,7 +193,8 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
     readelf, objdump = llvm_tool("llvm-readelf"), llvm_tool("llvm-objdump")
     out = Path(tempfile.mkdtemp(prefix=f"flydsl-{arch}-", dir=cache))
     code_path = out / "kernel.hsaco"
-    env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch, "ROCM_PATH": str(root)}
+    env = {**os.environ, **NO_FLYDSL_CACHE, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch,
+           "ROCM_PATH": str(root)}
     spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args, "code_object": str(code_path)})
     try:
         run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"], input=spec,

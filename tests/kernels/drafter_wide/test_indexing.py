@@ -64,9 +64,10 @@ def test_tile_rows_repeat_the_last_row_past_the_end():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
-def test_the_same_functions_trace_in_a_flydsl_kernel(arch):
+def test_the_same_functions_trace_in_a_flydsl_kernel(arch, tmp_path, monkeypatch):
     from kerneltune.kernels.drafter_wide.offline_compile import compile_kernel
 
+    monkeypatch.setenv("HOME", str(tmp_path))  # FlyDSL would keep what it compiles in ~/.flydsl
     k = len(probe_values(L, 0, N_ROWS))
     with tempfile.TemporaryDirectory() as tmp:
         report = compile_kernel("kerneltune.kernels.drafter_wide.index_probe:build_index_probe",
@@ -74,6 +75,7 @@ def test_the_same_functions_trace_in_a_flydsl_kernel(arch):
                                 Path(tmp))
         isa = Path(report.isa_path).read_text()
     assert report.resources.vgpr_spill == 0 and report.resources.scratch_bytes == 0
+    assert not (tmp_path / ".flydsl").exists()  # nothing written into the user's home
     # Every probed value reaches memory (stores of neighbouring values may merge into wider ones).
     assert isa.count("buffer_store") >= k // 4
 

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..offline_compile import NO_FLYDSL_CACHE
 from .ir import TERMINATORS, Op, Region, UnknownOp
 from .types import parse_type
 
@@ -45,7 +46,7 @@ def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: s
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as work:
         out = Path(work) / "module.mlir"
-        env = {**os.environ, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch,
+        env = {**os.environ, **NO_FLYDSL_CACHE, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch,
                "ROCM_PATH": str(Path(work) / "no-rocm")}
         try:
             run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],

@@ -23,8 +23,12 @@ class _Module:
 
 
 def runs_the_pipeline() -> None:
-    """FlyDSL's own pipeline entry, handed the pass to stop before and then one that must never run."""
+    """FlyDSL's own pipeline entry, handed the pass to stop before and then one that must never run. FlyDSL's own
+    cache is off: a module it kept from an earlier compile would skip the pipeline."""
     from flydsl.compiler import jit_function
+    from flydsl.utils.env import runtime
+
+    assert not runtime.enable_cache
 
     jit_function._run_pipeline(_Module, ["convert-scf-to-cf", "never-run{}"], verifier=True, print_after_all=False)
     raise AssertionError("the pipeline ran past the pass it stops before")
