@@ -32,9 +32,6 @@ MAX_WAVES_PER_SIMD = 8
 SIMDS_PER_CU = 4
 WAVE = 64
 _SILENT_ERRORS = ("no libcall available", "LLVM ERROR", "error:", "Error:")
-# FlyDSL keeps what it compiles in ~/.flydsl/cache unless told not to: not in the user's home behind their back, and a
-# capture handed a kept module would never run the passes it stops.
-NO_FLYDSL_CACHE = {"FLYDSL_RUNTIME_ENABLE_CACHE": "0"}
 
 
 class ToolchainMissing(RuntimeError):
@@ -193,14 +190,10 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
     readelf, objdump = llvm_tool("llvm-readelf"), llvm_tool("llvm-objdump")
     out = Path(tempfile.mkdtemp(prefix=f"flydsl-{arch}-", dir=cache))
     code_path = out / "kernel.hsaco"
-    env = {**os.environ, **NO_FLYDSL_CACHE, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch,
-           "ROCM_PATH": str(root)}
-    spec = json.dumps({"builder": builder, "kwargs": kwargs, "args": args, "code_object": str(code_path)})
-    try:
-        run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"], input=spec,
-                             capture_output=True, text=True, env=env, timeout=timeout, start_new_session=True)
-    except subprocess.TimeoutExpired:
-        raise CompileFailed(f"{builder} for {arch}: no result within {timeout:.0f} s") from None
+    run = run_worker({"builder": builder, "kwargs": kwargs, "args": args, "code_object": str(code_path)}, arch, root,
+                     timeout)
+    if run is None:
+        raise CompileFailed(f"{builder} for {arch}: no result within {timeout:.0f} s")
     log = run.stdout + run.stderr
     bad = [line for line in log.splitlines() if any(s in line for s in _SILENT_ERRORS)]
     if run.returncode != 0 or bad:
@@ -215,6 +208,20 @@ def compile_kernel(builder: str, kwargs: dict[str, Any], args: list[list[Any]], 
     instructions = sum(1 for line in isa.splitlines() if line.startswith("\t"))
     return CompileReport(arch, res, occupancy(res, arch, threads), instructions, isa.count("v_mfma"),
                          str(isa_path), str(hsaco), hsaco.stat().st_size)
+
+
+def run_worker(spec: dict[str, Any], arch: str, rocm: Path, timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """``compile_worker`` run on ``spec`` for ``arch`` (``rocm``: the folder FlyDSL takes for ``$ROCM_PATH``), or None
+    past ``timeout``. FlyDSL's own kernel cache is off: it would keep every compile in ~/.flydsl/cache, in the user's
+    home behind their back, and a capture handed a kept module would never run the passes it stops."""
+    env = {**os.environ, "FLYDSL_RUNTIME_ENABLE_CACHE": "0", "COMPILE_ONLY": "1", "ARCH": arch,
+           "FLYDSL_GPU_ARCH": arch, "ROCM_PATH": str(rocm)}
+    try:
+        return subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],
+                              input=json.dumps(spec), capture_output=True, text=True, env=env, timeout=timeout,
+                              start_new_session=True)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _read_with(tool: str, *args: Any) -> str:

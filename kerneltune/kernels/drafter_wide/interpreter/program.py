@@ -14,13 +14,11 @@ import hashlib
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..offline_compile import NO_FLYDSL_CACHE
+from ..offline_compile import run_worker
 from .ir import TERMINATORS, Op, Region, UnknownOp
 from .types import parse_type
 
@@ -46,14 +44,11 @@ def capture(builder: str, kwargs: dict[str, Any], args: list[list[Any]], arch: s
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as work:
         out = Path(work) / "module.mlir"
-        env = {**os.environ, **NO_FLYDSL_CACHE, "COMPILE_ONLY": "1", "ARCH": arch, "FLYDSL_GPU_ARCH": arch,
-               "ROCM_PATH": str(Path(work) / "no-rocm")}
-        try:
-            run = subprocess.run([sys.executable, "-m", "kerneltune.kernels.drafter_wide.compile_worker"],
-                                 input=json.dumps({**spec, "stop_before": STAGE_BEFORE, "module_out": str(out)}),
-                                 capture_output=True, text=True, env=env, timeout=timeout, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise CaptureFailed(f"{builder} for {arch}: no module within {timeout:.0f} s") from None
+        # no linker or device libraries: the capture ends before the LLVM lowering
+        run = run_worker({**spec, "stop_before": STAGE_BEFORE, "module_out": str(out)}, arch, Path(work) / "no-rocm",
+                         timeout)
+        if run is None:
+            raise CaptureFailed(f"{builder} for {arch}: no module within {timeout:.0f} s")
         if not out.is_file():
             log = run.stdout + run.stderr
             raise CaptureFailed(f"{builder} for {arch}: FlyDSL wrote no structured stage (rc {run.returncode})\n"
