@@ -125,14 +125,14 @@ def llvm_tool(name: str) -> str:
     return str(found)
 
 
-def parse_resources(text: str) -> Resources:
-    """Resource use from the AMDGPU metadata (``amdhsa.kernels``) of a code object's notes
-    (``llvm-readelf --notes``) or of an ISA listing's ``.amdgpu_metadata`` block."""
-    start = text.find("amdhsa.kernels:")
+def parse_resources(notes: str) -> Resources:
+    """Resource use from the AMDGPU metadata (``amdhsa.kernels``) of a code object's notes (``llvm-readelf --notes``:
+    YAML, ended by a ``...`` line)."""
+    start = notes.find("amdhsa.kernels:")
     if start < 0:
         raise CompileFailed("no AMDGPU metadata (amdhsa.kernels) in the code object's notes")
-    end = text.find(".end_amdgpu_metadata", start)
-    meta = text[start:end if end > 0 else len(text)]
+    end = notes.find("\n...", start)
+    meta = notes[start:end if end > 0 else len(notes)]
     values: dict[str, Any] = {}
     for field, key in _META_KEYS.items():
         m = re.search(rf"{re.escape(key)}:\s+(\d+)", meta)

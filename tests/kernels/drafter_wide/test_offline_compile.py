@@ -65,7 +65,7 @@ def test_a_missing_linker_or_device_library_is_one_line_naming_the_package(tmp_p
         offline_compile.llvm_tool("llvm-objdump")
 
 
-def test_a_flydsl_that_keeps_no_compiled_module_is_named_not_a_traceback():
+def test_a_launcher_flydsl_compiled_nothing_for_has_no_module_text():
     from kerneltune.kernels.drafter_wide.compile_worker import compiled_module_text
 
     assert compiled_module_text(lambda: None) is None
