@@ -111,12 +111,17 @@ def _as_text(value: Any) -> Any:
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
     """One CSV row per candidate, measured floats rounded to what the measurement resolves, no text cell a
-    spreadsheet would run as a formula; the folder made as needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    spreadsheet would run as a formula; the folder made as needed. Written whole or not at all, in UTF-8
+    (``safe_io.atomic_writer``): a kill or a full disk leaves the previous CSV as it was."""
+    from kerneltune.paths import make_folder
+    from kerneltune.safe_io import atomic_writer
+
+    make_folder(path.parent)
     out = frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame})
     for column in out.select_dtypes(include=["object", "string"]).columns:
         out[column] = out[column].map(_as_text)
-    out.to_csv(path, index=False)
+    with atomic_writer(path) as f:
+        out.to_csv(f, index=False)
 
 
 def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
