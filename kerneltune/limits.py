@@ -21,3 +21,6 @@ COMPILE_QUEUE = 64
 # (Ctrl-Z) or frozen, not one that is busy.
 LOCK_NOTICE_S = 2.0
 LOCK_WAIT_S = 60.0
+
+# A worker stopped (SIGSTOP, a frozen cgroup) this long is killed, instead of after its whole timeout.
+FROZEN_WORKER_S = 10.0

@@ -51,7 +51,8 @@ def holder(fd: int) -> str:
     pid = pids[0]
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        command = visible(" ".join(a.decode(errors="replace") for a in argv if a))[:120]
+        text = " ".join(a.decode(errors="replace") for a in argv if a)
+        command = visible(text).replace("\n", "\\n").replace("\t", " ")[:120]  # one line, shown not obeyed
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return f"process {pid}"

@@ -137,7 +137,8 @@ class Space:
 def _lines_of(text: str, key: str) -> tuple[int, ...]:
     """1-based lines of every ``key =`` (or ``[[key]]``) in the file text, found once a file and key: a lookup
     per bucket made loading quadratic in the buckets (10,000 buckets: 50 s)."""
-    pattern = re.compile(rf"^\s*(\[\[?\s*{re.escape(key)}\s*\]\]?|{re.escape(key)}\s*=)", re.M)
+    # ``[ \t]*``, not ``\s*``: a match must not start on the blank line before its key (it named that line).
+    pattern = re.compile(rf"^[ \t]*(\[\[?[ \t]*{re.escape(key)}[ \t]*\]\]?|{re.escape(key)}[ \t]*=)", re.M)
     lines, line, at = [], 1, 0
     for m in pattern.finditer(text):
         line += text.count("\n", at, m.start())
