@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import logging
 import os
 import sys
@@ -107,14 +108,36 @@ class _Unread:
             with contextlib.suppress(OSError):
                 self._stream.flush()  # what was held now goes to /dev/null
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
+    # What Rich, print() and the interpreter's exit ask of stdout besides writing, passed on.
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:
+        return self._stream.encoding
+
+    @property
+    def errors(self) -> str | None:
+        return self._stream.errors
+
+    @property
+    def buffer(self) -> Any:
+        return self._stream.buffer
+
+    @property
+    def closed(self) -> bool:
+        return self._stream.closed
 
 
 def _terminal_encoding(stream: Any) -> None:
     """A stream whose encoding cannot show every character writes the rest as backslash escapes."""
-    encoding = (getattr(stream, "encoding", "") or "").lower().replace("-", "")
-    if encoding != "utf8" and hasattr(stream, "reconfigure"):
+    if isinstance(stream, io.TextIOWrapper) and stream.encoding.lower().replace("-", "") != "utf8":
         with contextlib.suppress(ValueError, OSError):
             stream.reconfigure(errors="backslashreplace")
 
