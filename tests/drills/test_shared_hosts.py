@@ -309,6 +309,12 @@ def test_files_and_folders_others_own_or_can_write_and_links_are_refused(tmp_pat
     refused(cli.invoke(app, ["report", str(RUN_C), "--html", str(theirs)]), 3, str(theirs), "owned by")
     assert theirs.read_text() == "theirs"
 
+    # A baseline another user owns would decide what the report calls faster: refused.
+    base = tmp_path / "base.json"
+    base.write_text(TABLE.read_text())
+    os.chown(base, other_uid, -1)
+    refused(cli.invoke(app, ["report", str(RUN_C), "--baseline", str(base)]), 3, f"--baseline {base}", "owned by")
+
     # A table in a world-writable tables folder: the runtime leaves it out, saying so once; install refuses it.
     shared = tmp_path / "shared-tables"
     write(table_path(shared, "nvidia-h200", "k"), entry(config={"block_q": 64}))
