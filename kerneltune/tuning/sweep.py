@@ -640,6 +640,8 @@ class _Sweep:
             result.first_errors.setdefault(rec["status"], f"{config_key(tiles)}: {rec.get('error') or '?'}")
         elif rec["status"] == Status.PRUNED:
             result.stopped_early += 1
+            if isinstance(rec.get("timing"), dict):  # counted in the noise line: its median is one of the sweep's
+                result.timings.append({**rec["timing"], "stopped_early": True})
         elif rec["status"] == Status.OK and isinstance(rec.get("timing"), dict):
             result.timings.append(rec["timing"])
         if self.observer:

@@ -49,7 +49,7 @@ def warm_configs(kernel: Kernel, problem: Any, device_kind: str, out: Path, para
     nearest = sorted(entries.values(), key=lambda de: de[0])[:NEAREST_BUCKETS]
     configs: dict[str, dict[str, Any]] = {}
     for _, entry in nearest:
-        for item in [entry, *entry.get("runner_ups", ()), *entry.get("fallbacks", ())]:
+        for item in [entry, *entry.get("runner_ups", ()), *entry.get("rivals", ()), *entry.get("fallbacks", ())]:
             tiles = _in_space({**kernel.tile_defaults, **(item.get("config") or {})}, params)
             if tiles is not None and (why := check(tiles)) is not None:
                 tiles = _repaired(tiles, params, check, why)

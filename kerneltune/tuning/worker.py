@@ -208,8 +208,7 @@ def _measure(job: _Job) -> Reply:
         return reply(Status.RUNTIME, _error_text(e), restart=backend.is_sticky(e))
     finally:
         kernel.release(built)  # a launch group's rank processes end with their candidate
-    pruned = req.prune_above_us is not None and timing.median_us > req.prune_above_us
-    return reply(Status.PRUNED if pruned else Status.OK, timing=timing.to_dict(),
+    return reply(Status.PRUNED if timing.stopped_early else Status.OK, timing=timing.to_dict(),
                  tflops=flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None, flops=flops,
                  rel_error=check.rel_error, accuracy=dict(check.accuracy) if check.accuracy else None)
 
