@@ -79,6 +79,9 @@ Interleavings = Annotated[int | None, typer.Option(
     min=1, help="With --interpret: the schedules each arch's step runs in, the fixed order first, then PCT and random "
                 "ones in turn, each named in its check as (kind, seed) to run again. Default: the kernel's own.")]
 VerifyBucket = Annotated[list[str] | None, typer.Option(help="Check only this bucket's entry (repeatable).")]
+RequireTiming = Annotated[bool, typer.Option(
+    help="Time and judge speed even where this machine's times say nothing of it (a Triton or Pallas kernel in "
+         "its interpreter on the CPU: by default correctness only, exit 2).")]
 Junit = Annotated[Path | None, typer.Option(
     help="Also write JUnit XML here: one test case per entry and fallback (passed, failed with the figures, or "
          "skipped with the reason), for CI systems to show.")]
