@@ -36,13 +36,18 @@ from .playoff import Playoff, batch_for, decide, leaders
 from .space import PROVED_CONFIGS, Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
-from .warm_start import warm_configs
+from .warm_start import warm_start
 
 FAILURES = (Status.COMPILE, Status.RUNTIME, Status.TIMEOUT, Status.CORRECTNESS, Status.UNSUPPORTED)
-EARLY_STOP = 1.5  # a candidate whose first batch is this many times the bucket's best so far stops there
+EARLY_STOP = 1.5  # a candidate timed this many times the bucket's best so far, beyond its own noise, stops there
+FEW_CONTENDERS = 3  # a bucket --contenders holds fewer configs for is said to get no search to speak of
 
 
 class Observer(Protocol):
+    def on_prior(self, bucket: str, lines: list[str]) -> None:
+        """Where the bucket's prior knowledge comes from (warm-start tables and entries, contenders), before its
+        first candidate."""
+        ...
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None: ...
     def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None: ...
     def on_bucket_end(self, bucket: str, entry: dict[str, Any] | None) -> None: ...
@@ -153,6 +158,7 @@ class BucketResult:
     playoff_note: str | None = None  # why the leaders were not timed again, where they were not
     phases: list[dict[str, Any]] = field(default_factory=list)  # this run's records' bucket and phases
     timings: list[dict[str, Any]] = field(default_factory=list)  # this run's timings measured to the noise rule
+    prior: list[str] = field(default_factory=list)  # where its prior knowledge came from (``Observer.on_prior``)
 
 
 class HardwareMissing(RuntimeError):
@@ -401,6 +407,8 @@ class _Sweep:
                                  f"breaks a constraint of the space or is refused by the kernel{commonest})")
             if held is None:
                 result.pruned_by_constraints += size - allowed
+            else:
+                result.prior.append(self._contenders_line(bucket, len(held), len(feasible), allowed))
         queued = self.opts.shared is not None and search.strategy == "exhaustive"  # a queue shared by workers
         if queued:
             self._shared(bucket, base, feasible, result)
@@ -425,6 +433,16 @@ class _Sweep:
         if self.observer:
             self.observer.on_bucket_end(bucket.name, result.entry)
         return result
+
+    def _contenders_line(self, bucket: Bucket, held: int, feasible: int, allowed: int) -> str:
+        """What --contenders gave this bucket, and what a full sweep would time: a table with one config per bucket
+        once re-measured only the old winner and wrote a table, with no word that no search happened."""
+        given = (f"{bucket.name}: --contenders {self.opts.search.contenders} holds {held} config"
+                 f"{'s' * (held != 1)} for it ({feasible} feasible here), and only those are timed")
+        if held < FEW_CONTENDERS:
+            return (f"{given}: fewer than {FEW_CONTENDERS}, so this is a re-measure, not a search; a full sweep "
+                    f"(without --contenders) times up to {allowed} configs the space allows")
+        return f"{given}; a full sweep times up to {allowed}"
 
     def _playoff(self, bucket: Bucket, base: dict[str, Any], records: list[dict[str, Any]],
                  result: BucketResult) -> None:
@@ -484,7 +502,7 @@ class _Sweep:
         return None
 
     def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]] | None,
-                  done: dict[str, dict[str, Any]]) -> Any:
+                  done: dict[str, dict[str, Any]], result: BucketResult) -> Any:
         heuristic = self.kernel.heuristic(problem)
         fields = self.kernel.problem_dict(problem)
 
@@ -495,8 +513,14 @@ class _Sweep:
 
         warm: tuple[dict[str, Any], ...] = ()
         if self.opts.search.warm_start and self.held is None:
-            warm = warm_configs(self.kernel, problem, str(self.stamps.get("device_kind", "")), self.opts.out,
-                                self.space.params, check)
+            found = warm_start(self.kernel, problem, str(self.stamps.get("device_kind", "")), self.opts.out,
+                               self.space.params, check)
+            warm = found.configs
+            if found.sources:
+                result.prior.append(f"{bucket.name}: warm start from {len(found.sources)} tuned entr"
+                                    f"{'ies' if len(found.sources) > 1 else 'y'}, measured first: "
+                                    f"{'; '.join(s.text() for s in found.sources)} (--no-warm-start: an independent "
+                                    f"sweep)")
         ctx = StrategyContext(
             bucket=bucket.name, params=self.space.params, feasible=feasible, check=check,
             known={k: record_value(r) for k, r in done.items()}, seed=self.opts.search.seed,
@@ -530,7 +554,7 @@ class _Sweep:
     def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]] | None,
                done: dict[str, dict[str, Any]], result: BucketResult) -> None:
         """Propose, compile ahead and measure on every route, one candidate in flight per route."""
-        strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done)
+        strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done, result)
         ok = [record_value(r) for r in done.values() if r["status"] == Status.OK]
         best = min((v for v in ok if v is not None), default=None)
         search = self.opts.search
@@ -544,6 +568,8 @@ class _Sweep:
             already = sum(1 for r in done.values() if r["status"] != Status.CONSTRAINT)
         result.skipped = already
         if self.observer:
+            if result.prior:
+                self.observer.on_prior(bucket.name, result.prior)
             self.observer.on_bucket_start(bucket.name, total, min(already, budget))
         remaining = max(budget - already, 0)
         routes = self.runner.parallel_measures
@@ -603,6 +629,8 @@ class _Sweep:
         study = prepare_queue(storage, study_name(shared.study or self.kernel.name, bucket.name), self.space,
                               feasible)
         if self.observer:
+            if result.prior:
+                self.observer.on_prior(bucket.name, result.prior)
             self.observer.on_bucket_start(bucket.name, len(feasible), 0)
         QueueWorker(study, storage, self.space.params, self.runner, shared.heartbeat).run(
             lambda tiles: self.request(bucket, base["problem"], tiles),

@@ -324,6 +324,8 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
     assert sorted((r.tiles["mode"], r.tiles["work"]) for r in runner.measured) == [
         ("good", 1), ("good", 2), ("slow", 1)]
     assert result.entry is not None
+    assert result.prior == [f"small: --contenders {held} holds 3 configs for it (3 feasible here), and only those are "
+                            f"timed; a full sweep times up to 9"]
     (tmp_path / "o").mkdir()
     other = tmp_path / "o" / "n3.toml"
     other.write_text(space(tmp_path / "o", ["good"]).read_text().replace("n = 2", "n = 3"))
@@ -340,6 +342,33 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
         run_sweep(options(tmp_path, ["good"], out=tmp_path / "o3",
                           search=SearchOptions(contenders=tmp_path / "x.json")),
                   runner_factory=lambda o, k: SlowRunner(0.0))
+
+
+def test_contenders_with_too_few_configs_say_no_search_happened_and_what_a_full_sweep_takes(tmp_path):
+    """A stale entry with no runner-ups, rivals or fallbacks: one config re-measured, and the sweep says so."""
+    from .test_verify import table
+
+    held = table(tmp_path / "t", "good")
+    lines = []
+
+    class Said:
+        def on_prior(self, bucket, given):
+            lines.extend(given)
+
+        def on_bucket_start(self, bucket, total, done):
+            assert lines, "the prior knowledge is said before the bucket's first candidate"
+
+        def on_record(self, bucket, record, failures):
+            pass
+
+        def on_bucket_end(self, bucket, entry):
+            pass
+
+    run_sweep(options(tmp_path, ["good", "slow", "garbage"], search=SearchOptions(contenders=held)), Said(),
+              runner_factory=lambda o, k: SlowRunner(0.0))
+    assert lines == [f"small: --contenders {held} holds 1 config for it (1 feasible here), and only those are timed: "
+                     f"fewer than 3, so this is a re-measure, not a search; a full sweep (without --contenders) "
+                     f"times up to 9 configs the space allows"]
 
 
 def test_a_replay_of_an_older_kernel_writes_entries_stamped_with_the_recorded_hash(tmp_path):
@@ -568,6 +597,9 @@ def test_the_progress_counts_what_the_budget_allows_and_what_the_journal_holds(t
     class Progress:
         def __init__(self):
             self.starts = []
+
+        def on_prior(self, bucket, lines):
+            pass
 
         def on_bucket_start(self, bucket, total, done):
             self.starts.append((total, done))
