@@ -23,7 +23,8 @@ from kerneltune.wire import Status
 
 LEADERS = 5  # at most this many are timed again
 WITHIN = 0.03  # a leader is within the best's noise, or this much of it, whichever is more
-ROUNDS = 10
+ROUNDS = 10  # rounds a playoff request times
+MAX_ROUNDS = 4 * ROUNDS  # a playoff times on, ``ROUNDS`` at a time, while a leader is undecided (``undecided``)
 TURN_MS = 20.0  # a turn's batch is sized to take about this long (at least one call, at most ``MAX_BATCH``)
 MAX_BATCH = 10
 CONFIDENCE = 0.95
@@ -126,6 +127,12 @@ class Playoff:
                 "margin": self.margin, "ties": [label(k) for k in self.ties],
                 "ratios": {label(k): {"low": lo, "median": med, "high": hi}
                            for k, (lo, med, hi) in self.ratios.items()}}
+
+
+def undecided(playoff: Playoff, width: float) -> bool:
+    """Whether a leader's interval both includes parity and is wider than ``width`` (twice ``--rel-noise``): the
+    rounds so far say neither that it differs from the winner nor that it ties, as a busy host's 10 rounds may."""
+    return any(lo <= 1.0 <= hi and hi - lo > width for lo, _, hi in playoff.ratios.values())
 
 
 def decide(times: Mapping[str, Sequence[float]], batch: int) -> Playoff:

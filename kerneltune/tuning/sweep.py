@@ -32,7 +32,7 @@ from kerneltune.wire import Op, PlayoffReply, Reply, Request, Status, candidate_
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
-from .playoff import Playoff, batch_for, decide, leaders
+from .playoff import MAX_ROUNDS, Playoff, batch_for, decide, leaders, undecided
 from .space import PROVED_CONFIGS, Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
@@ -459,19 +459,26 @@ class _Sweep:
         req = dataclasses.replace(self.request(bucket, base["problem"], top[0]["tiles"]), op=Op.PLAYOFF,
                                   settings=settings, rivals=tuple(r["tiles"] for r in top))
         started = time.perf_counter()
-        reply = self.runner.request(req)
+        rows: list[list[float]] = [[] for _ in top]
+        while True:  # ROUNDS at a time while a leader is undecided (``playoff.undecided``), MAX_ROUNDS at most
+            reply = self.runner.request(req)
+            times = reply.times if isinstance(reply, PlayoffReply) else ()
+            if not reply.ok or len(times) != len(top):
+                result.playoff_s = time.perf_counter() - started
+                result.playoff_note = f"{bucket.name}: leaders not timed again ({reply.error or reply.status})"
+                return
+            for row, t in zip(rows, times, strict=True):
+                row.extend(t)
+            try:
+                decided = decide({r["key"]: row for r, row in zip(top, rows, strict=True)}, settings.batch)
+            except ValueError as e:
+                result.playoff_note = f"{bucket.name}: {e}"
+                return
+            if len(rows[0]) >= MAX_ROUNDS or not undecided(decided, 2 * settings.rel_noise):
+                break
         result.playoff_s = time.perf_counter() - started
-        times = reply.times if isinstance(reply, PlayoffReply) else ()
-        if not reply.ok or len(times) != len(top):
-            why = reply.error or reply.status
-            result.playoff_note = f"{bucket.name}: leaders not timed again ({why})"
-            return
-        try:
-            decided = decide({r["key"]: t for r, t in zip(top, times, strict=True)}, settings.batch)
-            # top[0]: the fastest sequential median, kept unless another leader beats it beyond doubt
-            result.playoff = dataclasses.replace(decided.kept_for(top[0]["key"]), seconds=result.playoff_s)
-        except ValueError as e:
-            result.playoff_note = f"{bucket.name}: {e}"
+        # top[0]: the fastest sequential median, kept unless another leader beats it beyond doubt
+        result.playoff = dataclasses.replace(decided.kept_for(top[0]["key"]), seconds=result.playoff_s)
 
     def _resumable(self, bucket: Bucket, base: dict[str, Any], result: BucketResult) -> dict[str, dict[str, Any]]:
         """The journal's records of this bucket that a resumed sweep may keep: measured under this kernel source,

@@ -112,3 +112,14 @@ def test_a_winner_from_within_the_noise_does_not_unseat_the_sequential_one():
     assert lo <= 1 <= hi
     clear = decide({"seq": np.full(10, 1.2), "other": np.full(10, 1.0)}, 1)
     assert clear.beats("seq") and clear.kept_for("seq").winner == "other"  # beaten beyond doubt: unseated
+
+
+def test_a_leader_is_undecided_while_its_interval_holds_parity_and_is_wider_than_twice_the_noise():
+    from kerneltune.tuning.playoff import undecided
+
+    wide = decide({"a": [1.0] * 10, "b": [0.6, 1.5] * 5}, 1)
+    assert undecided(wide, 0.02)
+    tie = decide({"a": [1.0] * 10, "b": [0.995, 1.005] * 5}, 1)  # a tie, known to within 1%: decided
+    assert not undecided(tie, 0.02) and tie.ties
+    clear = decide({"a": [1.0] * 10, "b": [1.2] * 10}, 1)
+    assert not undecided(clear, 0.02) and not clear.ties
