@@ -30,6 +30,12 @@ class RichObserver:
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)
 
+    def on_prior(self, bucket: str, lines: list[str]) -> None:
+        from rich.markup import escape
+
+        for text in lines:  # printed above the bar, so they lead the bucket's output
+            self.console.print(f"[yellow]{escape(text)}", highlight=False, soft_wrap=True)
+
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None:
         self.task = self.progress.add_task("", total=total, completed=done, bucket=bucket, best="", fails="")
         self._best: float | None = None
