@@ -1,5 +1,5 @@
 # The two set-up-and-go commands of the README.
-.PHONY: demo test test-gpu lint
+.PHONY: demo test test-gpu gpu-record gpu-wheels lint
 
 # Set up, then run the main job on its built-in default: the CLI's help and a sweep
 # (a replay of the shipped H200 journal on machines without a Hopper GPU).
@@ -20,6 +20,15 @@ PYTHON ?= python3
 test-gpu:
 	@XLA_PYTHON_CLIENT_PREALLOCATE=false $(PYTHON) -m pytest -q -m "gpu and not timing" -n 4 --dist loadgroup
 	@$(PYTHON) -m pytest -q -m "gpu and timing"
+
+# The GPU record: on one H200, every GPU figure the guide quotes measured again into results/gpu-record/<date>/
+# (summary.md beside the raw output). PART=1|2|3 runs one part, each within a ten-minute call; the packages the
+# machine lacks come as wheels in .whl/, made by `make gpu-wheels` where pip reaches PyPI.
+gpu-record:
+	@$(PYTHON) .ci/gpu_record/record.py run $(if $(PART),--part $(PART))
+
+gpu-wheels:
+	@PYTHON=$(PYTHON) bash .ci/gpu_record/wheels.sh
 
 lint:
 	@.venv/bin/ruff check kerneltune tests

@@ -45,6 +45,7 @@ class Capability(StrEnum):
     PORTABLE_BUILD = "portable_build"  # PortableBuild: a build that leaves the process that compiled it
     CHECK_PROGRAMS = "check_programs"  # CheckPrograms: what a check compiles besides the candidate, compiled ahead
     OWN_SPACE = "own_space"  # OwnSpace: the kernel carries its space, so a sweep needs no --space
+    VOID_TIMINGS = "void_timings"  # VoidTimings: where its timings say nothing of its speed (an interpreter)
 
 
 @runtime_checkable
@@ -181,6 +182,13 @@ class OwnSpace(Protocol):
     def own_space(self) -> tuple[str, Mapping[str, Any]]:
         """(where it is written, for messages; the space's tables: ``kernel``, ``params``, ``constraints``,
         ``buckets``, as a space file holds them)."""
+        ...
+
+
+class VoidTimings(Protocol):
+    def void_timings(self, stamps: Mapping[str, Any]) -> str | None:
+        """Why times taken on the system these stamps describe say nothing of the kernel's speed (it runs there in
+        an interpreter: Triton's, Pallas'), or None where they do. ``verify`` then judges correctness only."""
         ...
 
 

@@ -26,6 +26,7 @@ class WireError(ValueError):
 class Op(StrEnum):
     STAMPS = "stamps"  # the worker's system stamps and ceilings
     MEASURE = "measure"  # build (or take the compiled-ahead build), check, time
+    CHECK = "check"  # build and check as ``measure`` does, without timing (where timings would mean nothing)
     PREFETCH = "prefetch"  # start compiling a candidate; no answer
     EXPORT = "export"  # a compile worker's job: the build as bytes
     COMPILE_CHECK = "compile_check"  # a compile worker's job: what a problem's check compiles, into the build cache
@@ -211,7 +212,8 @@ class PlayoffReply(Reply):
 
 
 REPLIES: Mapping[Op, type[Reply]] = MappingProxyType({
-    Op.STAMPS: StampsReply, Op.MEASURE: MeasureReply, Op.STATIC: MeasureReply, Op.CHECK_SMALL: Reply,
+    Op.STAMPS: StampsReply, Op.MEASURE: MeasureReply, Op.CHECK: MeasureReply, Op.STATIC: MeasureReply,
+    Op.CHECK_SMALL: Reply,
     Op.EXPORT: BuildReply, Op.COMPILE_CHECK: CompiledReply, Op.PLAYOFF: PlayoffReply, Op.PREFETCH: Reply})
 
 

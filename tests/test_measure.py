@@ -67,7 +67,37 @@ def test_noise_is_judged_on_all_samples_not_one_batch():
 def test_a_clearly_slower_candidate_is_pruned_after_one_batch():
     take, calls = batches(itertools.repeat(5.0))
     t = sample_until_quiet(take, MeasureSettings(min_samples=10, batch=3, warmup=1), prune_above_us=2000.0)
-    assert calls == [1, 3] and t.samples == 3 and t.converged is False
+    assert calls == [1, 3] and t.samples == 3 and t.converged is False and t.stopped_early
+
+
+def test_a_noisy_first_batch_never_decides_an_early_stop():
+    """The busy host's case, on a fake clock: the true winner's first batch of 10 read a 4,107 µs median at 100%
+    noise (a neighbour's load on half its samples), over 1.5x the best so far (1,990 µs: the bound 2,985 µs).
+    Stopped there, it was thrown away; timed on, its settled runs (about 1,990 µs) make it the winner."""
+    loaded = [1.99, 1.99, 1.99, 1.99, 4.2, 4.1, 8.0, 4.107, 4.107, 4.3]  # ms
+    first = np.asarray(loaded) * 1e3
+    assert np.median(first) > 2985.0 and median_noise(loaded) >= 0.5  # the batch that used to decide
+    quiet = itertools.cycle([1.98, 2.0, 1.99, 1.99, 2.01])
+    take, calls = batches(itertools.chain(loaded, quiet))
+    ticks = itertools.count()
+    t = sample_until_quiet(take, MeasureSettings(rel_noise=0.01, min_samples=10, batch=10, warmup=0),
+                           prune_above_us=2985.0, clock=lambda: 0.1 * next(ticks))
+    assert not t.stopped_early and t.converged and t.median_us < 2050.0
+    assert len(calls) > 2  # timed on past the first batch
+
+
+def test_a_settled_slower_batch_still_stops_early_and_one_that_straddles_the_bound_is_timed_on():
+    """Clearly slower beyond its own noise: stopped at once. A median above the bound whose interval reaches
+    below it: timed on until the interval clears it (here it never does: the time cap ends it, not stopped)."""
+    take, calls = batches(itertools.cycle([3.0, 3.05, 2.95]))
+    t = sample_until_quiet(take, MeasureSettings(min_samples=10, batch=10, warmup=0), prune_above_us=2000.0)
+    assert t.stopped_early and calls == [0, 10]
+    take, calls = batches(itertools.cycle([1.0, 2.2, 4.0]))  # median 2,200 µs, its interval down to 1,000 µs
+    ticks = itertools.count()
+    t = sample_until_quiet(take, MeasureSettings(rel_noise=0.001, min_samples=10, batch=10, warmup=0,
+                                                 max_seconds=2.0), prune_above_us=2000.0,
+                           clock=lambda: float(next(ticks)))
+    assert not t.stopped_early and not t.converged and calls == [0, 10, 10, 10]
 
 
 @pytest.mark.parametrize(("bad", "message"), [
@@ -111,7 +141,7 @@ def test_summary_fields_exactly():
     assert t.noise == pytest.approx(median_noise([4.0, 1.0, 100.0, 2.0, 3.0]))
     assert t.clocks == {"sm_mhz": 1980}
     assert t.to_dict() == {"median_us": 3000.0, "spread": t.spread, "samples": 5, "min_us": 1000.0,
-                           "noise": t.noise, "converged": False, "clocks": {"sm_mhz": 1980}}
+                           "noise": t.noise, "converged": False, "clocks": {"sm_mhz": 1980}, "stopped_early": False}
 
 
 def test_float32_samples_are_converted_before_scaling():

@@ -52,7 +52,7 @@ def test_results_holds_the_product_record_only():
     listed = _git("ls-files", "results")
     if listed.returncode != 0:
         pytest.skip("not a git checkout")
-    assert len(listed.stdout.splitlines()) <= 150
+    assert len(listed.stdout.splitlines()) <= 151  # 150 + the busy-host record (issue 93), one file
 
 
 def test_package_comments_name_no_run():

@@ -17,6 +17,7 @@ import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -60,10 +61,13 @@ class Kernel:
     hard_fields: ClassVar[tuple[str, ...] | None] = None  # a config never crosses these (default: non-numbers)
     tolerance: ClassVar[float | None] = None  # the check's bound (default: the output dtype's; ``check.py``)
     sources: ClassVar[Sequence[str]] = ()  # more files (relative to the module) whose text the tables depend on
+    # Whether it runs in an interpreter on a CPU, where its times say nothing of its speed (``void_timings``):
+    # None judges by the module's imports (Triton's and Pallas' kernels do; a NumPy, JAX or torch one does not).
+    interpreted: ClassVar[bool | None] = None
 
     # The engine protocol's constants.
     devices = 1
-    capabilities = frozenset({Capability.OWN_SPACE})
+    capabilities = frozenset({Capability.OWN_SPACE, Capability.VOID_TIMINGS})
     tile_defaults: Mapping[str, Any] = {}
     gated_tiles: tuple[str, ...] = ()
 
@@ -251,6 +255,20 @@ class Kernel:
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
         return None  # wherever its framework runs: the device is in the stamps, and tables are kept per device
+
+    def void_timings(self, stamps: Mapping[str, Any]) -> str | None:
+        """Why times on the CPU these stamps name say nothing of this kernel's speed: it runs there in Triton's or
+        Pallas' interpreter (``interpreted``). None on a GPU, and for a kernel that runs natively on the CPU."""
+        if stamps.get("device_kind") != "cpu" or self.interpreted is False:
+            return None
+        names = {m.__name__ for m in vars(sys.modules[type(self).__module__]).values() if isinstance(m, ModuleType)}
+        found = [who for who, prefix in (("Triton's", "triton"), ("Pallas'", "jax.experimental.pallas"))
+                 if any(n == prefix or n.startswith(prefix + ".") for n in names)]
+        if not found and not self.interpreted:
+            return None
+        which = f"{found[0]} interpreter" if found else "an interpreter"
+        return (f"{self.name} runs in {which} on this CPU, so its times here say nothing of its speed on the GPU it "
+                f"is written for")
 
     def make_inputs(self, problem: Problem, inputs_spec: Mapping[str, Any], seed: int) -> _Inputs:
         args = self.inputs(problem, seed)

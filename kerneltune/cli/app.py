@@ -111,16 +111,19 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
 
 @app.command()
 def verify(kernel: o.Kernel, table: o.Table = None, emulate: o.Emulate = False, interpret: o.Interpret = False,
-           interleavings: o.Interleavings = None, bucket: o.VerifyBucket = None, junit: o.Junit = None) -> None:
+           interleavings: o.Interleavings = None, bucket: o.VerifyBucket = None, junit: o.Junit = None,
+           require_timing: o.RequireTiming = False) -> None:
     """Re-check tuned tables here: stamps, correctness, time against rivals.
 
-    Verdicts: ok (correct, not slower than a rival timed beside it; "a tie" where a rival ran faster within
-    the noise), slower, stale, unsettled (correct, but a rival ran within the noise while a timing did not
-    settle: speed not judged), or the failed check. Exit codes: 0 everything checked on the target and
-    passed; 1 wrong, slower or stale; 2 the target hardware is absent (what could be checked here is shown,
-    with its verdict); 3 bad input (a missing or malformed table, an unknown kernel); 4 correct, but some
-    entry unsettled; 130 interrupted (the JUnit keeps every verdict reached)."""
-    commands.verify(kernel, table, emulate, interpret, tuple(bucket or ()), junit, interleavings)
+    The winner, its rivals and the heuristic are timed in interleaved rounds. Verdicts: ok (correct, not
+    slower than a rival timed beside it; "a tie" where a rival ran faster within the noise), slower (naming
+    the rival and the interval), stale, unsettled (correct, but whether a rival beats it stayed in doubt:
+    speed not judged), or the failed check. Exit codes: 0 everything checked on the target and passed; 1
+    wrong, slower or stale; 2 the target hardware is absent, or its times here mean nothing (an interpreter
+    on the CPU): what could be checked here is shown, with its verdict; 3 bad input (a missing or malformed
+    table, an unknown kernel); 4 correct, but some entry unsettled; 130 interrupted (the JUnit keeps every
+    verdict reached)."""
+    commands.verify(kernel, table, emulate, interpret, tuple(bucket or ()), junit, interleavings, require_timing)
 
 
 @app.command()

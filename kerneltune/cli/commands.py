@@ -75,7 +75,7 @@ def _commonest(result: Any) -> str:
 
 
 def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buckets: tuple[str, ...],
-           junit: Path | None, interleavings: int | None = None) -> None:
+           junit: Path | None, interleavings: int | None = None, require_timing: bool = False) -> None:
     from kerneltune.tuning.compile_ahead import default_compile_workers
     from kerneltune.tuning.verify import VerifyRefused, verify_tables, worst_exit_code
 
@@ -96,15 +96,19 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
         writable_file(junit, "--junit")
     with tempfile.TemporaryDirectory(prefix="kerneltune-verify-") as work:
         try:
-            run = verify_tables(name, table, Path(work), on_entry=render.verify_progress, buckets=buckets)
+            run = verify_tables(name, table, Path(work), on_entry=render.verify_progress, buckets=buckets,
+                                require_timing=require_timing)
         except VerifyRefused as e:
             fail(str(e), e.exit_code)
+    said: set[str] = set()  # a note that holds for every table (speed not judged here, and why) is said once
     for report in run.reports:
         render.verify_report(plugin.name, report, plugin.tile_defaults)
         if report.exit_code == EXIT_BAD_INPUT:
             fail("; ".join(report.notes))
         for text in report.notes:
-            render.line(text)
+            if text not in said:
+                render.line(text)
+                said.add(text)
     render.phases([p for r in run.reports for p in r.phases], default_compile_workers(), "verify: ")
     render.verdict_counts([e for r in run.reports for e in r.entries])
     if junit is not None:

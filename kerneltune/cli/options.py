@@ -51,10 +51,12 @@ Resume = Annotated[bool, typer.Option(
          "measured again, and counted); --no-resume sets the old journal aside and starts afresh.")]
 Playoff = Annotated[bool, typer.Option(
     help="Before a bucket's entry is written, time its leaders (within the best's noise or 3%, at most 5) again in "
-         "10 interleaved rounds and decide the winner on paired ratios; --no-playoff keeps the sequential medians.")]
+         "interleaved rounds (10, up to 40 while undecided) and decide the winner on paired ratios; --no-playoff "
+         "keeps the sequential medians.")]
 EarlyStop = Annotated[bool, typer.Option(
-    help="Stop timing a candidate whose first batch is already 1.5x the bucket's best so far (journaled as "
-         "stopped early, its median from that batch); --no-early-stop times every candidate to the noise rule.")]
+    help="Stop timing a candidate once it is 1.5x the bucket's best so far beyond its own noise (journaled as "
+         "stopped early; a batch too noisy to say so is timed on); --no-early-stop times every candidate to the "
+         "noise rule.")]
 Journal = Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/NAME-MODE.jsonl).")]
 CompileWorkers = Annotated[int | None, typer.Option(
     help="Compile workers beside each timing worker (processes where the kernel's build can leave its process, "
@@ -79,6 +81,9 @@ Interleavings = Annotated[int | None, typer.Option(
     min=1, help="With --interpret: the schedules each arch's step runs in, the fixed order first, then PCT and random "
                 "ones in turn, each named in its check as (kind, seed) to run again. Default: the kernel's own.")]
 VerifyBucket = Annotated[list[str] | None, typer.Option(help="Check only this bucket's entry (repeatable).")]
+RequireTiming = Annotated[bool, typer.Option(
+    help="Time and judge speed even where this machine's times say nothing of it (a Triton or Pallas kernel in "
+         "its interpreter on the CPU: by default correctness only, exit 2).")]
 Junit = Annotated[Path | None, typer.Option(
     help="Also write JUnit XML here: one test case per entry and fallback (passed, failed with the figures, or "
          "skipped with the reason), for CI systems to show.")]

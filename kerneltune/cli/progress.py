@@ -32,6 +32,12 @@ class RichObserver:
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(*exc)
 
+    def on_prior(self, bucket: str, lines: list[str]) -> None:
+        from rich.markup import escape
+
+        for text in lines:  # printed above the bar, so they lead the bucket's output
+            self.console.print(f"[yellow]{escape(text)}", highlight=False, soft_wrap=True)
+
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None:
         # The bucket's name comes from a file: shown, never obeyed (markup, escape sequences).
         self.task = self.progress.add_task("", total=total, completed=done, bucket=escape(visible(bucket)), best="",

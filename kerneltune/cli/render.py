@@ -77,11 +77,17 @@ def sweep_summary(kernel: str, strategy: str, results: list[BucketResult], defau
 
 
 def playoffs(results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
-    """A line per bucket whose leaders were timed again head to head: the winner's margin and the ties."""
+    """A line per bucket whose leaders were timed again head to head: the winner's margin and the ties; for one
+    decided on separate medians, its closest rival."""
     for r in results:
         if r.playoff_note:
             note(f"playoff: {r.playoff_note}")
         p, e = r.playoff, r.entry
+        if e is not None and p is None and e.get("rivals"):
+            rival = e["rivals"][0]
+            line(f"{r.bucket}: the winner decided on separate medians (no playoff); its closest rival "
+                 f"{config_text(rival['config'], defaults) or 'the defaults'} ran {100 * rival['margin']:+.1f}% "
+                 f"(the entry keeps {len(e['rivals'])} rival(s); verify times them beside it)")
         if p is None or e is None:
             continue
         lo, med, hi = min(p.ratios.values(), key=lambda v: v[1])

@@ -85,9 +85,14 @@ Times are medians; "slower" is against the bucket's best in the same run, on one
 <td class="ok">{{ r.status }}</td></tr>{% endfor %}{% endmacro %}
 {% set head %}<tr><th>#</th><th>config (what differs from the defaults)</th><th>median µs</th><th>slower</th>
 <th>spread</th><th>static score</th><th>rate</th><th>% ceiling</th><th>status</th></tr>{% endset %}
+<p class="source">Ranked: kernel source <code>{{ b.source }}</code>, the source of the bucket's newest records
+{%- if b.older %}; the records of {{ b.older|length }} older source(s) are ranked apart below{% endif %}.</p>
 <table class="ranking">{{ head }}{{ rows(b.ranking[:top], 0) }}</table>
 {% if b.ranking|length > top %}<details><summary>all {{ b.ranking|length }} candidates</summary>
 <table class="ranking-rest">{{ head }}{{ rows(b.ranking[top:], top) }}</table></details>{% endif %}
+{% for o in b.older %}<details class="older"><summary>{{ o.ranking|length }} candidates of an older kernel source
+<code>{{ o.source }}</code>, ranked apart</summary>
+<table class="ranking-older">{{ head }}{{ rows(o.ranking, 0) }}</table></details>{% endfor %}
 {% endfor %}{% endfor %}{% endfor %}
 {% macro failure_table(rows) %}<table class="failures">
 <tr><th>kernel</th><th>run</th><th>bucket</th><th>config</th><th>message</th></tr>
@@ -127,11 +132,16 @@ def _text(x: Any, spec: str) -> str:
     return "-" if x is None or pd.isna(x) else format(x, spec)
 
 
-def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], anchor: str) -> dict[str, Any]:
-    defaults: Mapping[str, Any] = kernel.tile_defaults if kernel is not None else {}
-    timed = df["median_us"].notna().any()
-    df = df.sort_values("median_us" if timed else "score")
-    cols = [c for c in config_cols if df[c].notna().any()]
+def _sources(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The bucket's records by kernel source, the current one first: the source of its newest record (a re-sweep of
+    an edited kernel into the same folder once ranked one config #1 and #4, one row per source), then the older
+    ones, newest first."""
+    hashes = df["kernel_hash"].fillna("?").astype(str)
+    newest = df.assign(_hash=hashes).groupby("_hash")["time"].max().fillna("").sort_values(ascending=False)
+    return [(h, df[hashes == h]) for h in newest.index]
+
+
+def _ranking(df: pd.DataFrame, cols: list[str], defaults: Mapping[str, Any], timed: bool) -> list[dict[str, Any]]:
     best = df["median_us"].min() if timed else None
     ranking = []
     for _, r in df.iterrows():
@@ -144,10 +154,25 @@ def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], an
             "spread": _text(None if pd.isna(r["spread"]) else 100 * r["spread"], ".2f") + "%",
             "score": _text(r["score"], ".0f"), "tflops": rate_text(r["tflops"]),
             "pct": _text(r["pct_ceiling"], ".1f"), "status": r["status"]})
+    return ranking
+
+
+def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], anchor: str) -> dict[str, Any]:
+    """One bucket: the current kernel source's ranking, its charts and best; older sources' rankings apart."""
+    defaults: Mapping[str, Any] = kernel.tile_defaults if kernel is not None else {}
+    timed = df["median_us"].notna().any()
+    df = df.sort_values(["median_us" if timed else "score", "time"])
+    cols = [c for c in config_cols if df[c].notna().any()]
+    (source, df), *older = _sources(df)
+    timed = df["median_us"].notna().any()
+    best = df["median_us"].min() if timed else None
+    ranking = _ranking(df, cols, defaults, timed)
+    apart = [{"source": h, "ranking": _ranking(o, cols, defaults, o["median_us"].notna().any())} for h, o in older]
     charts_html = [charts.convergence(df, f"{anchor}-convergence"),
                    charts.time_by_config(df, cols, defaults, f"{anchor}-scatter")] if timed else []
     best_spread = float(df.loc[df["median_us"] == best, "spread"].fillna(0.0).max()) if timed else 0.0
-    return {"name": name, "anchor": anchor, "ranking": ranking, "best": best, "best_spread": best_spread,
+    return {"name": name, "anchor": anchor, "ranking": ranking, "source": source, "older": apart, "best": best,
+            "best_spread": best_spread,
             "convergence": Markup(charts_html[0] if charts_html else ""),
             "scatter": Markup(charts_html[1] if charts_html else ""),
             "view": Markup(_kernel_view(kernel, df, name, f"{anchor}-view") if timed else "")}

@@ -184,9 +184,13 @@ def entry_problem(entry: Any) -> str | None:
         return "field 'stamps' is not an object"
     if not isinstance(stamps.get("rekeyed_from", []), list):  # the lookup names its first item: a list, as rekey writes
         return f"stamps.rekeyed_from: {brief(stamps['rekeyed_from'])} is not a list"
-    for name in ("fallbacks", "runner_ups"):
+    for name in ("fallbacks", "runner_ups", "rivals"):
         if (why := _measured(name, entry.get(name, []))) is not None:
             return why
+    for i, rival in enumerate(entry.get("rivals", [])):  # verify prints their margins
+        for k in ("margin", "margin_low", "margin_high"):
+            if k in rival and not finite(rival[k]):
+                return f"rivals[{i}].{k}: {brief(rival[k])} is not a finite number"
     return None
 
 

@@ -23,15 +23,16 @@ def _bucket_id(bucket: Mapping[str, Any]) -> str:
 
 
 def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]]]:
-    """Each entry's bucket (``_bucket_id``) -> its configs (winner, runner-ups, fallbacks), with the kernel's tile
-    defaults filled in for tile fields the table predates."""
+    """Each entry's bucket (``_bucket_id``) -> its configs (winner, runner-ups, rivals, fallbacks), each once, with
+    the kernel's tile defaults filled in for tile fields the table predates."""
     table = read_table_of(path, kernel.name, "contenders")
     held: dict[str, list[dict[str, Any]]] = {}
     for entry in table["entries"].values():
         key = _bucket_id(entry["bucket"])
         configs = [entry["config"], *(r["config"] for r in entry.get("runner_ups", ())),
-                   *(f["config"] for f in entry.get("fallbacks", ()))]
-        held[key] = [{**kernel.tile_defaults, **c} for c in configs]
+                   *(r["config"] for r in entry.get("rivals", ())), *(f["config"] for f in entry.get("fallbacks", ()))]
+        unique = {json.dumps(c, sort_keys=True): c for c in ({**kernel.tile_defaults, **c} for c in configs)}
+        held[key] = list(unique.values())
     return held
 
 

@@ -44,13 +44,18 @@ def causes(unsettled: Sequence[Mapping[str, Any]], load: float | None = None, co
 
 def unsettled_line(timings: Sequence[Mapping[str, Any]], load: float | None = None,
                    cores: int | None = None) -> str | None:
-    """One line naming the timings (measured to the noise rule, not stopped early) that did not settle, or None."""
+    """One line naming the timings that did not settle, or None. Those stopped early (``stopped_early``) count
+    with the others: a busy host's sweep once said "3 of 4" where a fifth, stopped on a batch at 100% noise, had
+    been the true winner."""
     judged = [t for t in timings if "converged" in t]
     bad = [t for t in judged if not t["converged"]]
     if not bad:
         return None
     why = causes(bad, load, cores)
+    stopped = sum(1 for t in bad if t.get("stopped_early"))
+    early = (f", or until it was stopped early, clearly slower than the best beyond its own noise: {stopped} of "
+             f"them" if stopped else "")
     return (f"{len(bad)} of {len(judged)} timings did not settle (the median's noise stayed above --rel-noise "
-            f"until --max-seconds); likely cause: {'; '.join(why) if why else 'none this host shows'}. Their "
-            f"medians are wide: the table says settled: false where a winner's did not; re-run on a quieter "
+            f"until --max-seconds{early}); likely cause: {'; '.join(why) if why else 'none this host shows'}. "
+            f"Their medians are wide: the table says settled: false where a winner's did not; re-run on a quieter "
             f"machine or with a longer --max-seconds.")

@@ -23,22 +23,40 @@ from kerneltune.wire import Status
 
 LEADERS = 5  # at most this many are timed again
 WITHIN = 0.03  # a leader is within the best's noise, or this much of it, whichever is more
-ROUNDS = 10
+ROUNDS = 10  # rounds a playoff request times
+MAX_ROUNDS = 4 * ROUNDS  # a playoff times on, ``ROUNDS`` at a time, while a leader is undecided (``undecided``)
 TURN_MS = 20.0  # a turn's batch is sized to take about this long (at least one call, at most ``MAX_BATCH``)
 MAX_BATCH = 10
 CONFIDENCE = 0.95
 
 
+def _noise(timing: Mapping[str, Any]) -> float:
+    """A timing's own noise (the half-width of its median's 95% interval), 1 (100%) where it is missing or wider:
+    a median known to no better than itself."""
+    noise = timing.get("noise")
+    return min(float(noise), 1.0) if isinstance(noise, int | float) and noise >= 0 else 1.0
+
+
 def leaders(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The records worth a playoff, fastest first: the timed ones (``ok``) whose median is within the best's noise
-    (its spread or the noise at its stop) or ``WITHIN`` of it, at most ``LEADERS``; none where fewer than two."""
-    ok = sorted((r for r in records if r.get("status") == Status.OK and "timing" in r),
-                key=lambda r: (r["timing"]["median_us"], r["key"]))
-    if len(ok) < 2:
+    (its spread or the noise at its stop) or ``WITHIN`` of it, and the ones stopped early (``pruned``) whose first
+    batch's interval reached that far down (a busy host's batch wide enough to hide the true winner), at most
+    ``LEADERS``; none where fewer than two."""
+    timed = [r for r in records if r.get("status") in (Status.OK, Status.PRUNED) and isinstance(r.get("timing"), dict)]
+    ok = sorted((r for r in timed if r["status"] == Status.OK), key=lambda r: (r["timing"]["median_us"], r["key"]))
+    if not ok:
         return []
     t = ok[0]["timing"]
     limit = t["median_us"] * (1 + max(WITHIN, t.get("spread", 0.0), t.get("noise", 0.0)))
-    chosen = [r for r in ok if r["timing"]["median_us"] <= limit][:LEADERS]
+
+    def reach(r: Mapping[str, Any]) -> float:  # how fast the record may be: its median, less its noise if stopped
+        m = r["timing"]["median_us"]
+        return m * (1 - _noise(r["timing"])) if r["status"] == Status.PRUNED else m
+
+    # The fastest median first (the incumbent a playoff must unseat beyond doubt), then the others by how fast they
+    # may be, so that a stopped candidate within reach is not crowded out by settled ones behind it.
+    others = sorted((r for r in timed if r is not ok[0] and reach(r) <= limit), key=lambda r: (reach(r), r["key"]))
+    chosen = [ok[0], *others[:LEADERS - 1]]
     return chosen if len(chosen) >= 2 else []
 
 
@@ -73,6 +91,7 @@ class Playoff:
     batch: int
     ratios: Mapping[str, tuple[float, float, float]]  # key -> (low, median, high)
     seconds: float = 0.0  # its wall on the timing worker, builds included
+    medians: Mapping[str, float] = dataclasses.field(default_factory=dict)  # key -> its median time over rounds (µs)
 
     @property
     def ties(self) -> list[str]:
@@ -110,6 +129,12 @@ class Playoff:
                            for k, (lo, med, hi) in self.ratios.items()}}
 
 
+def undecided(playoff: Playoff, width: float) -> bool:
+    """Whether a leader's interval both includes parity and is wider than ``width`` (twice ``--rel-noise``): the
+    rounds so far say neither that it differs from the winner nor that it ties, as a busy host's 10 rounds may."""
+    return any(lo <= 1.0 <= hi and hi - lo > width for lo, _, hi in playoff.ratios.values())
+
+
 def decide(times: Mapping[str, Sequence[float]], batch: int) -> Playoff:
     """The winner of round-by-round ``times`` (key -> one time per round, all of equal length): the leader with the
     lowest median, over rounds, of its time over the round's mean of every leader's, then every other leader's
@@ -126,4 +151,4 @@ def decide(times: Mapping[str, Sequence[float]], batch: int) -> Playoff:
             r = t[i] / t[w]
             lo, hi = median_interval(r.tolist())
             ratios[k] = (float(lo), float(np.median(r)), float(hi))
-    return Playoff(keys[w], t.shape[1], batch, ratios)
+    return Playoff(keys[w], t.shape[1], batch, ratios, medians={k: float(np.median(t[i])) for i, k in enumerate(keys)})

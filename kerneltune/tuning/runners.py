@@ -130,7 +130,7 @@ class LiveRunner:
 
     def prefetch(self, req: Request, route: int) -> None:
         """Start compiling the candidate in the worker of ``route`` (no answer comes back)."""
-        if self.compiles_ahead and req.op == Op.MEASURE:
+        if self.compiles_ahead and req.op in (Op.MEASURE, Op.CHECK):
             self.workers[route].process.send(req.as_op(Op.PREFETCH))
 
     def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]:

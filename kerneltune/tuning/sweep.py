@@ -33,17 +33,22 @@ from kerneltune.wire import Op, PlayoffReply, Reply, Request, Status, candidate_
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
-from .playoff import Playoff, batch_for, decide, leaders
+from .playoff import MAX_ROUNDS, Playoff, batch_for, decide, leaders, undecided
 from .space import PROVED_CONFIGS, Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
-from .warm_start import warm_configs
+from .warm_start import warm_start
 
 FAILURES = (Status.COMPILE, Status.RUNTIME, Status.TIMEOUT, Status.CORRECTNESS, Status.UNSUPPORTED)
-EARLY_STOP = 1.5  # a candidate whose first batch is this many times the bucket's best so far stops there
+EARLY_STOP = 1.5  # a candidate timed this many times the bucket's best so far, beyond its own noise, stops there
+FEW_CONTENDERS = 3  # a bucket --contenders holds fewer configs for is said to get no search to speak of
 
 
 class Observer(Protocol):
+    def on_prior(self, bucket: str, lines: list[str]) -> None:
+        """Where the bucket's prior knowledge comes from (warm-start tables and entries, contenders), before its
+        first candidate."""
+        ...
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None: ...
     def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None: ...
     def on_bucket_end(self, bucket: str, entry: dict[str, Any] | None) -> None: ...
@@ -154,6 +159,7 @@ class BucketResult:
     playoff_note: str | None = None  # why the leaders were not timed again, where they were not
     phases: list[dict[str, Any]] = field(default_factory=list)  # this run's records' bucket and phases
     timings: list[dict[str, Any]] = field(default_factory=list)  # this run's timings measured to the noise rule
+    prior: list[str] = field(default_factory=list)  # where its prior knowledge came from (``Observer.on_prior``)
 
 
 class HardwareMissing(RuntimeError):
@@ -396,6 +402,8 @@ class _Sweep:
                                  f"breaks a constraint of the space or is refused by the kernel{commonest})")
             if held is None:
                 result.pruned_by_constraints += size - allowed
+            else:
+                result.prior.append(self._contenders_line(bucket, len(held), len(feasible), allowed))
         queued = self.opts.shared is not None and search.strategy == "exhaustive"  # a queue shared by workers
         if queued:
             self._shared(bucket, base, feasible, result)
@@ -421,6 +429,16 @@ class _Sweep:
             self.observer.on_bucket_end(bucket.name, result.entry)
         return result
 
+    def _contenders_line(self, bucket: Bucket, held: int, feasible: int, allowed: int) -> str:
+        """What --contenders gave this bucket, and what a full sweep would time: a table with one config per bucket
+        once re-measured only the old winner and wrote a table, with no word that no search happened."""
+        given = (f"{bucket.name}: --contenders {self.opts.search.contenders} holds {held} config"
+                 f"{'s' * (held != 1)} for it ({feasible} feasible here), and only those are timed")
+        if held < FEW_CONTENDERS:
+            return (f"{given}: fewer than {FEW_CONTENDERS}, so this is a re-measure, not a search; a full sweep "
+                    f"(without --contenders) times up to {allowed} configs the space allows")
+        return f"{given}; a full sweep times up to {allowed}"
+
     def _playoff(self, bucket: Bucket, base: dict[str, Any], records: list[dict[str, Any]],
                  result: BucketResult) -> None:
         """The bucket's leaders (``playoff.leaders``, of this source's records) timed again in interleaved rounds
@@ -436,19 +454,26 @@ class _Sweep:
         req = dataclasses.replace(self.request(bucket, base["problem"], top[0]["tiles"]), op=Op.PLAYOFF,
                                   settings=settings, rivals=tuple(r["tiles"] for r in top))
         started = time.perf_counter()
-        reply = self.runner.request(req)
+        rows: list[list[float]] = [[] for _ in top]
+        while True:  # ROUNDS at a time while a leader is undecided (``playoff.undecided``), MAX_ROUNDS at most
+            reply = self.runner.request(req)
+            times = reply.times if isinstance(reply, PlayoffReply) else ()
+            if not reply.ok or len(times) != len(top):
+                result.playoff_s = time.perf_counter() - started
+                result.playoff_note = f"{bucket.name}: leaders not timed again ({reply.error or reply.status})"
+                return
+            for row, t in zip(rows, times, strict=True):
+                row.extend(t)
+            try:
+                decided = decide({r["key"]: row for r, row in zip(top, rows, strict=True)}, settings.batch)
+            except ValueError as e:
+                result.playoff_note = f"{bucket.name}: {e}"
+                return
+            if len(rows[0]) >= MAX_ROUNDS or not undecided(decided, 2 * settings.rel_noise):
+                break
         result.playoff_s = time.perf_counter() - started
-        times = reply.times if isinstance(reply, PlayoffReply) else ()
-        if not reply.ok or len(times) != len(top):
-            why = reply.error or reply.status
-            result.playoff_note = f"{bucket.name}: leaders not timed again ({why})"
-            return
-        try:
-            decided = decide({r["key"]: t for r, t in zip(top, times, strict=True)}, settings.batch)
-            # top[0]: the fastest sequential median, kept unless another leader beats it beyond doubt
-            result.playoff = dataclasses.replace(decided.kept_for(top[0]["key"]), seconds=result.playoff_s)
-        except ValueError as e:
-            result.playoff_note = f"{bucket.name}: {e}"
+        # top[0]: the fastest sequential median, kept unless another leader beats it beyond doubt
+        result.playoff = dataclasses.replace(decided.kept_for(top[0]["key"]), seconds=result.playoff_s)
 
     def _resumable(self, bucket: Bucket, base: dict[str, Any], result: BucketResult) -> dict[str, dict[str, Any]]:
         """The journal's records of this bucket that a resumed sweep may keep: measured under this kernel source,
@@ -479,7 +504,7 @@ class _Sweep:
         return None
 
     def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]] | None,
-                  done: dict[str, dict[str, Any]]) -> Any:
+                  done: dict[str, dict[str, Any]], result: BucketResult) -> Any:
         heuristic = self.kernel.heuristic(problem)
         fields = self.kernel.problem_dict(problem)
 
@@ -490,8 +515,14 @@ class _Sweep:
 
         warm: tuple[dict[str, Any], ...] = ()
         if self.opts.search.warm_start and self.held is None:
-            warm = warm_configs(self.kernel, problem, str(self.stamps.get("device_kind", "")), self.opts.out,
-                                self.space.params, check)
+            found = warm_start(self.kernel, problem, str(self.stamps.get("device_kind", "")), self.opts.out,
+                               self.space.params, check)
+            warm = found.configs
+            if found.sources:
+                result.prior.append(f"{bucket.name}: warm start from {len(found.sources)} tuned entr"
+                                    f"{'ies' if len(found.sources) > 1 else 'y'}, measured first: "
+                                    f"{'; '.join(s.text() for s in found.sources)} (--no-warm-start: an independent "
+                                    f"sweep)")
         ctx = StrategyContext(
             bucket=bucket.name, params=self.space.params, feasible=feasible, check=check,
             known={k: record_value(r) for k, r in done.items()}, seed=self.opts.search.seed,
@@ -525,7 +556,7 @@ class _Sweep:
     def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]] | None,
                done: dict[str, dict[str, Any]], result: BucketResult) -> None:
         """Propose, compile ahead and measure on every route, one candidate in flight per route."""
-        strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done)
+        strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done, result)
         ok = [record_value(r) for r in done.values() if r["status"] == Status.OK]
         best = min((v for v in ok if v is not None), default=None)
         search = self.opts.search
@@ -539,6 +570,8 @@ class _Sweep:
             already = sum(1 for r in done.values() if r["status"] != Status.CONSTRAINT)
         result.skipped = already
         if self.observer:
+            if result.prior:
+                self.observer.on_prior(bucket.name, result.prior)
             self.observer.on_bucket_start(bucket.name, total, min(already, budget))
         remaining = max(budget - already, 0)
         routes = self.runner.parallel_measures
@@ -598,6 +631,8 @@ class _Sweep:
         study = prepare_queue(storage, study_name(shared.study or self.kernel.name, bucket.name), self.space,
                               feasible)
         if self.observer:
+            if result.prior:
+                self.observer.on_prior(bucket.name, result.prior)
             self.observer.on_bucket_start(bucket.name, len(feasible), 0)
         QueueWorker(study, storage, self.space.params, self.runner, shared.heartbeat).run(
             lambda tiles: self.request(bucket, base["problem"], tiles),
@@ -635,6 +670,8 @@ class _Sweep:
             result.first_errors.setdefault(rec["status"], f"{config_key(tiles)}: {rec.get('error') or '?'}")
         elif rec["status"] == Status.PRUNED:
             result.stopped_early += 1
+            if isinstance(rec.get("timing"), dict):  # counted in the noise line: its median is one of the sweep's
+                result.timings.append({**rec["timing"], "stopped_early": True})
         elif rec["status"] == Status.OK and isinstance(rec.get("timing"), dict):
             result.timings.append(rec["timing"])
         if self.observer:

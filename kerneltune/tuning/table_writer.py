@@ -2,8 +2,12 @@
 
 The winner is the playoff's (``playoff.py``: the leaders timed again head to head), else the fastest verified
 candidate measured with the current kernel source; ties on the median break by the canonical config text, so
-the same measurements always give the same table. Runner-ups are the playoff's ties, else the candidates whose
-median lies within the winner's noise. Fallbacks are, for each other setting of
+the same measurements always give the same table. ``decided_by`` says which: ``playoff`` (paired ratios over
+interleaved rounds) or ``medians`` (separate sequential medians). Runner-ups are the playoff's ties, else the
+candidates whose median lies within the winner's noise. Rivals are the next best measured configs, whether or not
+a playoff ran: up to ``RIVALS`` within ``RIVAL_FACTOR`` of the winner, each with its median and its margin to the
+winner (its time over the winner's, less one: the playoff's paired ratio and 95% interval where it was a leader,
+else the ratio of the two medians); `verify` times them beside the winner. Fallbacks are, for each other setting of
 the kernel's gated tiles, the fastest candidate with it: what a launch whose
 problem refuses the winner runs instead, measured rather than guessed.
 """
@@ -25,6 +29,9 @@ from kerneltune.tuning.playoff import Playoff
 from kerneltune.wire import Status
 
 MAX_RUNNER_UPS = 5
+RIVALS = 3  # the next best configs an entry keeps, for verify to time beside its winner
+RIVAL_FACTOR = 1.5  # ... those within this factor of the winner's time (the early stop's factor: beyond it, clearly
+# slower)
 
 
 def _entry_hash(records: list[dict[str, Any]], kernel: Kernel) -> str | None:
@@ -51,10 +58,15 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         return None
     ok.sort(key=lambda r: (r["timing"]["median_us"], r["key"]))
     by_key = {r["key"]: r for r in ok}
-    if playoff is not None and playoff.winner in by_key and all(k in by_key for k in playoff.ratios):
+    # A candidate stopped early whose first batch came within the best's noise was a leader of the playoff too.
+    stopped = {r["key"]: r for r in records if r.get("status") == Status.PRUNED and r.get("kernel_hash") == source
+               and r["key"] not in by_key and isinstance(r.get("timing"), dict)
+               and {"median_us", "spread"} <= set(r["timing"])}
+    timed = {**by_key, **stopped}
+    if playoff is not None and playoff.winner in timed and all(k in timed for k in playoff.ratios):
         playoff = playoff.kept_for(ok[0]["key"])
-        win = by_key[playoff.winner]
-        runner_ups = [_measured(by_key[k]) for k in playoff.ties][:MAX_RUNNER_UPS]
+        win = timed[playoff.winner]
+        runner_ups = [_measured(timed[k]) for k in playoff.ties][:MAX_RUNNER_UPS]
     else:
         playoff = None
         win = ok[0]
@@ -62,6 +74,9 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         limit = t["median_us"] * (1.0 + max(t["spread"], t.get("noise", 0.0), rel_noise))
         runner_ups = [_measured(r) for r in ok[1:] if r["timing"]["median_us"] <= limit][:MAX_RUNNER_UPS]
     t = win["timing"]
+    if win["key"] in stopped and playoff is not None:  # its own timing was one batch: the playoff's rounds time it
+        t = {**t, "median_us": playoff.medians.get(win["key"], t["median_us"]), "converged": False}
+    rivals = _rivals(win, t["median_us"], ok, timed, playoff)
 
     def gates(r: dict[str, Any]) -> tuple[Any, ...]:
         return tuple(r["tiles"].get(g) for g in kernel.gated_tiles)
@@ -90,6 +105,8 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         "tflops": win.get("tflops"),
         "pct_ceiling": pct_of_ceiling(win),
         "runner_ups": runner_ups,
+        "rivals": rivals,
+        "decided_by": "playoff" if playoff else "medians",
         "fallbacks": list(fallbacks.values()),
         "candidates_ok": len(ok),
         # Whether the winner's timing met the noise rule before its time cap (``measure.sample_until_quiet``).
@@ -98,6 +115,25 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         "stamps": stamps,
         **({"accuracy": win["accuracy"]} if win.get("accuracy") else {}),
     }
+
+
+def _rivals(win: dict[str, Any], win_us: float, ok: list[dict[str, Any]], timed: dict[str, dict[str, Any]],
+            playoff: Playoff | None) -> list[dict[str, Any]]:
+    """The next best configs after ``win``, up to ``RIVALS`` within ``RIVAL_FACTOR`` of it, closest first: the
+    playoff's other leaders with their paired ratio and its interval, then the other timed candidates by the ratio
+    of their median to the winner's."""
+    ratios = playoff.ratios if playoff is not None else {}
+    found: list[tuple[float, dict[str, Any]]] = []
+    for key, (lo, med, hi) in ratios.items():
+        item = {**_measured(timed[key]), "margin": med - 1.0, "margin_low": lo - 1.0, "margin_high": hi - 1.0,
+                "by": "playoff"}
+        found.append((med, item))
+    for r in ok:
+        if r["key"] != win["key"] and r["key"] not in ratios:
+            ratio = r["timing"]["median_us"] / win_us
+            found.append((ratio, {**_measured(r), "margin": ratio - 1.0, "by": "medians"}))
+    found.sort(key=lambda f: (f[0], config_key(f[1]["config"])))
+    return [item for ratio, item in found if ratio <= RIVAL_FACTOR][:RIVALS]
 
 
 def _label(tiles: dict[str, Any]) -> str:

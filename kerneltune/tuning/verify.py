@@ -3,23 +3,33 @@
 Each entry's fallbacks are checked like its winner: a launch whose problem refuses the
 winner runs them.
 
-"Slower" is judged within this run: the winner against its recorded runner-ups and the heuristic,
-timed beside it now. Its drift from the recorded time, measured on another GPU or day, is a warning.
+"Slower" is judged within this run, as the sweep's playoff judges its leaders: the winner, its recorded rivals (the
+next best configs of its bucket, else its runner-ups) and the heuristic are checked, then timed in interleaved rounds
+on the same inputs (``playoff.py``), and each rival's per-round ratio of the winner's time to its own gives a 95%
+interval. A winner is slower when a rival's interval lies wholly above 1 + ``2 × --rel-noise``; undecided after
+``PAIRED_ROUNDS`` rounds, its speed is unsettled. Its drift from the recorded time, measured on another GPU or day,
+is a warning.
 
 Verdicts: "ok" (correct, and not slower than any rival timed beside it; "a tie" where a rival ran faster within
-the noise), "slower", "stale", a failed check's status, and "unsettled": correct, but a rival ran within the noise
-while a timing did not settle, so the speed is not judged either way.
+the noise), "slower", "stale", a failed check's status, and "unsettled": correct, but whether a rival beats it is
+still in doubt after the rounds, so the speed is not judged either way.
+
+Where this machine's times say nothing of the kernel's speed (it runs in an interpreter on the CPU:
+``VoidTimings``), verify checks correctness only and says once why speed was not judged; ``require_timing``
+times and judges it anyway.
 
 Exit codes: 0 everything holds; 1 a correctness failure, a winner slower than a rival timed beside it,
-or a stale kernel source; 2 the timing needs hardware this machine lacks (what could be checked here
-was, and passed); 3 the table is missing, unreadable or lacks a bucket asked for; 4 correct, but some
-entry's speed unsettled; 130 interrupted (the verdicts reached are kept, the rest reported as not checked).
+or a stale kernel source; 2 the timing needs hardware this machine lacks, or its times here mean nothing (what
+could be checked here was, and passed); 3 the table is missing, unreadable or lacks a bucket asked for; 4 correct,
+but some entry's speed unsettled; 130 interrupted (the verdicts reached are kept, the rest reported as not checked).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,15 +38,16 @@ from typing import Any, cast
 
 from kerneltune.limits import REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
 from kerneltune.measure import MeasureSettings
-from kerneltune.protocols import Capability, Kernel, Runner
+from kerneltune.protocols import Capability, Kernel, Runner, VoidTimings
 from kerneltune.registry import load_kernel
 from kerneltune.tables.locations import shipped_tables_dir, table_roots
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
 from kerneltune.tables.store import table_path as stored_table_path
-from kerneltune.wire import MeasureReply, Op, Reply, Request, candidate_request
+from kerneltune.wire import MeasureReply, Op, PlayoffReply, Reply, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
+from .playoff import ROUNDS, batch_for, median_interval
 from .runners import LiveRunner, device_groups
 from .sweep import refusal
 
@@ -44,7 +55,8 @@ EXIT_OK, EXIT_FAIL, EXIT_CANNOT_RUN, EXIT_BAD_INPUT = 0, 1, 2, 3
 EXIT_UNSETTLED = 4  # correct, but the speed could not be judged: the timings did not settle
 EXIT_INTERRUPTED = 130  # SIGINT or SIGTERM (a CI job's timeout) before every item was checked
 NOT_CHECKED_INTERRUPTED = "not checked: verify was interrupted before this item"
-RUNNER_UPS_TIMED = 2
+RIVALS_TIMED = 3  # the entry's rivals (else runner-ups) timed beside it, besides the heuristic
+PAIRED_ROUNDS = 4 * ROUNDS  # interleaved rounds at most: 10 at a time until every rival is decided
 HEURISTIC = "the heuristic"  # the rival's name in verdicts and ``rivals_us``
 VERIFY_SEED = 11
 # The spread of one config's median across healthy H200s and days: the same shipped entries measured
@@ -66,7 +78,12 @@ class EntryReport:
     verdict: str = "ok"
     failed: bool = False
     unsettled: bool = False  # correct, but its timing or a close rival's did not settle: its speed not judged
-    rivals_us: dict[str, float] = field(default_factory=dict)  # runner-ups and heuristic timed beside it
+    rivals_us: dict[str, float] = field(default_factory=dict)  # rivals and heuristic timed beside it
+    # Each rival's per-round ratio of the item's time to its own, (low, median, high): a 95% interval over
+    # ``rounds`` interleaved rounds (above 1: the item slower).
+    paired: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    rounds: int = 0
+    speed_judged: bool = True  # False: correctness only, its times here meaning nothing (``void_timings``)
     checked: bool = True  # False: the run was interrupted before this item
 
 
@@ -113,13 +130,14 @@ class VerifyRun:
 
 def verify_tables(kernel_name: str, table: Path | None, work_dir: Path,
                   on_entry: Callable[[EntryReport], None] | None = None, buckets: tuple[str, ...] = (),
-                  runner_factory: Callable[[str, Kernel, Path], Runner] | None = None) -> VerifyRun:
+                  runner_factory: Callable[[str, Kernel, Path], Runner] | None = None,
+                  require_timing: bool = False) -> VerifyRun:
     """``kerneltune verify``: ``table``, or the tables the runtime reads on the device the timing worker
     reports (the worker, not this process, initialises the GPU framework), each checked by ``verify_table``
     on that one worker. Raises ``VerifyRefused`` when there is no table, or no hardware and no small check."""
     if table is not None:  # read and judged before any worker starts
         return VerifyRun([table], [verify_table(kernel_name, table, work_dir, on_entry=on_entry, buckets=buckets,
-                                                runner_factory=runner_factory)])
+                                                runner_factory=runner_factory, require_timing=require_timing)])
     kernel = load_kernel(kernel_name)
     for path in _tables_of(kernel.name):
         with contextlib.suppress(TableError, OSError, ValueError):
@@ -138,7 +156,7 @@ def verify_tables(kernel_name: str, table: Path | None, work_dir: Path,
         reports: list[VerifyReport] = []
         for path in tables:
             reports.append(verify_table(kernel_name, path, work_dir, on_entry=on_entry, buckets=buckets,
-                                        runner=runner))
+                                        runner=runner, require_timing=require_timing))
             if reports[-1].interrupted:
                 break
         return VerifyRun(tables, reports)
@@ -154,9 +172,10 @@ def _tables_of(name: str) -> list[Path]:
 def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: MeasureSettings | None = None,
                  on_entry: Callable[[EntryReport], None] | None = None, buckets: tuple[str, ...] = (),
                  runner_factory: Callable[[str, Kernel, Path], Runner] | None = None,
-                 runner: Runner | None = None) -> VerifyReport:
+                 runner: Runner | None = None, require_timing: bool = False) -> VerifyReport:
     """Check every entry of the table (only those named in ``buckets``, if any) and its fallbacks, on
-    ``runner`` (kept open) or on a worker of its own.
+    ``runner`` (kept open) or on a worker of its own. Where the kernel's times here mean nothing
+    (``void_timings``), correctness only, unless ``require_timing``.
 
     Interrupted (``KeyboardInterrupt``: SIGINT, or SIGTERM where the CLI maps it), it returns what it checked
     and the rest as not checked, with ``EXIT_INTERRUPTED``: a CI job cut by its timeout keeps its verdicts."""
@@ -199,6 +218,12 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
             return VerifyReport(table_path, [], EXIT_CANNOT_RUN, [f"verifying {kernel.name} needs {need}"])
         notes = [] if need is None else [f"timing not checked: it needs {need}; correctness checked on the CPU "
                                          f"at small shapes (interpret mode)"]
+        void = None
+        if need is None and not require_timing and Capability.VOID_TIMINGS in kernel.capabilities:
+            void = cast(VoidTimings, kernel).void_timings(running)
+        if void is not None:
+            notes.append(f"speed not judged: {void}; correctness checked (--require-timing times and judges it "
+                         f"anyway)")
         want = {**running, "kernel_hash": kernel.source_hash()}
         measured = _Measurements(kernel_name, runner, settings)
 
@@ -206,7 +231,7 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         try:
             for n, (against_heuristic, checked) in enumerate(items):
                 reports.append(_verify_entry(kernel, measured, checked, want, need is None, settings,
-                                             against_heuristic, timed[n], table_path))
+                                             against_heuristic, timed[n], table_path, void))
                 if on_entry is not None:
                     on_entry(reports[-1])
         except KeyboardInterrupt:
@@ -215,14 +240,16 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                                     verdict=NOT_CHECKED_INTERRUPTED, checked=False) for _, checked in items[done:]]
             return VerifyReport(table_path, schema_failures + reports, EXIT_INTERRUPTED,
                                 [*notes, f"interrupted after {done} of {len(items)} items"],
-                                None if need is None else f"needs {need}", measured.phases)
+                                None if need is None else f"needs {need}" if void is None else void,
+                                measured.phases)
     finally:
         if owned:
             runner.close()
     reports = schema_failures + reports
     code = (EXIT_FAIL if any(r.failed for r in reports) else EXIT_UNSETTLED if any(r.unsettled for r in reports)
-            else EXIT_CANNOT_RUN if need is not None else EXIT_OK)
-    return VerifyReport(table_path, reports, code, notes, None if need is None else f"needs {need}", measured.phases)
+            else EXIT_CANNOT_RUN if need is not None or void is not None else EXIT_OK)
+    absent = f"needs {need}" if need is not None else void
+    return VerifyReport(table_path, reports, code, notes, absent, measured.phases)
 
 
 def _without_problem(kernel: Kernel, entries: list[dict[str, Any]]) -> str | None:
@@ -250,9 +277,10 @@ class _Measurements:
         self.phases: list[dict[str, Any]] = []
         self._start = self._mark = time.perf_counter()
 
-    def __call__(self, item: dict[str, Any], tiles: dict[str, Any]) -> MeasureReply:
-        req = _measure_request(self.kernel_name, item, tiles, self.settings)
-        key = json.dumps([dict(req.problem), dict(req.inputs), dict(req.tiles)], sort_keys=True)
+    def __call__(self, item: dict[str, Any], tiles: dict[str, Any], op: Op = Op.MEASURE) -> MeasureReply:
+        """``op``: ``MEASURE`` (checked, then timed), or ``CHECK`` (checked only)."""
+        req = _measure_request(self.kernel_name, item, tiles, self.settings, op)
+        key = json.dumps([str(op), dict(req.problem), dict(req.inputs), dict(req.tiles)], sort_keys=True)
         if key not in self._replies:
             reply = cast(MeasureReply, self.runner.measure(req).result())
             now = time.perf_counter()
@@ -264,6 +292,17 @@ class _Measurements:
 
     def request(self, req: Request) -> Reply:
         return self.runner.request(req)
+
+    def rounds(self, item: dict[str, Any], configs: list[dict[str, Any]], median_us: float) -> PlayoffReply:
+        """``configs`` (the item's first) timed in ``ROUNDS`` interleaved rounds on the item's inputs, by the
+        sweep's playoff op: each config's median per round, in µs."""
+        settings = dataclasses.replace(self.settings, batch=batch_for(median_us))
+        req = dataclasses.replace(_measure_request(self.kernel_name, item, configs[0], settings, Op.PLAYOFF),
+                                  rivals=tuple(configs))
+        reply = self.runner.request(req)
+        if not isinstance(reply, PlayoffReply):
+            return PlayoffReply(reply.status, reply.error or f"a {reply.status} reply to a playoff")
+        return reply
 
 
 def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
@@ -278,14 +317,20 @@ def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
 
 def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """What verify times for an item, in order: the item's config, then for an entry the heuristic's (where it
-    differs) and the first runner-ups', each named as its verdict names it."""
+    differs) and its rivals' (an entry older than rivals: its first runner-ups'), ``RIVALS_TIMED`` at most, each
+    named as its verdict names it."""
     timed = [("the item", dict(item["config"]))]
     if against_heuristic:
         heur = kernel.heuristic(kernel.problem(item.get("problem") or {}))
         if heur != item["config"]:
             timed.append((HEURISTIC, heur))
-        timed += [(f"runner-up {i + 1}", up["config"])
-                  for i, up in enumerate(item.get("runner_ups", [])[:RUNNER_UPS_TIMED])]
+        rivals = [(f"rival {i + 1}", dict(r["config"])) for i, r in enumerate(item.get("rivals", []))]
+        rivals += [(f"runner-up {i + 1}", dict(up["config"])) for i, up in enumerate(item.get("runner_ups", []))]
+        added = 0
+        for name, config in rivals:
+            if added < RIVALS_TIMED and config not in [c for _, c in timed]:
+                timed.append((name, config))
+                added += 1
     return timed
 
 
@@ -328,10 +373,11 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> bool:
 
 def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], want: dict[str, Any],
                   on_gpu: bool, settings: MeasureSettings, against_heuristic: bool,
-                  timed: list[tuple[str, dict[str, Any]]], table: Path | str = "TABLE") -> EntryReport:
+                  timed: list[tuple[str, dict[str, Any]]], table: Path | str = "TABLE",
+                  void: str | None = None) -> EntryReport:
     """Checked and timed as any entry; one tuned for another kernel source fails as stale whatever its checks
     say, and its verdict says so first (it was once overwritten by a later "ok; warning")."""
-    rep = _check_and_time(kernel, runner, entry, on_gpu, settings, against_heuristic, timed)
+    rep = _check_and_time(kernel, runner, entry, on_gpu, settings, against_heuristic, timed, void)
     rep.stamps = mismatches(entry.get("stamps", {}), want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
         rep.failed = True
@@ -348,10 +394,16 @@ def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], 
     return rep
 
 
+def _label(name: str, tiles: dict[str, Any]) -> str:
+    """A rival as a verdict names it: ``rival 1 (block_k=64 unroll=4)``."""
+    return f"{name} ({' '.join(f'{k}={v}' for k, v in tiles.items())})"
+
+
 def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], on_gpu: bool,
                     settings: MeasureSettings, against_heuristic: bool,
-                    timed: list[tuple[str, dict[str, Any]]]) -> EntryReport:
-    """``timed``: the item's config, then the rivals it is timed beside (``_timed_configs``)."""
+                    timed: list[tuple[str, dict[str, Any]]], void: str | None = None) -> EntryReport:
+    """``timed``: the item's config, then the rivals it is timed beside (``_timed_configs``). ``void``: why its
+    times here mean nothing: it is checked only."""
     rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
     problem_fields = entry.get("problem") or {}
     if (why := refusal(kernel, kernel.problem(problem_fields), entry["config"])) is not None:
@@ -368,47 +420,45 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
         return rep
     # One measurement: the worker checks the outputs on fresh inputs and several bound sets
     # (random and adversarial) before it times them.
-    rivals_timed = timed[1:]
-    reply = runner(entry, entry["config"])
-    if not reply.ok or reply.timing is None:
+    reply = runner(entry, entry["config"], Op.MEASURE if void is None else Op.CHECK)
+    if not reply.ok:
         rep.failed, rep.verdict = True, f"{reply.status}: {(reply.error or '')[:300]}"
         rep.correctness = reply.status
         return rep
     rep.correctness = "ok"
+    if void is not None:
+        rep.speed_judged, rep.verdict = False, "ok; speed not judged here"
+        return rep
+    if reply.timing is None:
+        rep.failed, rep.verdict, rep.correctness = True, f"{reply.status}: no timing came back", reply.status
+        return rep
     rep.now_us = reply.timing["median_us"]
+    # Each rival checked and timed as the item was; one that fails its check is no rival.
+    rivals: dict[str, float] = {}
     spreads = [reply.timing["spread"], settings.rel_noise]
     settled = {"the item": reply.timing.get("converged", True)}
-    # The verdict compares timings of this run only: the winner against its recorded runner-ups and the
-    # heuristic, each timed now beside it. Absolute times drift between GPUs and days.
-    rivals: dict[str, float] = {}
-    if against_heuristic and HEURISTIC not in dict(rivals_timed):
+    if against_heuristic and HEURISTIC not in dict(timed[1:]):
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
-    for name, tiles in rivals_timed:
+    for name, tiles in timed[1:]:
         r = runner(entry, tiles)
         if r.ok and r.timing is not None:
             rivals[name] = r.timing["median_us"]
             spreads.append(r.timing["spread"])
             settled[name] = r.timing.get("converged", True)
     rep.heuristic_us = rivals.get(HEURISTIC, rep.heuristic_us)
+    rep.rivals_us = dict(rivals)
     noise = max(spreads)
     if rivals:
-        name, best = min(rivals.items(), key=lambda kv: kv[1])
-        rep.rivals_us = dict(rivals)
-        if rep.now_us > best * (1 + 2 * noise):
-            rep.failed = True
-            rep.verdict = (f"slower than {name} timed beside it: {rep.now_us:.1f} against {best:.1f} µs "
-                           f"(noise {100 * noise:.1f}%)")
+        names = [n for n, _ in timed[1:] if n in rivals]
+        paired = _paired(runner, entry, [entry["config"], *(dict(timed)[n] for n in names)], names, rep.now_us)
+        if isinstance(paired, str):
+            _by_medians(rep, rivals, settled, noise, dict(timed))
+            rep.verdict += f"; {paired}"
+        else:
+            rep.paired, rep.rounds = paired
+            _by_rounds(rep, 2 * settings.rel_noise, dict(timed))
+        if rep.failed or rep.unsettled:
             return rep
-        close = {n for n, us in rivals.items() if us < rep.now_us * (1 + 2 * noise)}  # not clearly slower
-        if close and not all(settled[n] for n in (*close, "the item")):
-            rep.unsettled = True
-            rep.verdict = (f"unsettled: {name} timed {best:.1f} µs beside its {rep.now_us:.1f} µs, and the timings "
-                           f"did not settle (noise {100 * noise:.1f}%): its speed is not judged; verify again on a "
-                           f"quieter machine")
-            return rep
-        if best < rep.now_us:
-            rep.verdict = (f"ok; a tie: {name} timed {best:.1f} µs beside its {rep.now_us:.1f} µs, within twice the "
-                           f"{100 * noise:.1f}% noise")
     if rep.recorded_us:
         drift = rep.now_us / rep.recorded_us - 1.0
         recorded_noise = max(entry.get("spread", 0.0), noise, DRIFT_SPREAD)
@@ -416,3 +466,80 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
             rep.verdict += (f"; warning: {100 * drift:+.1f}% against the recorded time (beyond twice the "
                             f"{100 * recorded_noise:.1f}% spread across devices and runs)")
     return rep
+
+
+def _paired(runner: _Measurements, entry: dict[str, Any], configs: list[dict[str, Any]], names: list[str],
+            median_us: float) -> tuple[dict[str, tuple[float, float, float]], int] | str:
+    """Each rival's per-round ratio of the item's time to its own, (low, median, high) over interleaved rounds:
+    ``ROUNDS`` at a time, more while a rival's interval straddles the bound and rounds are left
+    (``PAIRED_ROUNDS``); or why there are none (the playoff failed: the separate medians judge instead)."""
+    rows: list[list[float]] = [[] for _ in configs]
+    while True:
+        reply = runner.rounds(entry, configs, median_us)
+        if not reply.ok or len(reply.times) != len(configs) or not all(
+                t and all(x > 0 for x in t) for t in reply.times):
+            return f"not timed in interleaved rounds ({reply.error or reply.status}): judged on separate medians"
+        for row, t in zip(rows, reply.times, strict=True):
+            row.extend(t)
+        out = {}
+        for name, row in zip(names, rows[1:], strict=True):
+            ratios = [a / b for a, b in zip(rows[0], row, strict=True)]
+            lo, hi = median_interval(ratios)
+            out[name] = (lo, statistics.median(ratios), hi)
+        bound = 1 + 2 * runner.settings.rel_noise
+        if len(rows[0]) >= PAIRED_ROUNDS or not any(lo <= bound < hi for lo, _, hi in out.values()):
+            return out, len(rows[0])
+
+
+def _by_rounds(rep: EntryReport, bound: float, configs: dict[str, dict[str, Any]]) -> None:
+    """The verdict from the paired intervals (``rep.paired``): slower where a rival's interval lies wholly above
+    1 + ``bound``, unsettled where one straddles it, else ok (a tie where a rival ran faster within the bound)."""
+    def interval(name: str) -> str:
+        lo, med, hi = rep.paired[name]
+        return (f"{100 * (med - 1):+.1f}% over {rep.rounds} interleaved rounds, 95% interval {100 * (lo - 1):+.1f}% "
+                f"to {100 * (hi - 1):+.1f}%")
+
+    beaten = [n for n, (lo, _, _) in rep.paired.items() if lo > 1 + bound]
+    if beaten:
+        name = max(beaten, key=lambda n: rep.paired[n][1])
+        rep.failed = True
+        rep.verdict = (f"slower than {_label(name, configs[name])} timed beside it: {interval(name)} "
+                       f"(beyond the {100 * bound:.1f}% that twice the noise allows)")
+        return
+    doubt = [n for n, (lo, _, hi) in rep.paired.items() if lo <= 1 + bound < hi]
+    if doubt:
+        name = max(doubt, key=lambda n: rep.paired[n][1])
+        rep.unsettled = True
+        rep.verdict = (f"unsettled: against {_label(name, configs[name])} it ran {interval(name)}, which neither "
+                       f"clears nor passes the {100 * bound:.1f}% bound: its speed is not judged; verify again on a "
+                       f"quieter machine")
+        return
+    faster = [n for n, (_, med, _) in rep.paired.items() if med > 1]
+    if faster:
+        name = max(faster, key=lambda n: rep.paired[n][1])
+        rep.verdict = f"ok; a tie: {_label(name, configs[name])} ran faster within the bound: {interval(name)}"
+
+
+def _by_medians(rep: EntryReport, rivals: dict[str, float], settled: dict[str, bool], noise: float,
+                configs: dict[str, dict[str, Any]]) -> None:
+    """The verdict from separate medians, where the interleaved rounds could not be timed: slower past twice the
+    widest spread (or ``--rel-noise``), unsettled where a close rival's or the item's timing did not settle."""
+    assert rep.now_us is not None
+    name, best = min(rivals.items(), key=lambda kv: kv[1])
+    if rep.now_us > best * (1 + 2 * noise):
+        rep.failed = True
+        rep.verdict = (f"slower than {_label(name, configs[name])} timed beside it: {rep.now_us:.1f} against "
+                       f"{best:.1f} µs (noise {100 * noise:.1f}%)")
+        return
+    close = {n for n, us in rivals.items() if us < rep.now_us * (1 + 2 * noise)}  # not clearly slower
+    if close and not all(settled[n] for n in (*close, "the item")):
+        rep.unsettled = True
+        rep.verdict = (f"unsettled: {_label(name, configs[name])} timed {best:.1f} µs beside its {rep.now_us:.1f} µs, "
+                       f"and the timings "
+                       f"did not settle (noise {100 * noise:.1f}%): its speed is not judged; verify again on a "
+                       f"quieter machine")
+        return
+    if best < rep.now_us:
+        rep.verdict = (f"ok; a tie: {_label(name, configs[name])} timed {best:.1f} µs beside its {rep.now_us:.1f} µs, "
+                       f"within twice the "
+                       f"{100 * noise:.1f}% noise")

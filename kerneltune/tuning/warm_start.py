@@ -9,12 +9,16 @@ changed, the one its refusal names first (a neighbour bucket's winner that leans
 44 or less becomes the same tiles without it where the cap is 50); one beyond repair is left out. Without the
 repair, the third unseen bucket's search started from refused configs and needed 10 of its 28 candidates, as a cold
 search did (results/engine/2026-12-05-build-cache/).
+
+A sweep says where its warm start came from (``WarmStart.sources``: each table file and entry read), since a
+fresh ``--out`` still reads the installed and shipped tables: ``--no-warm-start`` makes an independent run.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +32,45 @@ from .journal import config_key
 NEAREST_BUCKETS = 2
 
 
+@dataclass(frozen=True)
+class WarmSource:
+    """One tuned entry a warm start read: its table file, which root that is, its bucket, and how many of its
+    configs it gave."""
+
+    table: Path
+    where: str  # "this sweep's --out", "the installed tables" or "the shipped tables"
+    bucket: str
+    configs: int
+
+    def text(self) -> str:
+        return f"{self.bucket} ({self.configs} config{'s' * (self.configs != 1)}) of {self.table} ({self.where})"
+
+
+@dataclass(frozen=True)
+class WarmStart:
+    configs: tuple[dict[str, Any], ...]
+    sources: tuple[WarmSource, ...]
+
+
 def warm_configs(kernel: Kernel, problem: Any, device_kind: str, out: Path, params: Mapping[str, list[Any]],
                  check: Callable[[dict[str, Any]], str | None]) -> tuple[dict[str, Any], ...]:
-    """The winners, runner-ups and fallbacks of the ``NEAREST_BUCKETS`` tuned buckets nearest ``problem``'s on
-    ``device_kind``, nearest first, each once, as configs of this space that ``check`` accepts."""
+    """``warm_start``'s configs."""
+    return warm_start(kernel, problem, device_kind, out, params, check).configs
+
+
+def warm_start(kernel: Kernel, problem: Any, device_kind: str, out: Path, params: Mapping[str, list[Any]],
+               check: Callable[[dict[str, Any]], str | None]) -> WarmStart:
+    """The winners, runner-ups, rivals and fallbacks of the ``NEAREST_BUCKETS`` tuned buckets nearest ``problem``'s
+    on ``device_kind``, nearest first, each once, as configs of this space that ``check`` accepts; and the entries
+    they came from."""
     wanted = kernel.bucket(problem)
-    entries: dict[str, tuple[float, dict[str, Any]]] = {}
-    for root in (out / "tables", *table_roots()):  # the sweep's own first: it is the newest
+    entries: dict[str, tuple[float, dict[str, Any], Path, str]] = {}
+    roots = ((out / "tables", "this sweep's --out"), *zip(table_roots(), ("the installed tables",
+                                                                          "the shipped tables"), strict=True))
+    for root, where in roots:  # the sweep's own first: it is the newest
         try:
-            table = read_table(table_path(root, device_kind, kernel.name))
+            path = table_path(root, device_kind, kernel.name)
+            table = read_table(path)
         except TableError:  # an unusable table, or a device kind from a journal that is no plain name (``safe_name``)
             continue  # only costs the warm start
         for entry in (table or {}).get("entries", {}).values():
@@ -45,17 +79,21 @@ def warm_configs(kernel: Kernel, problem: Any, device_kind: str, out: Path, para
             d = bucket_distance(wanted, entry["bucket"], kernel.hard_bucket_fields)
             key = bucket_key(entry["bucket"])
             if not math.isinf(d) and key not in entries:
-                entries[key] = (d, entry)
+                entries[key] = (d, entry, path, where)
     nearest = sorted(entries.values(), key=lambda de: de[0])[:NEAREST_BUCKETS]
     configs: dict[str, dict[str, Any]] = {}
-    for _, entry in nearest:
-        for item in [entry, *entry.get("runner_ups", ()), *entry.get("fallbacks", ())]:
+    sources = []
+    for _, entry, path, where in nearest:
+        before = len(configs)
+        for item in [entry, *entry.get("runner_ups", ()), *entry.get("rivals", ()), *entry.get("fallbacks", ())]:
             tiles = _in_space({**kernel.tile_defaults, **(item.get("config") or {})}, params)
             if tiles is not None and (why := check(tiles)) is not None:
                 tiles = _repaired(tiles, params, check, why)
             if tiles is not None and config_key(tiles) not in configs:
                 configs[config_key(tiles)] = tiles
-    return tuple(configs.values())
+        if len(configs) > before:
+            sources.append(WarmSource(path, where, bucket_key(entry["bucket"]), len(configs) - before))
+    return WarmStart(tuple(configs.values()), tuple(sources))
 
 
 def _repaired(tiles: Mapping[str, Any], params: Mapping[str, list[Any]], check: Callable[[dict[str, Any]], str | None],

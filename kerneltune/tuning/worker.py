@@ -165,7 +165,7 @@ def _compile_check(job: _Job) -> Reply:
 
 
 def _measure(job: _Job) -> Reply:
-    """Build (or take the compiled-ahead build), check on fresh inputs, time."""
+    """Build (or take the compiled-ahead build), check on fresh inputs, time (not for ``Op.CHECK``)."""
     kernel, backend, problem, req, prefetcher, t0 = (job.kernel, job.backend, job.problem, job.req, job.prefetcher,
                                                      job.started)
     ahead = prefetcher.take(req) if prefetcher is not None else None
@@ -200,6 +200,9 @@ def _measure(job: _Job) -> Reply:
         phases.split("check_s", "reference_s", check.reference_s)
         if check.error is not None:
             return reply(Status.CORRECTNESS, check.error, rel_error=check.rel_error)
+        if req.op == Op.CHECK:
+            return reply(Status.OK, rel_error=check.rel_error,
+                         accuracy=dict(check.accuracy) if check.accuracy else None)
         with phases.timed("timing_s"):
             fn, args = kernel.timed_call(built, inputs)
             timing = time_with(backend, fn, args, req.settings, req.prune_above_us)
@@ -208,8 +211,7 @@ def _measure(job: _Job) -> Reply:
         return reply(Status.RUNTIME, _error_text(e), restart=backend.is_sticky(e))
     finally:
         kernel.release(built)  # a launch group's rank processes end with their candidate
-    pruned = req.prune_above_us is not None and timing.median_us > req.prune_above_us
-    return reply(Status.PRUNED if pruned else Status.OK, timing=timing.to_dict(),
+    return reply(Status.PRUNED if timing.stopped_early else Status.OK, timing=timing.to_dict(),
                  tflops=flops / (timing.median_us * 1e-6) / 1e12 if timing.median_us > 0 else None, flops=flops,
                  rel_error=check.rel_error, accuracy=dict(check.accuracy) if check.accuracy else None)
 
@@ -251,7 +253,7 @@ def _playoff(job: _Job) -> Reply:
 
 
 HANDLERS: dict[Op, Callable[[_Job], Reply]] = {
-    Op.MEASURE: _measure, Op.STATIC: _static, Op.CHECK_SMALL: _check_small, Op.EXPORT: _export_job,
+    Op.MEASURE: _measure, Op.CHECK: _measure, Op.STATIC: _static, Op.CHECK_SMALL: _check_small, Op.EXPORT: _export_job,
     Op.COMPILE_CHECK: _compile_check, Op.PLAYOFF: _playoff,
 }
 

@@ -125,3 +125,29 @@ def test_fields_are_immutable_hashable_and_equal_to_their_dict():
         c.block = 3
     with pytest.raises(AttributeError, match="no field 'warps'"):
         _ = c.warps
+
+
+def test_a_triton_or_pallas_kernel_s_times_on_a_cpu_are_void_and_a_numpy_one_s_are_not(monkeypatch):
+    """Judged by what the defining module imports (``interpreted`` overrides it), and only on a CPU."""
+    import sys
+    import types
+
+    def kernel_in(module_name, imported, **attrs):
+        module = types.ModuleType(module_name)
+        for alias, name in imported.items():
+            setattr(module, alias, types.ModuleType(name))
+        monkeypatch.setitem(sys.modules, module_name, module)
+        return type("K", (kt.Kernel,), {"__module__": module_name, "params": {"a": [1]}, "buckets": {"b": {"n": 1}},
+                                        **attrs})()
+
+    cpu, gpu = {"device_kind": "cpu"}, {"device_kind": "nvidia-h200"}
+    triton = kernel_in("kt_test_triton", {"triton": "triton", "tl": "triton.language"})
+    assert triton.void_timings(cpu) == ("k runs in Triton's interpreter on this CPU, so its times here say nothing "
+                                        "of its speed on the GPU it is written for")
+    assert triton.void_timings(gpu) is None
+    assert "Pallas' interpreter" in kernel_in("kt_test_pallas", {"pl": "jax.experimental.pallas"}).void_timings(cpu)
+    plain = kernel_in("kt_test_numpy", {"np": "numpy"})
+    assert plain.void_timings(cpu) is None and Capability.VOID_TIMINGS in plain.capabilities
+    assert kernel_in("kt_test_own", {}, interpreted=True).void_timings(cpu).startswith(
+        "k runs in an interpreter on this CPU")
+    assert kernel_in("kt_test_off", {"triton": "triton"}, interpreted=False).void_timings(cpu) is None

@@ -45,11 +45,16 @@ def test_an_example_goes_from_sweep_to_report(tmp_path, example, bucket, extra):
     assert json.loads(found.stdout) == entry["config"], found.stderr
 
     # Correct on fresh inputs; on a busy test machine its speed may be unsettled (exit 4), never wrong or slower
-    # (a correct entry judged slower is timed once more: ``only_slower``).
+    # (a correct entry judged slower is timed once more: ``only_slower``). In an interpreter its times mean nothing:
+    # correctness only, said once, exit 2 (the code a CPU job gates on).
     verify = ("verify", str(source), "--junit", str(tmp_path / "verify.xml"))
-    verified = kerneltune(*verify, env=env, cwd=tmp_path, allowed=(0, 1, 4))
-    if only_slower(verified):
-        verified = kerneltune(*verify, env=env, cwd=tmp_path, allowed=(0, 4))
+    if example != "jax_matmul":
+        verified = kerneltune(*verify, env=env, cwd=tmp_path, allowed=(2,))
+        assert " ".join(verified.split()).count("interpreter on this CPU, so its times here say nothing") == 1
+    else:
+        verified = kerneltune(*verify, env=env, cwd=tmp_path, allowed=(0, 1, 4))
+        if only_slower(verified):
+            verified = kerneltune(*verify, env=env, cwd=tmp_path, allowed=(0, 4))
     assert "(correctness: ok)" in verified and 'failures="0"' in (tmp_path / "verify.xml").read_text()
 
     kerneltune("report", str(tmp_path / "out"), "--csv", str(tmp_path / "r.csv"), "--html", str(tmp_path / "r.html"),

@@ -90,3 +90,30 @@ def test_a_corrupt_bench_result_is_named(tmp_path):
     (tmp_path / "b.json").write_text('{"rows": [')
     r = CliRunner().invoke(app, ["report", str(JOURNAL), "--bench", str(tmp_path / "b.json")])
     assert r.exit_code == 3 and "b.json" in r.output and "not a readable" in r.output
+
+
+def test_each_ranking_is_of_one_kernel_source_and_older_sources_are_ranked_apart(tmp_path):
+    """A re-sweep of an edited kernel into the same folder: its records rank alone (one config was #1 and #4 when
+    both sources ranked together), the older source's apart, and the page shows each ranking's source hash."""
+    import json
+
+    def rec(source, work, us, time):
+        return {"kernel": "fake", "bucket": "b", "key": f"w{work}", "tiles": {"work": work}, "status": "ok",
+                "kernel_hash": source, "time": time, "problem": {"n": 1},
+                "timing": {"median_us": us, "spread": 0.01, "samples": 10}, "stamps": {"device_kind": "cpu"}}
+
+    journal = tmp_path / "runs" / "journals" / "fake-live.jsonl"
+    journal.parent.mkdir(parents=True)
+    records = [rec("old0ld", 1, 100.0, "2026-12-07T10:00:00Z"), rec("old0ld", 2, 120.0, "2026-12-07T10:01:00Z"),
+               rec("new1ew", 1, 130.0, "2026-12-07T11:00:00Z"), rec("new1ew", 2, 110.0, "2026-12-07T11:01:00Z")]
+    journal.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", str(tmp_path / "runs"), "--html", str(out)])
+    assert r.exit_code == 0, r.output
+    body = out.read_text()
+    body = body[body.index("<body>"):]
+    ranked = body[body.index('class="ranking"'):body.index("</table>", body.index('class="ranking"'))]
+    assert "kernel source <code>new1ew</code>" in body and "1 older source(s) are ranked apart" in body
+    assert ranked.count("<tr>") == 3 and ranked.index("110.0") < ranked.index("130.0") and "100.0" not in ranked
+    older = body[body.index('class="ranking-older"'):]
+    assert "<code>old0ld</code>, ranked apart" in body and "100.0" in older[:older.index("</table>")]

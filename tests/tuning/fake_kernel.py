@@ -225,3 +225,15 @@ class DigestingKernel(FakeKernel):
 
 
 DIGESTING = DigestingKernel()
+
+
+class InterpretedKernel(FakeKernel):
+    """The fake kernel as if it ran in an interpreter on the CPU: its times there say nothing of its speed."""
+
+    capabilities = frozenset({Capability.PORTABLE_BUILD, Capability.VOID_TIMINGS})
+
+    def void_timings(self, stamps: Mapping[str, Any]) -> str | None:
+        return "fake runs in its interpreter on this CPU" if stamps.get("device_kind") == "cpu" else None
+
+
+INTERPRETED = InterpretedKernel()

@@ -44,3 +44,12 @@ def test_a_sweep_whose_timings_never_settle_says_so(tmp_path):
         in r.stdout
     entry = json.loads((tmp_path / "tables/cpu/two-costs.json").read_text())["entries"]["n=1"]
     assert entry["settled"] is False
+
+
+def test_candidates_stopped_early_count_in_the_line():
+    """A busy host's line said "3 of 4" where a fifth, stopped early, had been the true winner: it counts now."""
+    stopped = {**timing(False), "stopped_early": True}
+    line = unsettled_line([timing(True), timing(False), timing(False), timing(False), stopped], load=0.0, cores=2)
+    assert line.startswith("4 of 5 timings did not settle (the median's noise stayed above --rel-noise until "
+                           "--max-seconds, or until it was stopped early, clearly slower than the best beyond its own "
+                           "noise: 1 of them); likely cause: none this host shows.")

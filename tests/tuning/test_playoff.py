@@ -13,17 +13,32 @@ from kerneltune.tuning.sweep import SearchOptions, SweepOptions, WorkerOptions, 
 from ..paths import REPO
 
 
-def rec(key, median, spread=0.0, status="ok"):
-    return {"key": key, "status": status, "timing": {"median_us": median, "spread": spread, "noise": 0.0}}
+def rec(key, median, spread=0.0, status="ok", noise=0.0):
+    return {"key": key, "status": status, "timing": {"median_us": median, "spread": spread, "noise": noise}}
 
 
 def test_leaders_are_within_the_noise_or_three_percent_and_at_most_five():
-    records = [rec("a", 100), rec("b", 102.9), rec("c", 103.1), rec("d", 101, status="pruned"), rec("e", 90, 0.0,
-                                                                                                     "correctness")]
+    records = [rec("a", 100), rec("b", 102.9), rec("c", 103.1), rec("e", 90, 0.0, "correctness")]
     assert [r["key"] for r in leaders(records)] == ["a", "b"]
     assert [r["key"] for r in leaders([rec("a", 100, spread=0.10), rec("b", 109), rec("c", 111)])] == ["a", "b"]
     assert len(leaders([rec(str(i), 100 + i * 0.1) for i in range(9)])) == 5
     assert leaders([rec("a", 100), rec("b", 200)]) == []  # one leader: nothing to decide
+
+
+def test_a_candidate_stopped_on_a_batch_whose_noise_reached_the_best_joins_the_leaders():
+    """The busy host's case: the true winner stopped on a first batch of 4,107 µs at 100% noise (best so far
+    1,990 µs) is a leader; one stopped at 3,000 µs with 5% noise is not (its interval's low end, 2,850 µs, is
+    beyond the best's 3%); the fastest settled median stays first, the incumbent a playoff must unseat."""
+    best, wide, narrow = rec("best", 1990.0, spread=0.02), rec("wide", 4107.0, 1.0, "pruned", noise=1.0), rec(
+        "narrow", 3000.0, 0.05, "pruned", noise=0.05)
+    assert [r["key"] for r in leaders([narrow, wide, best])] == ["best", "wide"]
+    assert leaders([best, narrow]) == []
+    # An old journal's stopped record (no noise written) is known to no better than itself: it joins.
+    old = {"key": "old", "status": "pruned", "timing": {"median_us": 3000.0, "spread": 0.0}}
+    assert [r["key"] for r in leaders([best, old])] == ["best", "old"]
+    # Five settled leaders do not crowd out a stopped one that may be faster than all of them.
+    settled = [rec(f"s{i}", 1990.0 + i) for i in range(6)]
+    assert "wide" in [r["key"] for r in leaders([*settled, wide])]
 
 
 def test_a_turn_lasts_about_twenty_milliseconds():
@@ -97,3 +112,14 @@ def test_a_winner_from_within_the_noise_does_not_unseat_the_sequential_one():
     assert lo <= 1 <= hi
     clear = decide({"seq": np.full(10, 1.2), "other": np.full(10, 1.0)}, 1)
     assert clear.beats("seq") and clear.kept_for("seq").winner == "other"  # beaten beyond doubt: unseated
+
+
+def test_a_leader_is_undecided_while_its_interval_holds_parity_and_is_wider_than_twice_the_noise():
+    from kerneltune.tuning.playoff import undecided
+
+    wide = decide({"a": [1.0] * 10, "b": [0.6, 1.5] * 5}, 1)
+    assert undecided(wide, 0.02)
+    tie = decide({"a": [1.0] * 10, "b": [0.995, 1.005] * 5}, 1)  # a tie, known to within 1%: decided
+    assert not undecided(tie, 0.02) and tie.ties
+    clear = decide({"a": [1.0] * 10, "b": [1.2] * 10}, 1)
+    assert not undecided(clear, 0.02) and not clear.ties

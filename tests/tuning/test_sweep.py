@@ -324,6 +324,8 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
     assert sorted((r.tiles["mode"], r.tiles["work"]) for r in runner.measured) == [
         ("good", 1), ("good", 2), ("slow", 1)]
     assert result.entry is not None
+    assert result.prior == [f"small: --contenders {held} holds 3 configs for it (3 feasible here), and only those are "
+                            f"timed; a full sweep times up to 9"]
     (tmp_path / "o").mkdir()
     other = tmp_path / "o" / "n3.toml"
     other.write_text(space(tmp_path / "o", ["good"]).read_text().replace("n = 2", "n = 3"))
@@ -340,6 +342,33 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
         run_sweep(options(tmp_path, ["good"], out=tmp_path / "o3",
                           search=SearchOptions(contenders=tmp_path / "x.json")),
                   runner_factory=lambda o, k: SlowRunner(0.0))
+
+
+def test_contenders_with_too_few_configs_say_no_search_happened_and_what_a_full_sweep_takes(tmp_path):
+    """A stale entry with no runner-ups, rivals or fallbacks: one config re-measured, and the sweep says so."""
+    from .test_verify import table
+
+    held = table(tmp_path / "t", "good")
+    lines = []
+
+    class Said:
+        def on_prior(self, bucket, given):
+            lines.extend(given)
+
+        def on_bucket_start(self, bucket, total, done):
+            assert lines, "the prior knowledge is said before the bucket's first candidate"
+
+        def on_record(self, bucket, record, failures):
+            pass
+
+        def on_bucket_end(self, bucket, entry):
+            pass
+
+    run_sweep(options(tmp_path, ["good", "slow", "garbage"], search=SearchOptions(contenders=held)), Said(),
+              runner_factory=lambda o, k: SlowRunner(0.0))
+    assert lines == [f"small: --contenders {held} holds 1 config for it (1 feasible here), and only those are timed: "
+                     f"fewer than 3, so this is a re-measure, not a search; a full sweep (without --contenders) "
+                     f"times up to 9 configs the space allows"]
 
 
 def test_a_replay_of_an_older_kernel_writes_entries_stamped_with_the_recorded_hash(tmp_path):
@@ -569,6 +598,9 @@ def test_the_progress_counts_what_the_budget_allows_and_what_the_journal_holds(t
         def __init__(self):
             self.starts = []
 
+        def on_prior(self, bucket, lines):
+            pass
+
         def on_bucket_start(self, bucket, total, done):
             self.starts.append((total, done))
 
@@ -583,3 +615,39 @@ def test_the_progress_counts_what_the_budget_allows_and_what_the_journal_holds(t
     run_sweep(options(tmp_path, ["good", "slow"], search=SearchOptions("exhaustive", 3, 0)), seen)
     run_sweep(options(tmp_path, ["good", "slow"]), seen)  # no budget: every feasible config (4)
     assert seen.starts == [(3, 0), (3, 3), (4, 3)]
+
+
+def test_an_undecided_playoff_times_on_ten_rounds_at_a_time_and_decides_on_them_all(tmp_path):
+    """A busy host's rounds: the first 10 leave the leaders' paired interval straddling parity and wide; the
+    playoff asks for more until it is decided or has 40; the entry keeps every round's decision."""
+    import itertools
+
+    class Noisy(_Scripted):
+        def __init__(self):
+            super().__init__({("good", 1): 80.0, ("good", 2): 81.0, ("slow", 1): 300.0, ("slow", 2): 300.0})
+            self.rounds = itertools.count()
+
+        def measure(self, req, route=0):
+            import concurrent.futures as cf
+
+            self.requests.append(req)
+            us = self.times_us[(req.tiles["mode"], req.tiles["work"])]
+            done = cf.Future()
+            done.set_result(MeasureReply(Status.OK, timing={"median_us": us, "spread": 0.01, "samples": 3,
+                                                            "noise": 0.01}))
+            return done
+
+        def request(self, req):
+            n = next(self.rounds)
+            # Round by round, the second leader (good, 1) runs 0.8x the first; only the first request is noisy.
+            noise = [1.0, 2.0] * 5 if n == 0 else [1.0] * 10
+            base = [100.0 * f for f in noise]
+            return PlayoffReply(Status.OK, rounds=10, batch=1, times=(tuple(base), tuple(
+                b * (0.8 if n else (0.5 if i % 2 else 1.4)) for i, b in enumerate(base))))
+
+    runner = Noisy()
+    opts = options(tmp_path, ["good", "slow"], search=SearchOptions(prune_factor=None, warm_start=False))
+    [result] = run_sweep(opts, runner_factory=lambda o, k: runner)
+    assert result.playoff is not None and result.playoff.rounds == 20 and next(runner.rounds) == 2
+    assert result.entry["config"] == {"mode": "good", "work": 2}  # beat the incumbent beyond doubt in 20 rounds
+    assert result.entry["decided_by"] == "playoff" and result.entry["playoff"]["rounds"] == result.playoff.rounds

@@ -41,6 +41,39 @@ def test_runner_ups_are_the_candidates_within_the_winners_noise():
     assert len(wide["runner_ups"]) == 3
 
 
+def test_every_entry_keeps_up_to_three_rivals_within_one_and_a_half_times_with_their_margins():
+    """Without a playoff: the next best by separate medians, closest first, 150 µs the last within 1.5x of 100 µs,
+    a stopped candidate and a wrong one never; the entry says the winner was decided on separate medians."""
+    records = [record("good", 1, 100.0), record("good", 2, 150.0), record("slow", 1, 120.0),
+               record("slow", 2, 150.1), record("good", 3, 90.0, status="correctness"),
+               record("odd", 1, 110.0, status="pruned")]
+    e = bucket_entry(records, PLUGIN, rel_noise=0.01)
+    assert e["decided_by"] == "medians"
+    assert [(r["config"], r["median_us"], r["by"]) for r in e["rivals"]] == [
+        ({"mode": "slow", "work": 1}, 120.0, "medians"), ({"mode": "good", "work": 2}, 150.0, "medians")]
+    assert [r["margin"] for r in e["rivals"]] == pytest.approx([0.2, 0.5])
+    many = [record("good", 1, 100.0)] + [record("good", w, 100.0 + w) for w in range(2, 7)]
+    assert [r["config"]["work"] for r in bucket_entry(many, PLUGIN, 0.01)["rivals"]] == [2, 3, 4]
+
+
+def test_a_playoffs_rivals_carry_its_paired_interval_and_a_stopped_leader_may_win_it():
+    """The playoff's leaders are the closest rivals, each with the paired ratio's median and 95% interval as its
+    margin; a candidate stopped early that beat the incumbent beyond doubt wins, timed by the playoff's rounds."""
+    from kerneltune.tuning.playoff import decide
+
+    records = [record("good", 1, 100.0), record("good", 2, 101.0), record("good", 3, 110.0),
+               {**record("slow", 1, 300.0, status="pruned"), "key": "slow1"}]
+    p = decide({"good1": [100.0] * 10, "good2": [103.0] * 10, "slow1": [80.0] * 10}, 4)
+    e = bucket_entry(records, PLUGIN, 0.01, p)
+    assert (e["config"], e["median_us"], e["settled"], e["decided_by"]) == (
+        {"mode": "slow", "work": 1}, 80.0, False, "playoff")
+    assert [(r["config"]["work"], r["by"]) for r in e["rivals"]] == [(1, "playoff"), (2, "playoff"), (3, "medians")]
+    first = e["rivals"][0]
+    assert (first["margin"], first["margin_low"], first["margin_high"]) == pytest.approx((0.25, 0.25, 0.25))
+    assert e["rivals"][2]["margin"] == pytest.approx(110.0 / 80.0 - 1)
+    assert e["playoff"]["leaders"] == 3
+
+
 def test_ties_on_the_median_break_by_the_config_text_so_the_table_is_reproducible():
     a, b = record("slow", 1, 10.0), record("good", 1, 10.0)
     assert bucket_entry([a, b], PLUGIN, 0.01)["config"] == bucket_entry([b, a], PLUGIN, 0.01)["config"]
@@ -120,7 +153,7 @@ def test_an_entry_holds_every_field_the_runtime_and_the_report_read():
     assert {k: v for k, v in e.items() if k not in ("bucket", "stamps")} == {
         "bucket_name": "b", "problem": {"n": 8}, "inputs": {"history": [1, 2]}, "config": {"mode": "good", "work": 1},
         "median_us": 10.0, "spread": 0.001, "samples": 10, "tflops": None, "pct_ceiling": None, "runner_ups": [],
-        "fallbacks": [], "candidates_ok": 2, "settled": True}
+        "rivals": [], "decided_by": "medians", "fallbacks": [], "candidates_ok": 2, "settled": True}
     assert e["bucket"] == PLUGIN.bucket(PLUGIN.problem({"n": 8}))
     undated = bucket_entry([record("good", 1, 10.0)], PLUGIN, 0.01)
     assert undated["inputs"] == {} and undated["stamps"]["date"].startswith("20")

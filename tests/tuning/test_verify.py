@@ -58,7 +58,9 @@ def test_exit_1_on_wrong_output_or_a_winner_slower_than_a_rival_timed_beside_it(
     # The winner (3 ms a call) against its runner-up (work 2: 2 ms) and the heuristic (1 ms), all timed now.
     r = verify_table("tests.tuning.fake_kernel:PLUGIN", table(tmp_path, "slow", runner_ups=[("good", 2)]),
                      tmp_path / "w")
-    assert r.exit_code == EXIT_FAIL and "slower than the heuristic timed beside it" in r.entries[0].verdict
+    assert r.exit_code == EXIT_FAIL
+    assert "slower than the heuristic (mode=good work=1) timed beside it: +" in r.entries[0].verdict
+    assert "interleaved rounds, 95% interval" in r.entries[0].verdict and r.entries[0].rounds >= 10
     assert set(r.entries[0].rivals_us) == {"runner-up 1", "the heuristic"}
 
 
@@ -128,6 +130,10 @@ def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path
             done.set_result(MeasureReply(Status.OK, timing={"median_us": 1000.0, "spread": 0.01}))
             return done
 
+        def request(self, req):
+            events.append(("rounds", req.bucket, len(req.rivals)))
+            return REPLIES[req.op].from_json({"status": "ok", "times": [[1000.0] * 10] * len(req.rivals)})
+
         def close(self):
             pass
 
@@ -195,10 +201,11 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
         _verify_entry(kernel, measured, checked, want, True, MeasureSettings(), i == 0,
                       _timed_configs(kernel, i == 0, checked))
     seeds = [r.seed for r in runner.requests]
-    assert len(seeds) == 3 and len(set(seeds)) == 1  # winner, heuristic, runner-up
+    assert [r.op for r in runner.requests].count("measure") == 3 and len(set(seeds)) == 1  # winner, heuristic,
+    # runner-up, and their interleaved rounds
     # The fallback's config is the runner-up's: measured once on the bucket's one seed of inputs, its reply
     # serves both, and every measurement's phases are kept with its wall.
-    assert [dict(r.tiles) for r in runner.requests].count({"mode": "good", "work": 2}) == 1
+    assert [dict(r.tiles) for r in runner.requests if r.op == "measure"].count({"mode": "good", "work": 2}) == 1
     assert len(measured.phases) == 3 and all("wall_s" in p["phases"] for p in measured.phases)
 
 
@@ -206,16 +213,18 @@ class _Scripted:
     """A runner whose replies are given per config ("work" picks it; ``default`` for any other, else a config
     not scripted is an error): verify's verdicts, at their bounds, without a worker's timing noise. It records
     what it was asked to measure, check small and prefetch, interrupts at the ``interrupt_at``-th measurement,
-    says whether it was closed, and stamps the CPU or, with ``gpu``, that GPU."""
+    says whether it was closed, and stamps the CPU or, with ``gpu``, that GPU. A playoff's rounds time each config
+    at its reply's ``rounds`` (else its median, every round); with ``playoff_error`` the playoff fails."""
 
-    def __init__(self, replies, default=None, interrupt_at=None, gpu=None):
+    def __init__(self, replies, default=None, interrupt_at=None, gpu=None, playoff_error=None):
         self.replies, self.default, self.interrupt_at, self.gpu = replies, default, interrupt_at, gpu
+        self.playoff_error = playoff_error
         self.requests, self.prefetched, self.closed = [], [], False
 
     def _reply(self, req):
         work = req.tiles["work"]
         reply = self.replies[work] if self.default is None else self.replies.get(work, self.default)
-        return REPLIES[req.op].from_json(reply)
+        return REPLIES[req.op].from_json({k: v for k, v in reply.items() if k != "rounds"})
 
     def stamps(self):
         where = {"device_kind": "cpu"} if self.gpu is None else {"device_kind": "fakegpu-9000", "gpu": self.gpu}
@@ -235,8 +244,18 @@ class _Scripted:
         return done
 
     def request(self, req):
-        assert req.op == "check_small"
+        assert req.op in ("check_small", "playoff")
         self.requests.append(req)
+        if req.op == "playoff":  # each config's round times: its reply's ``rounds``, else its median every round
+            if self.playoff_error:
+                return REPLIES[req.op].from_json({"status": "runtime", "error": self.playoff_error})
+            times = []
+            for tiles in req.rivals:
+                reply = self.replies[tiles["work"]] if self.default is None else self.replies.get(tiles["work"],
+                                                                                                  self.default)
+                times.append(reply.get("rounds") or [reply["timing"]["median_us"]] * 10)
+            return REPLIES[req.op].from_json({"status": "ok", "rounds": 10, "batch": req.settings.batch,
+                                              "times": times})
         return self._reply(req)
 
     def close(self):
@@ -260,7 +279,7 @@ def _entry(name="small", n=2, **over):
     return e
 
 
-def _judge(replies, recorded_us=100.0, on_gpu=True, entry=None, timed=None):
+def _judge(replies, recorded_us=100.0, on_gpu=True, entry=None, timed=None, playoff_error=None):
     """``_check_and_time`` of ``entry`` (by default the small bucket's, work 1) on scripted replies; ``timed``: the
     item and its rivals (by default the item, then each other reply's config as a runner-up)."""
     from kerneltune.measure import MeasureSettings
@@ -272,8 +291,8 @@ def _judge(replies, recorded_us=100.0, on_gpu=True, entry=None, timed=None):
     timed = timed or [("the item", entry["config"])] + [(f"runner-up {w - 1}", {"mode": "good", "work": w})
                                                          for w in replies if w != entry["config"]["work"]]
     settings = MeasureSettings(rel_noise=0.01)
-    return _check_and_time(kernel, _Measurements("fake", _Scripted(replies), settings), entry, on_gpu, settings,
-                           any(name == HEURISTIC for name, _ in timed), timed)
+    return _check_and_time(kernel, _Measurements("fake", _Scripted(replies, playoff_error=playoff_error), settings),
+                           entry, on_gpu, settings, any(name == HEURISTIC for name, _ in timed), timed)
 
 
 def _ok(us, spread=0.01):
@@ -281,18 +300,55 @@ def _ok(us, spread=0.01):
 
 
 @pytest.mark.parametrize(("winner_us", "failed"), [(101.5, False), (102.5, True)])
-def test_a_winner_fails_past_twice_the_noise_over_its_fastest_rival(winner_us, failed):
-    """Noise 1% (the spreads and the settings' bound): the winner may be 2% slower than a rival timed beside it."""
+def test_a_winner_fails_when_a_rivals_paired_interval_lies_past_twice_the_noise(winner_us, failed):
+    """--rel-noise 1%: the winner may run 2% slower than a rival round by round; beyond, it is slower, and the
+    verdict names the rival, its config and the interval over the interleaved rounds."""
     rep = _judge({1: _ok(winner_us), 2: _ok(100.0), 3: _ok(130.0)}, recorded_us=winner_us)
     assert rep.failed is failed, rep.verdict
-    assert rep.rivals_us == {"runner-up 1": 100.0, "runner-up 2": 130.0}
+    assert rep.rivals_us == {"runner-up 1": 100.0, "runner-up 2": 130.0} and rep.rounds == 10
+    assert rep.paired["runner-up 1"] == pytest.approx((winner_us / 100.0,) * 3)
     if failed:
-        assert rep.verdict.startswith("slower than runner-up 1 timed beside it: 102.5 against 100.0 µs")
+        assert rep.verdict == ("slower than runner-up 1 (mode=good work=2) timed beside it: +2.5% over 10 "
+                               "interleaved rounds, 95% interval +2.5% to +2.5% (beyond the 2.0% that twice the "
+                               "noise allows)")
+    else:
+        assert rep.verdict.startswith("ok; a tie: runner-up 1 (mode=good work=2) ran faster within the bound: +1.5%")
 
 
-def test_the_widest_spread_sets_the_noise():
-    assert not _judge({1: _ok(104.0), 2: _ok(100.0, spread=0.025)}, recorded_us=104.0).failed
-    assert _judge({1: _ok(106.0), 2: _ok(100.0, spread=0.025)}, recorded_us=106.0).failed
+def test_a_rival_1_2x_faster_is_named_even_where_the_winner_beats_the_heuristic():
+    """The planted table: the winner 1.2x a rival's time round by round (each round's times jittered by a load
+    that hits both alike), yet faster than the heuristic; "slower" names the rival, not the heuristic."""
+    import numpy as np
+
+    load = 1 + np.abs(np.random.default_rng(5).standard_normal(10))  # 1x-3x, shared by the round's turns
+    entry = _entry(config={"mode": "good", "work": 2}, rivals=[{"config": {"mode": "good", "work": 3},
+                                                               "median_us": 100.0, "margin": 0.2}])
+    replies = {2: {**_ok(120.0), "rounds": list(120.0 * load)}, 3: {**_ok(100.0), "rounds": list(100.0 * load)},
+               1: {**_ok(150.0), "rounds": list(150.0 * load)}}
+    from kerneltune.registry import load_kernel
+    from kerneltune.tuning.verify import _timed_configs
+
+    timed = _timed_configs(load_kernel(FAKE), True, entry)
+    assert [n for n, _ in timed] == ["the item", "the heuristic", "rival 1"]
+    rep = _judge(replies, entry=entry, timed=timed)
+    assert rep.failed and rep.verdict.startswith("slower than rival 1 (mode=good work=3) timed beside it: +20.0% "
+                                                 "over 10 interleaved rounds")
+    assert rep.paired["the heuristic"][2] < 1  # the winner beat the heuristic every round
+
+
+def test_a_rival_whose_interval_straddles_the_bound_is_timed_on_then_unsettled():
+    """Round ratios that never decide (half the rounds 10% slower, half 5% faster): 40 rounds, then unsettled."""
+    rounds = [110.0, 95.0] * 5
+    rep = _judge({1: {**_ok(100.0), "rounds": rounds}, 2: _ok(100.0)})
+    assert rep.unsettled and not rep.failed and rep.rounds == 40
+    assert rep.verdict.startswith("unsettled: against runner-up 1 (mode=good work=2) it ran ")
+
+
+def test_where_the_rounds_cannot_be_timed_separate_medians_judge_and_say_so():
+    rep = _judge({1: _ok(104.0), 2: _ok(100.0, spread=0.025)}, recorded_us=104.0, playoff_error="lost the device")
+    assert not rep.failed and rep.rounds == 0
+    assert rep.verdict.endswith("; not timed in interleaved rounds (lost the device): judged on separate medians")
+    assert _judge({1: _ok(106.0), 2: _ok(100.0, spread=0.025)}, recorded_us=106.0, playoff_error="x").failed
 
 
 @pytest.mark.parametrize(("now_us", "warned"), [(80.0, "-20.0%"), (120.0, "+20.0%"), (95.0, None)])
@@ -352,12 +408,13 @@ def test_the_heuristic_s_time_is_reported_beside_the_winner_s():
 
 
 @pytest.mark.parametrize(("winner_us", "failed"), [(150.0, False), (150.1, True)])
-def test_the_winner_may_be_exactly_twice_the_noise_slower(winner_us, failed):
+def test_on_separate_medians_the_winner_may_be_exactly_twice_the_noise_slower(winner_us, failed):
     """Noise 25% (the rival's spread): 50% slower still passes, a hair more fails, and the verdict says so."""
-    rep = _judge({1: _ok(winner_us), 2: _ok(100.0, spread=0.25)}, recorded_us=winner_us)
+    rep = _judge({1: _ok(winner_us), 2: _ok(100.0, spread=0.25)}, recorded_us=winner_us, playoff_error="x")
     assert rep.failed is failed
     if failed:
-        assert rep.verdict == ("slower than runner-up 1 timed beside it: 150.1 against 100.0 µs (noise 25.0%)")
+        assert rep.verdict == ("slower than runner-up 1 (mode=good work=2) timed beside it: 150.1 against 100.0 µs "
+                               "(noise 25.0%); not timed in interleaved rounds (x): judged on separate medians")
 
 
 @pytest.mark.parametrize(("spread", "now_us", "warned"), [(0.25, 150.0, False), (0.25, 150.5, True),
@@ -378,21 +435,22 @@ def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
 
 def test_drift_is_judged_against_this_run_s_noise_when_it_is_the_widest():
     """A rival's 25% spread: 40% over the recorded time is within twice it."""
-    rep = _judge({1: _ok(140.0), 2: _ok(100.0, spread=0.25)})
+    rep = _judge({1: _ok(140.0), 2: _ok(100.0, spread=0.25)}, playoff_error="x")
     assert (rep.failed, rep.unsettled) == (False, False)
-    assert rep.verdict == "ok; a tie: runner-up 1 timed 100.0 µs beside its 140.0 µs, within twice the 25.0% noise"
+    assert rep.verdict == ("ok; a tie: runner-up 1 (mode=good work=2) timed 100.0 µs beside its 140.0 µs, within "
+                           "twice the 25.0% noise; not timed in interleaved rounds (x): judged on separate medians")
 
 
-def test_a_close_rival_with_a_timing_that_did_not_settle_is_unsettled_not_ok():
+def test_on_separate_medians_a_close_rival_with_a_timing_that_did_not_settle_is_unsettled_not_ok():
     """A rival 2.4x faster under a 160% spread: not "slower" (within twice the noise), and not "ok" either."""
     unsettled = {**_ok(100.0, spread=1.6), "timing": {**_ok(100.0, spread=1.6)["timing"], "converged": False}}
-    rep = _judge({1: _ok(240.0), 2: unsettled})
+    rep = _judge({1: _ok(240.0), 2: unsettled}, playoff_error="x")
     assert (rep.failed, rep.unsettled) == (False, True)
-    assert rep.verdict.startswith("unsettled: runner-up 1 timed 100.0 µs beside its 240.0 µs, and the timings did "
-                                  "not settle (noise 160.0%)")
+    assert rep.verdict.startswith("unsettled: runner-up 1 (mode=good work=2) timed 100.0 µs beside its 240.0 µs, "
+                                  "and the timings did not settle (noise 160.0%)")
     settled_but_slower = _judge({1: {**_ok(100.0), "timing": {**_ok(100.0)["timing"], "converged": False}},
-                                 2: _ok(300.0)})
-    assert (settled_but_slower.unsettled, settled_but_slower.verdict) == (False, "ok")  # clearly faster anyway
+                                 2: _ok(300.0)}, playoff_error="x")
+    assert (settled_but_slower.unsettled, settled_but_slower.failed) == (False, False)  # clearly faster anyway
 
 
 def test_a_failed_reply_s_error_is_cut_and_one_without_an_error_still_names_its_status():
@@ -551,7 +609,7 @@ def test_every_config_is_prefetched_in_the_order_it_is_timed_and_a_kept_runner_s
     assert r.exit_code == EXIT_OK
     assert [dict(q.tiles) for q in runner.prefetched] == [{"mode": "slow", "work": 2}, {"mode": "good", "work": 1},
                                                           {"mode": "good", "work": 2}]
-    assert [dict(q.tiles) for q in runner.requests] == [dict(q.tiles) for q in runner.prefetched]
+    assert [dict(q.tiles) for q in runner.requests if q.op == "measure"] == [dict(q.tiles) for q in runner.prefetched]
     assert not runner.closed, "a runner handed in belongs to the caller"
 
 
@@ -746,3 +804,47 @@ def test_the_heuristic_rival_is_the_kernel_s_for_the_entry_s_problem():
 
     assert verify._timed_configs(ByProblem(), True, _entry(n=3, problem={"n": 3})) == [
         ("the item", {"mode": "good", "work": 1}), ("the heuristic", {"mode": "good", "work": 3})]
+
+
+def test_where_times_mean_nothing_verify_checks_correctness_says_why_once_and_exits_2(tmp_path):
+    """Two Triton tables on a CPU runner exited 4 on every run, correct: a CPU job had to accept "unsettled". Now
+    each entry is checked (never timed: a slower winner passes as far as this machine can tell), the note says why
+    speed was not judged, and the exit is 2, the one a CPU job gates on; a wrong entry still fails (1)."""
+    path = _table_of(tmp_path / "t.json", _entry(config={"mode": "slow", "work": 1}), _entry("big", 3))
+    runner = _Scripted({}, default=_ok(100.0))
+    r = verify.verify_table("tests.tuning.fake_kernel:INTERPRETED", path, tmp_path / "w", runner=runner)
+    assert r.exit_code == verify.EXIT_CANNOT_RUN and r.timing_absent == "fake runs in its interpreter on this CPU"
+    assert r.notes == ["speed not judged: fake runs in its interpreter on this CPU; correctness checked "
+                       "(--require-timing times and judges it anyway)"]
+    assert [(e.correctness, e.verdict, e.speed_judged, e.now_us) for e in r.entries] == [
+        ("ok", "ok; speed not judged here", False, None)] * 2
+    assert {q.op for q in runner.requests} == {"check"}
+    wrong = _Scripted({}, default={"status": "correctness", "error": "3 elements beyond atol"})
+    r = verify.verify_table("tests.tuning.fake_kernel:INTERPRETED", path, tmp_path / "w", runner=wrong)
+    assert r.exit_code == EXIT_FAIL and r.entries[0].verdict == "correctness: 3 elements beyond atol"
+
+
+def test_require_timing_times_and_judges_where_times_would_mean_nothing(tmp_path):
+    path = _table_of(tmp_path / "t.json", _entry())
+    runner = _Scripted({}, default=_ok(100.0))
+    r = verify.verify_table("tests.tuning.fake_kernel:INTERPRETED", path, tmp_path / "w", runner=runner,
+                            require_timing=True)
+    assert (r.exit_code, r.notes, r.timing_absent) == (EXIT_OK, [], None)
+    assert r.entries[0].now_us == 100.0 and "measure" in {q.op for q in runner.requests}
+    there = _Scripted({}, default=_ok(100.0), gpu=FAKE_GPU)  # on a GPU its times count: judged as any
+    assert verify.verify_table("tests.tuning.fake_kernel:INTERPRETED", path, tmp_path / "w",
+                               runner=there).exit_code == EXIT_OK
+
+
+def test_a_check_only_request_is_checked_by_the_worker_and_never_timed():
+    from kerneltune.measure import MeasureSettings
+    from kerneltune.tuning.worker import handle
+    from kerneltune.wire import Op, candidate_request
+
+    req = candidate_request("tests.tuning.fake_kernel:PLUGIN", "b", {"n": 4}, {"mode": "good", "work": 1}, {}, 1,
+                            MeasureSettings(), Op.CHECK)
+    reply = handle(req)
+    assert reply.ok and reply.timing is None and "timing_s" not in (reply.phases or {})
+    bad = handle(candidate_request("tests.tuning.fake_kernel:PLUGIN", "b", {"n": 4}, {"mode": "garbage", "work": 1},
+                                   {}, 1, MeasureSettings(), Op.CHECK))
+    assert bad.status == "correctness"

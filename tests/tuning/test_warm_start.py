@@ -9,7 +9,7 @@ from kerneltune.registry import load_kernel
 from kerneltune.tables.store import table_path, update_table
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.sweep import run_sweep
-from kerneltune.tuning.warm_start import warm_configs
+from kerneltune.tuning.warm_start import warm_configs, warm_start
 
 from .test_sweep import FAKE, options
 
@@ -89,3 +89,29 @@ def test_the_warm_configs_are_measured_first_and_the_winner_is_the_same(tmp_path
     if strategy == "exhaustive":
         assert tables[True]["config"] == tables[False]["config"]
         assert tables[True]["runner_ups"] == tables[False]["runner_ups"]
+
+
+def test_the_warm_start_names_each_table_file_and_entry_it_read(tmp_path, monkeypatch):
+    """A fresh --out is no independent run: the installed tables warm-start it too, and the sweep says which."""
+    from kerneltune.tuning import warm_start as module
+
+    kernel = load_kernel(FAKE)
+    installed, shipped = tmp_path / "installed", tmp_path / "shipped"
+    monkeypatch.setattr(module, "table_roots", lambda: (installed, shipped))
+    _table(installed, {2: ({"mode": "good", "work": 2}, [{"mode": "good", "work": 1}])})
+    found = warm_start(kernel, kernel.problem({"n": 2}), "cpu", tmp_path / "out", PARAMS, lambda t: None)
+    assert [s.text() for s in found.sources] == [
+        f"n=2 (3 configs) of {table_path(installed, 'cpu', 'fake')} (the installed tables)"]
+    assert len(found.configs) == 3
+    _table(tmp_path / "out" / "tables", {2: ({"mode": "slow", "work": 2}, [])})  # the sweep's own comes first
+    found = warm_start(kernel, kernel.problem({"n": 2}), "cpu", tmp_path / "out", PARAMS, lambda t: None)
+    assert [s.where for s in found.sources] == ["this sweep's --out"]
+
+
+def test_a_sweep_says_where_its_warm_start_came_from(tmp_path):
+    (tmp_path / "out" / "tables").mkdir(parents=True)
+    _table(tmp_path / "out" / "tables", {2: ({"mode": "slow", "work": 2}, [])})
+    [result] = run_sweep(options(tmp_path, ["good", "slow"]))
+    assert result.prior == [f"small: warm start from 1 tuned entry, measured first: n=2 (1 config) of "
+                            f"{table_path(tmp_path / 'out' / 'tables', 'cpu', 'fake')} (this sweep's --out) "
+                            f"(--no-warm-start: an independent sweep)"]
