@@ -1,6 +1,6 @@
 """``make gpu-record`` without a GPU: every step's command line is one the CLI takes, and ``summary.md`` renders
-from a recorded sample (the sweeps and verify of ``results/engine/2026-12-05-one-entry/call3/``), so neither
-rots between the days an H200 is lent."""
+from a recorded sample (``tests/fixtures/gpu_record/``: the sweeps and verify of an H200 run), so neither rots
+between the days an H200 is lent."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import typer
 
 from kerneltune.tuning.phases import summarize
 
-from .paths import REPO, RESULTS, SPACES
+from .paths import FIXTURES, REPO, SPACES
 
 HERE = REPO / ".ci" / "gpu_record"
-SAMPLE = RESULTS / "engine" / "2026-12-05-one-entry" / "call3"
+SAMPLE = FIXTURES / "gpu_record"
 
 
 def _load(name: str):
@@ -99,13 +99,13 @@ def _sample(tmp: Path, *, winners: dict[int, str] | None = None, cut: str | None
     sweep, its verify's JUnit; each sweep's table holds an entry per bucket for ``winners`` (sweep -> config key
     of the sample's journal; default: the journal's fastest)."""
     rec = tmp / "2026-12-07"
-    journal = [json.loads(x) for x in (SAMPLE / "cold-ranker_attention-live.jsonl").read_text().splitlines()]
+    journal = [json.loads(x) for x in (SAMPLE / "cold.jsonl").read_text().splitlines()]
     ok = [r for r in journal if r["status"] == "ok"]
     steps: dict[int, list[dict]] = {1: [], 2: []}
     for i, part in ((1, 1), (2, 2), (3, 2)):
         folder = rec / f"part{part}" / f"sweep-cold-{i}"
         (folder / "journals").mkdir(parents=True)
-        shutil.copy(SAMPLE / "cold-ranker_attention-live.jsonl", folder / "journals" / "ranker_attention-live.jsonl")
+        shutil.copy(SAMPLE / "cold.jsonl", folder / "journals" / "ranker_attention-live.jsonl")
         table = {}
         for bucket in sorted({r["bucket"] for r in ok}):
             mine = sorted((r for r in ok if r["bucket"] == bucket), key=lambda r: r["timing"]["median_us"])
@@ -118,7 +118,7 @@ def _sample(tmp: Path, *, winners: dict[int, str] | None = None, cut: str | None
         steps[part].append({"name": f"sweep-cold-{i}", "argv": ["sweep"], "rc": 0, "wall_s": 90.2})
     warm = rec / "part1" / "sweep-warm" / "journals"
     warm.mkdir(parents=True)
-    shutil.copy(SAMPLE / "warm-ranker_attention-live.jsonl", warm / "ranker_attention-live.jsonl")
+    shutil.copy(SAMPLE / "warm.jsonl", warm / "ranker_attention-live.jsonl")
     shutil.copy(SAMPLE / "verify-cold.xml", rec / "part1" / "verify-cold.xml")
     steps[1] += [{"name": "sweep-warm", "argv": ["sweep"], "rc": 0, "wall_s": 55.2},
                  {"name": "verify-cold", "argv": ["verify"], "rc": 124 if cut == "verify-cold" else 0,
@@ -129,12 +129,22 @@ def _sample(tmp: Path, *, winners: dict[int, str] | None = None, cut: str | None
     return rec
 
 
-def test_the_summary_reads_each_figure_from_the_records_files(tmp_path):
-    rec = _sample(tmp_path, cut="verify-cold")
+def _archived(rec: Path, dest: Path) -> Path:
+    """The record as ``make gpu-record`` keeps it: a ``partN.tgz`` a part."""
+    dest.mkdir(parents=True)
+    for part in sorted(rec.glob("part*")):
+        with tarfile.open(dest / f"{part.name}.tgz", "w:gz") as t:
+            t.add(part, arcname=part.name)
+    return dest
+
+
+def test_the_summary_reads_each_figure_from_the_records_archives(tmp_path):
+    rec = _archived(_sample(tmp_path / "made", cut="verify-cold"), tmp_path / "2026-12-07")
     text = summary.write(rec).read_text()
-    cold = summarize([json.loads(x) for x in (SAMPLE / "cold-ranker_attention-live.jsonl").read_text().splitlines()],
+    assert text.startswith("# GPU record 2026-12-07\n")
+    cold = summarize([json.loads(x) for x in (SAMPLE / "cold.jsonl").read_text().splitlines()],
                      1)
-    warm = summarize([json.loads(x) for x in (SAMPLE / "warm-ranker_attention-live.jsonl").read_text().splitlines()],
+    warm = summarize([json.loads(x) for x in (SAMPLE / "warm.jsonl").read_text().splitlines()],
                      1)
     assert "at commit abc1234" in text
     assert f"| first candidate, cold (empty user cache) | {cold.first_s:.1f} s | <= 20.0 s | missed |" in text
@@ -154,7 +164,7 @@ def test_the_summary_reads_each_figure_from_the_records_files(tmp_path):
 
 
 def test_different_winners_agree_only_within_the_recorded_margin(tmp_path):
-    journal = [json.loads(x) for x in (SAMPLE / "cold-ranker_attention-live.jsonl").read_text().splitlines()]
+    journal = [json.loads(x) for x in (SAMPLE / "cold.jsonl").read_text().splitlines()]
     d64 = sorted((r for r in journal if r["status"] == "ok" and r["bucket"] == "d64-none-ragged"),
                  key=lambda r: r["timing"]["median_us"])
     close, far = d64[1], d64[-1]
@@ -171,12 +181,9 @@ def test_different_winners_agree_only_within_the_recorded_margin(tmp_path):
 
 def test_unpack_puts_each_parts_archive_in_the_record_and_renders_it(tmp_path):
     rec = _sample(tmp_path / "made")
-    calls = tmp_path / "calls"
-    calls.mkdir()
-    for part in (1, 2):
-        with tarfile.open(calls / f"part{part}.tgz", "w:gz") as t:
-            t.add(rec / f"part{part}", arcname=f"part{part}")
+    calls = _archived(rec, tmp_path / "calls")
     dest = tmp_path / "results" / "2026-12-07"
     assert record.main(["unpack", str(calls), "--record", str(dest)]) == 0
-    assert (dest / "part2" / "sweep-cold-3" / "journals" / "ranker_attention-live.jsonl").is_file()
-    assert (dest / "summary.md").read_text() == summary.render(rec).replace(str(rec), str(dest))
+    assert sorted(p.name for p in dest.iterdir()) == ["part1.tgz", "part2.tgz", "summary.md"]
+    assert (dest / "summary.md").read_text() == summary.render(rec, "2026-12-07")
+    assert "| the same winner |" in (dest / "summary.md").read_text()

@@ -1,11 +1,12 @@
 """``make gpu-record``: every GPU figure the guide quotes, measured again on one H200 by one command.
 
 ``PART=1|2|3`` runs one part (each fits a ten-minute call on a 16-core H200 host); no ``PART`` runs the three in a row.
-Each step's console goes to ``RECORD/partN/NAME.txt`` and its command line, exit code and wall to
-``RECORD/partN/steps.jsonl``; the journals and tables a step wrote are copied beside them. ``summary.md`` is rendered
-from those files alone (``summary.py``), so the CPU tests render it from a recorded sample and build every step's
-command line without a GPU. Where ``$OUT`` is set (the device tool), a part also leaves ``partN.tgz`` and its summary
-there; ``record.py unpack FOLDER...`` puts them under ``results/gpu-record/<date>/`` and renders the whole summary.
+Each step's console goes to ``partN/NAME.txt`` and its command line, exit code and wall to ``partN/steps.jsonl``; the
+journals and tables a step wrote are copied beside them. A part ends as ``partN.tgz`` in the record
+(``results/gpu-record/<date>/``), and ``summary.md`` is rendered from those archives alone (``summary.py``): the CPU
+tests render it from a recorded sample and build every step's command line without a GPU. Where ``$OUT`` is set (the
+device tool), the archives are left there too; ``record.py unpack FOLDER... --record RECORD`` puts them in the record
+and renders the whole summary.
 """
 
 from __future__ import annotations
@@ -122,8 +123,8 @@ def install_wheels(site: str) -> str:
     return f"{len(wheels)} wheels into {site}"
 
 
-def run_part(part: int, record: Path, work: Path, python: str, deadline: float) -> None:
-    raw = record / f"part{part}"
+def run_part(part: int, raw: Path, work: Path, python: str, deadline: float) -> None:
+    """Run one part's steps into ``raw`` (its console files, steps.jsonl and the sweeps' journals and tables)."""
     raw.mkdir(parents=True, exist_ok=True)
     log = raw / "steps.jsonl"
     for step in plan(part):
@@ -199,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     un.add_argument("folders", type=Path, nargs="+")
     un.add_argument("--record", type=Path, required=True)
     sub.add_parser("plan", help="print every step's command line")
-    render = sub.add_parser("render", help="render RECORD/summary.md from its parts")
+    render = sub.add_parser("render", help="render RECORD/summary.md from its partN.tgz")
     render.add_argument("record", type=Path)
     args = parser.parse_args(argv)
 
@@ -215,8 +216,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.record.mkdir(parents=True, exist_ok=True)
         for folder in args.folders:
             for tgz in sorted(folder.glob("part*.tgz")):
-                with tarfile.open(tgz) as t:
-                    t.extractall(args.record, filter="data")
+                shutil.copy2(tgz, args.record / tgz.name)
         summary.write(args.record)
         print(f"gpu-record: {args.record / 'summary.md'}")
         return 0
@@ -229,14 +229,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             "wheels": install_wheels(site), "python": sys.executable}
     for part in parts:
         deadline = time.monotonic() + PART_SECONDS
-        (record / f"part{part}").mkdir(parents=True, exist_ok=True)
-        (record / f"part{part}" / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-        run_part(part, record, args.work, sys.executable, deadline)
+        raw = args.work / "raw" / f"part{part}"
+        shutil.rmtree(raw, ignore_errors=True)
+        raw.mkdir(parents=True)
+        (raw / "meta.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+        run_part(part, raw, args.work, sys.executable, deadline)
+        with tarfile.open(record / f"part{part}.tgz", "w:gz") as t:
+            t.add(raw, arcname=f"part{part}")
         summary.write(record)
         out = os.environ.get("OUT")
-        if out:  # the device tool brings back at most 8 files, 2 folders down: one archive and the summary a part
-            with tarfile.open(Path(out) / f"part{part}.tgz", "w:gz") as t:
-                t.add(record / f"part{part}", arcname=f"part{part}")
+        if out:  # the device tool brings back at most 8 files, 2 folders down: an archive and the summary a part
+            shutil.copy2(record / f"part{part}.tgz", Path(out) / f"part{part}.tgz")
             shutil.copy2(record / "summary.md", Path(out) / f"summary-part{part}.md")
     print((record / "summary.md").read_text(encoding="utf-8"))
     return 0

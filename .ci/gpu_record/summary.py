@@ -1,4 +1,5 @@
-"""``summary.md`` of a GPU record: every figure beside its target, read from the record's files alone.
+"""``summary.md`` of a GPU record: every figure beside its target, read from the record's archives alone
+(``partN.tgz``, unpacked into a temporary folder).
 
 A part that did not run, or a step that failed or was cut, shows as such: its figures read "not measured", never
 a figure from elsewhere. The previous bench record is the baseline the bench's figures are compared with (drift).
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import tarfile
+import tempfile
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -257,15 +260,15 @@ def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     return out
 
 
-def render(record: Path) -> str:
+def render(record: Path, title: str | None = None) -> str:
     metas = [json.loads((record / f"part{p}" / "meta.json").read_text(encoding="utf-8"))
              for p in (1, 2, 3) if (record / f"part{p}" / "meta.json").is_file()]
     commits = sorted({m["commit"] for m in metas}) or ["unknown"]
-    lines = [f"# GPU record {record.name}", "",
+    lines = [f"# GPU record {title or record.name}", "",
              f"`make gpu-record` (`.ci/gpu_record/record.py`) at commit {', '.join(commits)}; parts run: "
              f"{', '.join(str(p) for p in (1, 2, 3) if (record / f'part{p}' / 'steps.jsonl').is_file()) or 'none'}. "
-             "Each part's console, journals, tables and JUnit files are in `partN/`; every figure below is read from "
-             "them by `.ci/gpu_record/summary.py`.", ""]
+             "Each part's console, journals, tables and JUnit files are in `partN.tgz`; every figure below is read "
+             "from them by `.ci/gpu_record/summary.py`.", ""]
     for p in (1, 2, 3):
         env = record / f"part{p}" / "env.txt"
         if env.is_file():
@@ -300,6 +303,12 @@ def render(record: Path) -> str:
 
 
 def write(record: Path) -> Path:
+    """Render ``record/summary.md`` from the ``partN.tgz`` archives in ``record``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for tgz in sorted(record.glob("part*.tgz")):
+            with tarfile.open(tgz) as t:
+                t.extractall(tmp, filter="data")
+        text = render(Path(tmp), record.name)
     path = record / "summary.md"
-    path.write_text(render(record), encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     return path

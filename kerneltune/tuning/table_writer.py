@@ -111,7 +111,7 @@ def bucket_entry(records: list[dict[str, Any]], kernel: Kernel, rel_noise: float
         "candidates_ok": len(ok),
         # Whether the winner's timing met the noise rule before its time cap (``measure.sample_until_quiet``).
         "settled": bool(t.get("converged", True)),
-        **({"playoff": playoff.to_dict(lambda k: _label(by_key[k]["tiles"]))} if playoff else {}),
+        **({"playoff": playoff.to_dict(lambda k: _label(timed[k]["tiles"]))} if playoff else {}),
         "stamps": stamps,
         **({"accuracy": win["accuracy"]} if win.get("accuracy") else {}),
     }

@@ -74,6 +74,20 @@ def test_a_playoffs_rivals_carry_its_paired_interval_and_a_stopped_leader_may_wi
     assert e["playoff"]["leaders"] == 3
 
 
+def test_a_stopped_leader_that_loses_the_playoff_is_named_in_its_ratios():
+    """A stopped candidate among the leaders, slower than the winner: the entry names it like any leader (a sweep
+    on a busy host once ended in a missing-field error here)."""
+    from kerneltune.tuning.playoff import decide
+
+    records = [record("good", 1, 100.0), record("good", 2, 101.0),
+               {**record("slow", 1, 300.0, status="pruned"), "key": "slow1"}]
+    p = decide({"good1": [100.0] * 10, "good2": [103.0] * 10, "slow1": [120.0] * 10}, 4)
+    e = bucket_entry(records, PLUGIN, 0.01, p)
+    assert e["config"] == {"mode": "good", "work": 1} and e["decided_by"] == "playoff"
+    assert set(e["playoff"]["ratios"]) == {"mode=good work=2", "mode=slow work=1"}
+    assert [(r["config"]["mode"], r["config"]["work"]) for r in e["rivals"]] == [("good", 2), ("slow", 1)]
+
+
 def test_ties_on_the_median_break_by_the_config_text_so_the_table_is_reproducible():
     a, b = record("slow", 1, 10.0), record("good", 1, 10.0)
     assert bucket_entry([a, b], PLUGIN, 0.01)["config"] == bucket_entry([b, a], PLUGIN, 0.01)["config"]
