@@ -360,6 +360,7 @@ def test_strings_from_files_are_shown_with_control_characters_made_visible(tmp_p
 
 # (3)-(4) The environment.
 
+@pytest.mark.slow  # the real command in a process of its own: seconds of imports
 def test_a_non_utf8_locale_writes_utf8_files_and_shows_the_terminal_what_it_can(tmp_path):
     """A non-UTF-8 locale broke a finished sweep (exit 3 after the table was written), report --html (always, a 0-byte
     file) and verify (a traceback)."""
@@ -374,6 +375,7 @@ def test_a_non_utf8_locale_writes_utf8_files_and_shows_the_terminal_what_it_can(
     assert read_table(out / "tables/nvidia-h200/ranker_attention.json")["entries"]
 
 
+@pytest.mark.slow  # the real command in a process of its own: seconds of imports
 def test_a_deleted_working_folder_is_one_line_naming_it(tmp_path):
     gone = tmp_path / "gone"
     gone.mkdir()
@@ -384,6 +386,7 @@ def test_a_deleted_working_folder_is_one_line_naming_it(tmp_path):
     _one_line(subprocess.CompletedProcess([], proc.returncode, "", err), 3, str(gone), "no longer exists")
 
 
+@pytest.mark.slow  # the real command in a process of its own: seconds of imports
 def test_a_closed_stdout_costs_no_work_and_no_file(tmp_path):
     """stdout a closed pipe (| head -1): exit 1 with no message, and verify stopped after its first entry."""
     read, write_end = os.pipe()
@@ -417,6 +420,7 @@ def test_an_interrupted_install_or_report_says_what_was_kept(tmp_path, monkeypat
         refused(CliRunner().invoke(app, ["report", str(RUN_C)]), 130, "interrupted", "every report file there is whole")
 
 
+@pytest.mark.slow  # the real command in a process of its own: seconds of imports
 def test_the_frameworks_environment_variables_change_nothing(tmp_path):
     """One variable made every command a no-op exiting 1 (_KERNELTUNE_COMPLETE); another hid every line (COLUMNS=0)."""
     env = {"_KERNELTUNE_COMPLETE": "bash_source", "COLUMNS": "0", "LINES": "0", "TERMINAL_WIDTH": "x",
@@ -516,6 +520,7 @@ def test_a_record_the_table_could_not_hold_is_no_record(tmp_path):
 
 # (6) The frozen timing worker.
 
+@pytest.mark.slow  # a real worker process started and stopped twice
 def test_a_stopped_worker_is_killed_soon_and_its_pipes_and_log_are_closed(tmp_path, monkeypatch):
     """A frozen timing worker was killed only after compile timeout plus run timeout; worker log files and pipes
     were never closed."""
