@@ -4,11 +4,17 @@
 An entry is a ``.npz`` named by the SHA-256 of its key and holding that key and a digest of its arrays: a file
 whose key differs (a hash collision, a hand-copied file) or whose digest does not match (a torn or edited file) is
 one warning and a recompute, never used. Nothing in a file can run code: arrays only, read without pickles.
+
+A cache whose entries its user runs (``build_cache``: JAX unpickles an exported build) is ``signed``: each entry
+carries an HMAC of its key and digest under a secret of the user's own (``.key`` in the folder, made 0600 on first
+use), so a file another user planted or edited, which cannot carry that HMAC, is never loaded.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import hmac
 import json
 import logging
 import os
@@ -20,7 +26,8 @@ from typing import Any, Self
 
 import numpy as np
 
-_KEY, _DIGEST = "__key__", "__digest__"
+_KEY, _DIGEST, _MAC = "__key__", "__digest__", "__mac__"
+SECRET = ".key"  # a signed cache's secret, in its folder
 
 
 def _digest(arrays: Mapping[str, np.ndarray]) -> str:
@@ -39,10 +46,42 @@ class ArrayCache:
     label = "array cache"
     log = logging.getLogger("kerneltune.cache")
     env = ""  # the environment variable a worker reads its folder from (``from_env``)
+    signed = False  # entries carry an HMAC under the user's secret, and are loaded only with it
 
     def __init__(self, folder: Path | None):
         self.folder = folder
         self.seconds = 0.0  # time spent loading or computing, for the phase accounting
+        self._secret: bytes | None = None
+
+    def secret(self) -> bytes:
+        """The user's secret of a signed cache: ``.key`` in the folder, made (0600, never through a link) on first
+        use; an OSError where it is not the user's own alone (another owner, readable by others)."""
+        assert self.folder is not None
+        if self._secret is None:
+            path = self.folder / SECRET
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(os.urandom(32).hex().encode())
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as f:
+                st = os.fstat(f.fileno())
+                if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+                    raise PermissionError(errno.EPERM, f"not yours alone (owner uid {st.st_uid}, mode "
+                                                       f"{st.st_mode & 0o777:o}); a signing key is the user's, 0600",
+                                          str(path))
+                secret = f.read(4096).strip()
+            if len(secret) < 32:
+                raise PermissionError(errno.EPERM, "too short to be a signing key", str(path))
+            self._secret = secret
+        return self._secret
+
+    def _mac(self, key_text: str, digest: str) -> str:
+        return hmac.new(self.secret(), f"{key_text}\0{digest}".encode(), hashlib.sha256).hexdigest()
 
     @classmethod
     def from_env(cls) -> Self:
@@ -80,6 +119,7 @@ class ArrayCache:
                 arrays = {name: f[name] for name in f.files}
             stored_key = bytes(arrays.pop(_KEY)).decode()
             stored_digest = bytes(arrays.pop(_DIGEST)).decode()
+            stored_mac = bytes(arrays.pop(_MAC)).decode() if _MAC in arrays else ""
         except Exception as e:  # any unreadable file is a recompute: a cache never fails a check
             self.log.warning("%s %s: unreadable (%s); recomputing it", self.label, path, type(e).__name__)
             return None
@@ -90,6 +130,16 @@ class ArrayCache:
             self.log.warning("%s %s: its arrays do not match their digest (torn or edited); recomputing it",
                              self.label, path)
             return None
+        if self.signed:
+            try:
+                mac = self._mac(want, stored_digest)
+            except OSError as e:
+                self.log.warning("%s %s: its signing key cannot be used (%s); recomputing it", self.label, path, e)
+                return None
+            if not hmac.compare_digest(mac, stored_mac):
+                self.log.warning("%s %s: not signed with your key (written by another user or another copy of the "
+                                 "cache); never loaded, recomputing it", self.label, path)
+                return None
         return arrays
 
     def store(self, key: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> None:
@@ -97,10 +147,13 @@ class ArrayCache:
         path = self.path(key)
         if path is None:
             return
-        payload = {**arrays, _KEY: np.frombuffer(json.dumps(dict(key), sort_keys=True).encode(), np.uint8),
-                   _DIGEST: np.frombuffer(_digest(arrays).encode(), np.uint8)}
+        key_text, digest = json.dumps(dict(key), sort_keys=True), _digest(arrays)
+        payload = {**arrays, _KEY: np.frombuffer(key_text.encode(), np.uint8),
+                   _DIGEST: np.frombuffer(digest.encode(), np.uint8)}
         tmp = None
         try:
+            if self.signed:
+                payload[_MAC] = np.frombuffer(self._mac(key_text, digest).encode(), np.uint8)
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
             with os.fdopen(fd, "wb") as f:

@@ -9,6 +9,10 @@ stamps the backend matches tables on (GPU, driver, framework versions). It holds
 digested file of ``array_cache``; a file that fails its key or digest, or whose build no longer loads, is one
 warning and a recompile. The oldest entries go when the folder passes ``BUILD_CACHE_BYTES``.
 
+Loading a build runs what it holds (JAX unpickles an exported executable), so nothing another user could write is
+loaded: every entry is signed with the user's own secret (``array_cache``'s ``signed``, a 0600 key in the folder),
+and a folder that another user owns or can write (``trust``) is not used at all, one warning saying so.
+
 The folder comes from the worker's environment (``KERNELTUNE_BUILD_CACHE``, set by the engine to the user's
 cache folder's ``builds/``); without it nothing is kept.
 """
@@ -18,12 +22,15 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kerneltune.array_cache import ArrayCache
 from kerneltune.limits import BUILD_CACHE_BYTES
+from kerneltune.logs import log_once
+from kerneltune.trust import why_untrusted
 
 ENV = "KERNELTUNE_BUILD_CACHE"
 _BUILD = "build"
@@ -41,6 +48,13 @@ class BuildCache(ArrayCache):
     label = "build cache"
     log = logging.getLogger("kerneltune.builds")
     env = ENV
+    signed = True
+
+    def __init__(self, folder: Path | None):
+        if folder is not None and (why := why_untrusted(folder)) is not None:
+            log_once(self.log, f"build cache {folder}: {why}; builds are neither loaded from it nor kept there")
+            folder = None
+        super().__init__(folder)
 
     def build(self, key: Mapping[str, Any], compile_: Callable[[], bytes],
               loads: Callable[[bytes], object]) -> tuple[bytes, bool]:

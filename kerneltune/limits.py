@@ -15,3 +15,12 @@ BUILD_CACHE_BYTES = 4 << 30  # the user's cache of compiled builds (``build_cach
 # builds a timing worker holds. A model of the H200's cold sweeps gains nothing past 42
 # (results/engine/2026-12-05-one-entry/queue_model.py).
 COMPILE_QUEUE = 64
+
+# A lock held by another process (a table's, a journal's): a waiter says what it waits on after LOCK_NOTICE_S and
+# gives up after LOCK_WAIT_S. A table write holds its lock for milliseconds; a minute means a holder that is stopped
+# (Ctrl-Z) or frozen, not one that is busy.
+LOCK_NOTICE_S = 2.0
+LOCK_WAIT_S = 60.0
+
+# A worker stopped (SIGSTOP, a frozen cgroup) this long is killed, instead of after its whole timeout.
+FROZEN_WORKER_S = 10.0

@@ -9,12 +9,16 @@ stated bounds; anything else is one error naming the file, that each reader turn
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
+import re
 import reprlib
 import stat
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -65,6 +69,24 @@ _SHORT = reprlib.Repr(maxlevel=2, maxstring=80, maxother=80, maxlong=40, maxlist
 def brief(value: Any) -> str:
     """A value from a file as a message quotes it: short (it may be a string of megabytes), on one line."""
     return _SHORT.repr(value)
+
+
+# What a terminal acts on rather than shows: C0 controls but the newline and the tab (ESC starts a sequence that
+# retitles or clears it), DEL, C1 controls (0x9b is a one-byte CSI) and the bidirectional overrides and isolates,
+# which reorder what is shown ("Trojan source").
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a terminal would act on (escape sequences, carriage returns, C1 controls,
+    bidirectional overrides) written as its escape (``\\x1b``), so a string read from a file is shown, never
+    obeyed. Newlines and tabs stay."""
+    return _CONTROLS.sub(_escaped, text)
 
 
 def size_text(n: int) -> str:
@@ -148,7 +170,7 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+def deeper_than(value: Any, limit: int) -> bool:
     """Whether ``value`` nests containers more than ``limit`` deep; a loop, not recursion, over its containers."""
     stack = [(value, 1)]
     while stack:
@@ -183,6 +205,60 @@ def loads_bounded_json(text: str | bytes, where: str) -> Any:
             raise BadJson(where, f"holds an integer of more than {digits} digits") from None
         raise BadJson(where, f"not valid JSON ({e})", syntax=True) from None
     brackets = text.count(b"[") + text.count(b"{") if isinstance(text, bytes) else text.count("[") + text.count("{")
-    if brackets > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):  # the count: no walk of a short line
+    if brackets > MAX_JSON_DEPTH and deeper_than(value, MAX_JSON_DEPTH):  # the count: no walk of a short line
         raise BadJson(where, f"nested too deeply (more than {MAX_JSON_DEPTH} levels)")
     return value
+
+
+def _refuse_link(path: Path) -> None:
+    """A link at ``path`` is refused: a write replaces a file of its own folder, never what a link names."""
+    try:
+        target = os.readlink(path)
+    except (FileNotFoundError, OSError):
+        return
+    raise UnsafeFile(errno.ELOOP, f"a link to {target}; kerneltune writes a file of its own, never through a link "
+                                  f"(remove the link, or give its target)", str(path))
+
+
+@contextlib.contextmanager
+def atomic_writer(path: Path | str, binary: bool = False, mode: int = 0o644) -> Iterator[IO[Any]]:
+    """A file written whole or not at all: what the block writes goes to a temporary file beside ``path`` (text
+    in UTF-8 whatever the locale), synced, then renamed over it; a kill, a full disk or an error in the block leaves
+    the file as it was and no temporary file. Refused before anything is written (``trust.Untrusted``, or
+    UnsafeFile for a link): a link at ``path``, a file there another user owns or can write, a folder another user
+    owns or can write. An OSError names ``path``, never the temporary file. ``mode``: the file's permissions,
+    whatever the umask (read by the team: 0o644)."""
+    from kerneltune.trust import check_trusted
+
+    path = Path(path)
+    _refuse_link(path)
+    check_trusted(path)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:  # the error names the file asked for, not a temporary file beside it
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    try:
+        os.fchmod(fd, mode)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:  # a full disk, a quota: the file named (the one there is unchanged)
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(e.errno, e.strerror, str(path)) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    with contextlib.suppress(OSError):  # the rename itself made durable; a folder that cannot be synced costs nothing
+        dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def write_atomic(path: Path | str, data: str | bytes, mode: int = 0o644) -> None:
+    """``data`` as the whole of ``path`` (``atomic_writer``'s guarantees and refusals); text as UTF-8."""
+    with atomic_writer(path, binary=True, mode=mode) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -63,8 +63,8 @@ def test_contenders_from_a_missing_table_or_for_a_sampler(tmp_path):
 
 def test_a_corrupt_journal_line_in_a_report_is_one_warning_and_the_rest_are_used(tmp_path):
     journal = tmp_path / "j.jsonl"
-    journal.write_text('{"bucket": "b", "key": "k", "tiles": {}}\nnot json\n'
-                       '{"bucket": "b", "key": "k2", "tiles": {}}\n')
+    journal.write_text('{"bucket": "b", "key": "k", "tiles": {}, "status": "compile"}\nnot json\n'
+                       '{"bucket": "b", "key": "k2", "tiles": {}, "status": "compile"}\n')
     r = kerneltune("report", journal)
     assert r.returncode == 0 and "2 candidates" in r.stdout and "Traceback" not in r.stderr
     assert r.stderr.strip() == f"{journal}:2: not a JSON line; record skipped"

@@ -181,11 +181,14 @@ def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeyp
     from kerneltune.tables.store import update_table
     from kerneltune.tuning import verify
 
+    from .tuning.test_verify import _host_stamps
+
     monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     user, shipped = tmp_path / "user", tmp_path / "shipped"
+    stamps = {**_host_stamps(), "kernel_hash": "fakehash"}  # measured here: the runtime here would use them
     for root, mode in ((user, "garbage"), (shipped, "good")):
         entry = {"bucket": {"n": 2}, "bucket_name": "small", "problem": {"n": 2}, "config": {"mode": mode, "work": 1},
-                 "median_us": 1000.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"}}
+                 "median_us": 1000.0, "spread": 0.01, "stamps": stamps}
         update_table(root / "cpu/fake.json", "fake", "cpu",
                      lambda t, e=entry: t["entries"].update({bucket_key(e["bucket"]): e}))
     monkeypatch.setattr(verify, "table_roots", lambda: (user, shipped))

@@ -252,8 +252,8 @@ def test_a_journal_that_grows_past_its_bound_while_read_stops_there(tmp_path, mo
     from kerneltune.tuning import journal
 
     path = tmp_path / "j.jsonl"
-    path.write_text('{"bucket": "b", "key": "1"}\n' * 10)
-    monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 100)
+    path.write_text('{"bucket": "b", "key": "1", "status": "compile"}\n' * 10)
+    monkeypatch.setattr(journal, "MAX_JOURNAL_BYTES", 150)
     real_fstat = os.fstat  # says 0 bytes, as a file still being written may have said a moment before
 
     def says_empty(fd: int) -> os.stat_result:
@@ -263,18 +263,18 @@ def test_a_journal_that_grows_past_its_bound_while_read_stops_there(tmp_path, mo
     monkeypatch.setattr(safe_io.os, "fstat", says_empty)
     records = Journal(path).records()
     assert [r["key"] for r in (next(records), next(records), next(records))] == ["1", "1", "1"]
-    with pytest.raises(JournalError, match=r"j\.jsonl: holds more than 100 bytes, the most a journal may hold"):
+    with pytest.raises(JournalError, match=r"j\.jsonl: holds more than 150 bytes, the most a journal may hold"):
         next(records)
 
 
 def test_a_journal_line_past_jsons_bounds_is_skipped_with_a_warning_naming_it(tmp_path, caplog, fresh_log):
     path = tmp_path / "j.jsonl"
-    path.write_text('{"bucket": "b", "key": "1"}\n'
+    path.write_text('{"bucket": "b", "key": "1", "status": "ok", "score": 1}\n'
                     '{"bucket": "b", "key": "2", "seed": ' + "1" * 100_000 + "}\n"
                     '{"bucket": "b", "key": "3", "seed": ' + "1" * 400 + "}\n"
                     '{"bucket": "b", "key": "4", "timing": {"median_us": ' + "1" * 400 + "}}\n"
                     + "[" * 500 + "]" * 500 + "\n"
-                    '{"bucket": "b", "key": "6"}\n')
+                    '{"bucket": "b", "key": "6", "status": "ok", "score": 1}\n')
     with caplog.at_level(logging.WARNING, logger="kerneltune.journal"):
         assert [r["key"] for r in Journal(path).records()] == ["1", "6"]
     assert caplog.messages == [
@@ -286,7 +286,8 @@ def test_a_journal_line_past_jsons_bounds_is_skipped_with_a_warning_naming_it(tm
 
 def test_a_torn_last_line_past_the_bounds_is_still_a_torn_line(tmp_path, caplog, fresh_log):
     path = tmp_path / "j.jsonl"
-    path.write_text('{"bucket": "b", "key": "1"}\n{"bucket": "b", "key": "2", "seed": ' + "1" * 5000)
+    path.write_text('{"bucket": "b", "key": "1", "status": "compile"}\n'
+                    '{"bucket": "b", "key": "2", "seed": ' + "1" * 5000)
     with caplog.at_level(logging.WARNING, logger="kerneltune.journal"):
         assert [r["key"] for r in Journal(path).records()] == ["1"]
     assert caplog.messages == []

@@ -10,18 +10,32 @@ from __future__ import annotations
 
 import logging
 import signal
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from kerneltune import __version__
 from kerneltune.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
 
-from . import commands, failures
+from . import commands, failures, terminal
 from . import options as o
 from .render import console
 
-app = typer.Typer(cls=failures.UsageIsBadInput,
+
+class _Cli(typer.Typer):
+    """The app as the ``kerneltune`` command runs it: the process's streams, logs and working folder made safe
+    first (``terminal.prepare``); a test's CliRunner invokes the commands without this."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        terminal.prepare()
+        if (problem := terminal.working_folder_problem()) is not None:
+            failures.errors.print(f"[red]error:[/red] {escape(problem)}", soft_wrap=True, highlight=False)
+            raise SystemExit(failures.EXIT_BAD_INPUT)
+        return super().__call__(*args, **kwargs)
+
+
+app = _Cli(cls=failures.UsageIsBadInput,
                   help="Tune, verify and ship GPU kernels with their best configuration for every GPU and shape."
                        "\n\nExit codes: 0 everything checked on the target passed; 1 wrong or slower; 2 the target "
                        "hardware is absent (what could be checked here was); 3 bad input (a file, a name, an "

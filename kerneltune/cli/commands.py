@@ -156,9 +156,13 @@ def install(tables: list[Path], to: Path | None) -> None:
     from kerneltune.tables.locations import user_tables_dir
 
     root = to or user_tables_dir()
+    done: list[str] = []
     for table in tables:
-        with bad_input_is_one_line():
+        kept = (f"installed before it: {', '.join(done)}; " if done else "nothing installed; ") + \
+            f"every installed table is whole, as it was or with {table}'s entries"
+        with interrupt_is_one_line(kept), bad_input_is_one_line():
             dest, n = install_table(table, root)
+        done.append(str(table))
         render.line(f"installed {n} entries of {table} into {dest}")
         if dest.stem in KERNELS and Capability.PROGRAM_DIGEST in load_kernel(dest.stem).capabilities:
             render.line(f"to carry it across a later kernel change, record its programs now (any host): "
@@ -200,12 +204,18 @@ def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | 
     from kerneltune.report.frame import journal_files, load_baseline, load_frame, write_csv
     from kerneltune.report.html import render_html
 
-    with bad_input_is_one_line():
+    written: list[str] = []
+
+    def kept() -> str:  # a report file is written whole or not at all: each one there is whole
+        return (f"written: {', '.join(written)}; " if written else "") + "every report file there is whole"
+
+    with interrupt_is_one_line(kept), bad_input_is_one_line():
         frame = load_frame(results)
         base = load_baseline(baseline, frame) if baseline else None
     if csv:
-        with bad_input_is_one_line():
+        with interrupt_is_one_line(kept), bad_input_is_one_line():
             write_csv(frame, csv)
+        written.append(str(csv))
         render.line(f"CSV: {csv} ({len(frame)} rows)")
     bench_result, targets = None, None
     if bench:
@@ -217,8 +227,9 @@ def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | 
         render.console.print(render.targets_table(read.targets, f"bench targets ({read.source})") if read.targets
                              else f"bench: {read.source}", soft_wrap=True)
     if html:
-        with bad_input_is_one_line():
+        with interrupt_is_one_line(kept), bad_input_is_one_line():
             render_html(frame, len(journal_files(results)), base, html, bench_result, targets)
+        written.append(str(html))
         render.line(f"HTML: {html}")
     render.report_summary(frame)
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
@@ -25,13 +24,15 @@ from kerneltune.tables.store import TableError
 from kerneltune.tuning.journal import JournalError
 from kerneltune.tuning.space import SpaceError
 
+from .terminal import SafeConsole, console_width
+
 try:  # Typer >= 0.2x carries its own copy of click, whose exceptions it raises
     from typer._click.exceptions import NoArgsIsHelpError, UsageError
 except ImportError:
     from click.exceptions import NoArgsIsHelpError, UsageError
 
 EXIT_FAILED, EXIT_NO_HARDWARE, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 3, 130
-errors = Console(stderr=True, width=None if "COLUMNS" in os.environ or os.isatty(2) else 400)
+errors = SafeConsole(stderr=True, width=console_width(2, 400))
 debug = False  # set by the app's ``--debug``
 
 
@@ -61,15 +62,15 @@ def bad_input_is_one_line() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def interrupt_is_one_line(kept: str) -> Iterator[None]:
-    """SIGINT (or SIGTERM, mapped to it) ends in one line saying what was kept, exit 130 (not Click's
-    "Aborted!" and exit 1, which reads as a failed check)."""
+def interrupt_is_one_line(kept: str | Callable[[], str]) -> Iterator[None]:
+    """SIGINT (or SIGTERM, mapped to it) ends in one line saying what was kept (``kept``, or what it says when
+    called), exit 130 (not Click's "Aborted!" and exit 1, which reads as a failed check)."""
     try:
         yield
     except KeyboardInterrupt:
         if debug:
             raise
-        fail(f"interrupted; {kept}", EXIT_INTERRUPTED)
+        fail(f"interrupted; {kept() if callable(kept) else kept}", EXIT_INTERRUPTED)
 
 
 def sigterm_is_an_interrupt(signum: int, frame: object) -> None:
@@ -112,6 +113,10 @@ class UsageIsBadInput(TyperGroup):
             return
         where = f"{e.ctx.command_path}: " if e.ctx is not None else ""
         fail(f"{where}{e.format_message()} (--help lists the options)")
+
+    def _main_shell_completion(self, *args: Any, **kwargs: Any) -> None:
+        """No shell completion (the app is made without it): ``_KERNELTUNE_COMPLETE`` in the environment made
+        every command a silent no-op exiting 1."""
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         try:

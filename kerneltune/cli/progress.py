@@ -7,8 +7,10 @@ from collections import Counter
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from kerneltune.safe_io import visible
 from kerneltune.wire import Status
 
 
@@ -37,7 +39,9 @@ class RichObserver:
             self.console.print(f"[yellow]{escape(text)}", highlight=False, soft_wrap=True)
 
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None:
-        self.task = self.progress.add_task("", total=total, completed=done, bucket=bucket, best="", fails="")
+        # The bucket's name comes from a file: shown, never obeyed (markup, escape sequences).
+        self.task = self.progress.add_task("", total=total, completed=done, bucket=escape(visible(bucket)), best="",
+                                           fails="")
         self._best: float | None = None
         self._unit = "µs"
 

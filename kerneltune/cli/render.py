@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import textwrap
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -17,13 +15,16 @@ from kerneltune.report.configs import config_text
 from kerneltune.report.rates import rate_text
 from kerneltune.wire import Status
 
+from .terminal import SafeConsole, console_width
+
 if TYPE_CHECKING:
     from kerneltune.protocols import EmulationCheck
     from kerneltune.tuning.sweep import BucketResult
     from kerneltune.tuning.verify import EntryReport, VerifyReport
 
-# Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short.
-console = Console(width=None if "COLUMNS" in os.environ or os.isatty(1) else 120)
+# Written to a file or a CI log, Rich would wrap tables at 80 columns and cut every config short; strings from files
+# are shown with their control characters made visible (``SafeConsole``).
+console = SafeConsole(width=console_width(1, 120))
 
 
 def _wrapped(text: str) -> str:

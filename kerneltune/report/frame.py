@@ -111,12 +111,17 @@ def _as_text(value: Any) -> Any:
 
 def write_csv(frame: pd.DataFrame, path: Path) -> None:
     """One CSV row per candidate, measured floats rounded to what the measurement resolves, no text cell a
-    spreadsheet would run as a formula; the folder made as needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    spreadsheet would run as a formula; the folder made as needed. Written whole or not at all, in UTF-8
+    (``safe_io.atomic_writer``): a kill or a full disk leaves the previous CSV as it was."""
+    from kerneltune.paths import make_folder
+    from kerneltune.safe_io import atomic_writer
+
+    make_folder(path.parent)
     out = frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame})
     for column in out.select_dtypes(include=["object", "string"]).columns:
         out[column] = out[column].map(_as_text)
-    out.to_csv(path, index=False)
+    with atomic_writer(path) as f:
+        out.to_csv(f, index=False)
 
 
 def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
@@ -126,6 +131,7 @@ def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
     would call a NaN or zero baseline "faster") is an error naming it."""
     from kerneltune.safe_io import MAX_TABLE_BYTES, BadJson, brief, loads_bounded_json, read_regular_bytes
     from kerneltune.tables.store import finite, positive_time
+    from kerneltune.trust import why_untrusted
 
     files = [path] if path.is_file() else sorted(path.rglob("*.json"))
     if not files:
@@ -136,13 +142,19 @@ def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
     for f in files:
         try:
             text = read_regular_bytes(f, MAX_TABLE_BYTES, "tuned table").decode("utf-8")
+            if (why := why_untrusted(f)) is not None:  # a baseline another user could write decides "faster"
+                raise ValueError(f"--baseline {f}: {why}; not used (the guide's trust page says why)")
             table = loads_bounded_json(text, f"--baseline {f}")
             entries = table["entries"].items()
         except OSError as e:  # a FIFO, a device, a folder, too big, unreadable: as the system or safe_io words it
             raise ValueError(f"--baseline {f}: {e.strerror or e}") from None
         except BadJson as e:
             raise ValueError(f"--baseline {f}: not a tuned table ({e.why})") from None
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"--baseline {f}: not a tuned table ({type(e).__name__}: {e})") from None
+        except ValueError as e:
+            if str(e).startswith("--baseline"):
+                raise
             raise ValueError(f"--baseline {f}: not a tuned table ({type(e).__name__}: {e})") from None
         if not isinstance(table.get("kernel"), str) or table["kernel"] not in kernels:
             raise ValueError(f"--baseline {f}: a table of kernel {brief(table.get('kernel'))}, the journals are of "

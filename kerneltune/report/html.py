@@ -14,8 +14,10 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from kerneltune.paths import make_folder
 from kerneltune.protocols import Capability, ReportView
 from kerneltune.registry import UnknownName, registered_kernel
+from kerneltune.safe_io import write_atomic
 
 from . import charts
 from .frame import row_config
@@ -240,8 +242,8 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
     devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
     legend = [(f"{p:g}%", charts.slower_color(p)) for p in (0, 2, 5, 10, 15, 20)] + [
         (f"≥{charts.SLOWER_SCALE_MAX:g}%", charts.slower_color(charts.SLOWER_SCALE_MAX))]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, kernels=kernels,
+    make_folder(out.parent)
+    write_atomic(out, TEMPLATE.render(n_candidates=len(frame), n_journals=n_journals, devices=devices, kernels=kernels,
                                    failures=failures, pruned=pruned, baseline=compare, top=TOP, legend=legend,
                                    plotly_js=Markup(charts.plotly_js()),
                                    bench=_bench_rows(bench) if bench else None,

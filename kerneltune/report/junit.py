@@ -11,7 +11,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from kerneltune.paths import make_folder
 from kerneltune.protocols import EmulationCheck
+from kerneltune.safe_io import atomic_writer
 from kerneltune.tuning.verify import EntryReport, VerifyReport
 
 
@@ -57,7 +59,7 @@ def write_junit(path: Path, kernel: str, reports: list[VerifyReport]) -> None:
                 counts[outcome] += 1
         for k, v in counts.items():
             suite.set(k, str(v))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     _write(root, path)
 
 
@@ -74,13 +76,12 @@ def write_checks_junit(path: Path, kernel: str, what: str, checks: list[Emulatio
         ET.SubElement(case, "system-out").text = figures
         if not c.ok:
             ET.SubElement(case, "failure", message=c.error or "over its tolerance", type="wrong").text = figures
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(path.parent)
     _write(root, path)
 
 
 def _write(root: ET.Element, path: Path) -> None:
-    """The file, or an OSError naming it (a full disk raises one without its file)."""
-    try:
-        ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
-    except OSError as e:
-        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+    """The file, whole or not at all (``safe_io.atomic_writer``: a kill keeps the previous one), or an OSError
+    naming it."""
+    with atomic_writer(path, binary=True) as f:
+        ET.ElementTree(root).write(f, encoding="utf-8", xml_declaration=True)

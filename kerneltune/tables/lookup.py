@@ -143,11 +143,19 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
     return None, misses
 
 
+def file_identity(st: Any) -> tuple[int, ...]:
+    """What tells one file at a path from another: the inode (a table renamed into place is a new one), its size,
+    and its modification and change times (a file rewritten in place with its old modification time restored, or
+    copied with ``cp -p``, still has a new change time, which no user can set)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 def _read_cached(path: Path) -> dict[str, Any] | None:
-    """The table, read again only when its file changes (launches call this on every call); a file that cannot
-    be used is not read again either until it changes (a broken 64 MiB table cost every launch its read)."""
+    """The table, read again only when its file is replaced or changes (launches call this on every call;
+    ``file_identity``); a file that cannot be used is not read again either until then (a broken 64 MiB table cost
+    every launch its read)."""
     try:
-        stamp = path.stat().st_mtime_ns
+        stamp = file_identity(path.stat())
     except FileNotFoundError:
         return None
     except OSError as e:  # a loop of links, a folder it may not enter: named and skipped, never raised at launch
@@ -159,7 +167,7 @@ def _read_cached(path: Path) -> dict[str, Any] | None:
 
 
 @functools.lru_cache(maxsize=64)
-def _read_at(path: Path, mtime_ns: int) -> tuple[dict[str, Any] | None, str | None]:
+def _read_at(path: Path, identity: tuple[int, ...]) -> tuple[dict[str, Any] | None, str | None]:
     try:
         return read_table(path), None
     except TableError as e:

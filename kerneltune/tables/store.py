@@ -1,4 +1,8 @@
-"""Tuned-table files: one JSON per (device kind, kernel), written atomically under a lock."""
+"""Tuned-table files: one JSON per (device kind, kernel), written atomically under a lock.
+
+A table is read only if the user (or root) owns it and its folders and no one else can write them (``trust``):
+another user's table would choose what a launch runs. It is written whole or not at all, never through a link.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,28 @@ import json
 import math
 import os
 import re
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
+from kerneltune.locks import BoundedLock
 from kerneltune.paths import make_folder
-from kerneltune.safe_io import MAX_TABLE_BYTES, BadJson, UnsafeFile, brief, loads_bounded_json, read_regular_bytes
+from kerneltune.safe_io import (
+    MAX_JSON_DEPTH,
+    MAX_TABLE_BYTES,
+    BadJson,
+    UnsafeFile,
+    atomic_writer,
+    brief,
+    deeper_than,
+    loads_bounded_json,
+    read_regular_bytes,
+)
+from kerneltune.trust import why_untrusted
 
 SCHEMA = 1
+# How much deeper a journal record's fields sit in a table: table > entries > entry > runner_ups > item > field.
+TABLE_LEVELS = 4
 
 
 class TableError(ValueError):
@@ -56,7 +71,8 @@ def read_table(path: Path) -> dict[str, Any] | None:
 
     Whatever the file holds, nothing else is raised and nothing hangs (a launch's lookup reads the user's tables):
     a FIFO, a device, a socket, a file over ``MAX_TABLE_BYTES``, an integer past JSON's bounds is a TableError
-    naming the file (``safe_io``)."""
+    naming the file (``safe_io``); so is a table another user owns or can write, or one in such a folder
+    (``trust``)."""
     try:
         data = read_regular_bytes(path, MAX_TABLE_BYTES, "tuned table")
     except FileNotFoundError:
@@ -65,6 +81,8 @@ def read_table(path: Path) -> dict[str, Any] | None:
         raise TableError(str(e)) from None
     except OSError as e:  # a folder, a file the user may not read, an I/O error: the file is named, never raised raw
         raise TableError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if (why := why_untrusted(path)) is not None:
+        raise TableError(f"{path}: {why}; not used (the guide's trust page says why)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -178,39 +196,34 @@ def entry_problem(entry: Any) -> str | None:
 
 def _write_atomic(path: Path, table: dict[str, Any]) -> None:
     """Written beside its final path (same file system), then renamed over it: a reader sees the old table
-    or the new one, never a part. Sorted keys and one-space indents, so a table diffs line by line."""
+    or the new one, never a part (``safe_io.atomic_writer``). Sorted keys and one-space indents, so a table diffs
+    line by line. A table no reader would take (an entry that breaks the schema, nesting past the bound) is
+    refused before anything is written."""
     for key, entry in table["entries"].items():
         if (why := entry_problem(entry)) is not None:
             raise TableError(f"{path}: refusing to write entry {key}: {why}")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:  # the error names the table, not a temporary file beside it
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    try:
-        os.fchmod(fd, 0o644)  # a table is read by every user of the machine
-        with os.fdopen(fd, "w") as f:
-            json.dump({k: v for k, v in table.items() if k != "skipped"}, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:  # a full disk: the table named (the one there is unchanged), not the temporary file
-        Path(tmp).unlink(missing_ok=True)
-        raise OSError(e.errno, e.strerror, str(path)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    kept = {k: v for k, v in table.items() if k != "skipped"}
+    if deeper_than(kept, MAX_JSON_DEPTH):
+        raise TableError(f"{path}: refusing to write a table nested more than {MAX_JSON_DEPTH} levels, which no reader "
+                         f"takes")
+    with atomic_writer(path) as f:  # a table is read by every user of the machine: 0o644
+        json.dump(kept, f, indent=1, sort_keys=True)
+        f.write("\n")
 
 
 def update_table(path: Path, kernel: str, device_kind: str,
                  change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Read-modify-write under an exclusive lock, so concurrent writers lose nothing. A table holding
-    entries that break the schema is not rewritten: the rewrite would drop them unseen."""
-    make_folder(path.parent)
+    """Read-modify-write under an exclusive lock, so concurrent writers lose nothing; the lock waited on in
+    bounded time, saying what holds it (``locks``). A table holding entries that break the schema is not
+    rewritten: the rewrite would drop them unseen. A link, or a table or folder another user owns or can write,
+    is refused."""
     if path.is_symlink():  # its lock and its rewrite would land beside the target, outside this folder
         raise TableError(f"{path}: a link to {os.readlink(path)}; a table is written only as a file of its own "
                          f"folder (remove the link)")
-    with FileLock(f"{path}.lock"):
+    if (why := why_untrusted(path)) is not None:
+        raise TableError(f"{path}: {why}; not written (the guide's trust page says why)")
+    make_folder(path.parent)
+    with BoundedLock(f"{path}.lock", f"the table {path}"):
         for stale in path.parent.glob(f".{path.name}.*.tmp"):  # a writer killed mid-write (we hold the lock)
             stale.unlink(missing_ok=True)
         table = read_table(path) or empty_table(kernel, device_kind)

@@ -1,12 +1,15 @@
 """The append-only journal of finished candidates: one JSON line each, flushed and fsynced.
 
-A ``kill -9`` at any moment loses at most the candidate in flight; a torn last
-line (the kill landed mid-write) is ignored on reading and the file is
-repaired before the next append.
+A ``kill -9`` at any moment loses at most the candidate in flight. Reader and writer judge a last line without
+its newline alike (``whole_record``): a whole record whose newline a kill or a full disk cut off is read, and
+the writer ends it with its newline before the next append; anything else there is torn, skipped on reading and
+cut before the next append. One sweep writes a journal (``WriterLock``, a lock on the file itself, kept across
+``--no-resume``'s setting aside), never through a link, and never one another user owns or can write.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -14,26 +17,37 @@ import math
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
+from kerneltune.locks import BoundedLock, holder
 from kerneltune.logs import log_once
 from kerneltune.paths import SHARED_FILE, make_folder
 from kerneltune.safe_io import (
     MAX_JOURNAL_BYTES,
+    MAX_JSON_DEPTH,
     BadJson,
     UnsafeFile,
     brief,
+    deeper_than,
     loads_bounded_json,
     open_regular,
     size_text,
 )
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.tables.store import finite, is_plain_name, positive_time
+from kerneltune.tables.store import TABLE_LEVELS, finite, is_plain_name, positive_time
+from kerneltune.trust import check_trusted
 from kerneltune.wire import Status
+
+# A record's fields become a table entry's, which sits TABLE_LEVELS deeper in its table: a record nested deeper than
+# this would make a table past ``MAX_JSON_DEPTH``, which no reader takes (install refused it, and every later sweep
+# into that --out tripped on it).
+MAX_RECORD_DEPTH = MAX_JSON_DEPTH - TABLE_LEVELS
+_STATUSES = frozenset(s.value for s in Status)
 
 log = logging.getLogger("kerneltune.journal")
 
@@ -118,17 +132,31 @@ def record_defect(rec: Any) -> str | None:
     kind = rec.get("stamps", {}).get("device_kind")
     if kind is not None and not is_plain_name(kind):
         return f"stamps.device_kind {brief(kind)} is not a plain name"
+    if rec.get("status") not in _STATUSES:  # a status of another version is no "done": measured again
+        return f"status {brief(rec.get('status'))} is none this kerneltune knows ({', '.join(sorted(_STATUSES))})"
+    if deeper_than(rec, MAX_RECORD_DEPTH):
+        return f"nested more than {MAX_RECORD_DEPTH} levels (its table entry would pass a table's {MAX_JSON_DEPTH})"
     return None
 
 
-def cut_torn_tail(path: Path) -> int:
-    """Cut a line-per-record file back to its last whole line (a write cut by a kill or a full disk); the bytes
-    cut, 0 if the file ends whole or is absent. The next append then starts a line of its own."""
+def whole_record(raw: bytes) -> bool:
+    """Whether a line (its newline cut or not) is a whole record: what the reader reads and the writer keeps."""
     try:
-        f = path.open("rb+")
+        rec = loads_bounded_json(raw, "")
+    except BadJson:
+        return False
+    return not (_SURROGATE.search(raw) and not _encodes(rec)) and record_defect(rec) is None
+
+
+def cut_torn_tail(path: Path, whole: Callable[[bytes], bool] | None = None) -> int:
+    """Cut a line-per-record file back to its last whole line (a write cut by a kill or a full disk); the bytes
+    cut, 0 if the file ends whole or is absent. The next append then starts a line of its own. A last line that
+    ``whole`` takes (a record whose newline alone was cut) is ended with its newline instead, and kept."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return 0
-    with f:
+    with os.fdopen(fd, "rb+") as f:
         size = f.seek(0, os.SEEK_END)
         if size == 0:
             return 0
@@ -143,6 +171,14 @@ def cut_torn_tail(path: Path) -> int:
                 keep = start + i + 1
                 break
             end = start
+        if whole is not None and size - keep <= MAX_JOURNAL_BYTES:
+            f.seek(keep)
+            if whole(f.read(size - keep)):
+                f.seek(size)
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+                return 0
         f.truncate(keep)
     return size - keep
 
@@ -172,27 +208,79 @@ def _encodes(rec: Any) -> bool:
 
 class WriterLock:
     """An exclusive ``flock`` on the journal file itself, so that one sweep writes it, whatever name it is given:
-    a link or a hard link reaches the same inode, which a lock file named after the path did not (two sweeps
-    through two hard links wrote 27 duplicate records). Released by ``release`` or when the process dies."""
+    a hard link reaches the same inode, which a lock file named after the path did not (two sweeps through two
+    hard links wrote 27 duplicate records). A link is refused (a sweep cut its target's last line and appended to
+    it), as is a journal, or its folder, that another user owns or can write (``trust``). Taken at once or not at
+    all; released by ``release`` or when the process dies.
+
+    The lock is checked to be on the file the path names now: a sweep that sets the journal aside (``--no-resume``)
+    puts a new file there already locked (``start_afresh``), and a sweep that locked the old file meanwhile finds it
+    is no longer the journal."""
 
     def __init__(self, path: Path):
         self.path = path
         self._fd: int | None = None
 
+    def _open(self, path: Path) -> int:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, SHARED_FILE)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise JournalError(f"{self.path}: a link to {os.readlink(self.path)}; a journal is written only as a "
+                                   f"file of its own (give its target, or another --journal)") from None
+            raise JournalError(f"{self.path}: cannot be opened for writing ({e.strerror})") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise JournalError(f"{self.path}: not a regular file; a journal is one")
+        return fd
+
     def acquire(self) -> None:
         make_folder(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, SHARED_FILE)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise JournalError(f"{self.path}: not a regular file; a journal is one")
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            check_trusted(self.path)
+        except PermissionError as e:
+            raise JournalError(str(e)) from None
+        for _ in range(3):  # the file renamed aside between our open and our lock: open the new one
+            fd = self._open(self.path)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                who = holder(fd)
+                os.close(fd)
+                raise Timeout(f"{self.path} (held by {who})") from None
+            except BaseException:
+                os.close(fd)
+                raise
+            if _same_file(fd, self.path):
+                self._fd = fd
+                return
             os.close(fd)
-            raise Timeout(str(self.path)) from None
+        raise Timeout(str(self.path))
+
+    def start_afresh(self) -> Path | None:
+        """``--no-resume``: the journal moved aside (the path it went to; None if there was none), and a new,
+        empty one in its place, locked before it is there, so no other sweep ever writes it."""
+        assert self._fd is not None, "start_afresh needs the lock"
+        if os.fstat(self._fd).st_size == 0:
+            return None
+        new = self.path.with_name(f".{self.path.name}.{os.getpid()}.new")
+        fresh = self._open(new)
+        try:
+            fcntl.flock(fresh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            aside = _set_aside(self.path)
+            try:
+                os.link(new, self.path)  # never over a file another sweep put there meanwhile
+            except FileExistsError:
+                raise Timeout(f"{self.path} (made by another sweep while this one set the old journal aside to "
+                              f"{aside})") from None
         except BaseException:
-            os.close(fd)
+            os.close(fresh)
             raise
-        self._fd = fd
+        finally:
+            new.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = fresh
+        return aside
 
     def release(self) -> None:
         if self._fd is not None:
@@ -207,13 +295,31 @@ class WriterLock:
         self.release()
 
 
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    here = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)
+
+
+def _set_aside(path: Path) -> Path:
+    """Move a journal a fresh start does not resume beside it, under a name no earlier one holds: a second
+    fresh start within the same second must not overwrite the first one's measurements."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    n = 0
+    while (aside := path.with_suffix(f".{stamp}{f'-{n}' if n else ''}.jsonl")).exists():
+        n += 1
+    path.rename(aside)
+    return aside
+
+
 class Journal:
     def __init__(self, path: Path):
         self.path = Path(path)
         make_folder(self.path.parent)
-        # Locks key on the file itself: a journal named through a link and by its own name is one journal.
-        self._real = self.path.resolve()
-        self._lock = FileLock(f"{self._real}.lock")
+        self._lock = BoundedLock(f"{self.path}.lock", f"the journal {self.path}")
 
     def writer_lock(self) -> WriterLock:
         """The lock a sweep holds while it writes this journal (taken at once or not at all)."""
@@ -251,7 +357,7 @@ class Journal:
             try:
                 rec = loads_bounded_json(raw, f"{self.path}:{n}")
             except BadJson as e:  # not JSON, not UTF-8, nested too deeply, an integer of 100,000 digits
-                if not raw.endswith(b"\n"):  # the last line, not newline-terminated: torn by a kill
+                if not raw.endswith(b"\n"):  # the last line, not newline-terminated: torn by a kill (``whole_record``)
                     break
                 why = "not a JSON line" if e.syntax else e.why
             else:
@@ -277,7 +383,8 @@ class Journal:
         with self._lock:
             self._repair_torn_tail()
             try:
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, SHARED_FILE)
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             SHARED_FILE)
                 if os.fstat(fd).st_size == 0:  # new: readable by the team whatever the umask
                     os.fchmod(fd, SHARED_FILE)
                 with os.fdopen(fd, "ab") as f:
@@ -289,6 +396,10 @@ class Journal:
                                    f"it is kept, and the same command resumes from them once it can write") from None
 
     def _repair_torn_tail(self) -> None:
-        if cut := cut_torn_tail(self.path):
+        try:
+            cut = cut_torn_tail(self.path, whole_record)
+        except OSError as e:
+            raise JournalError(f"{self.path}: cannot be repaired before an append ({e.strerror or e})") from None
+        if cut:
             log.warning("%s: dropped a torn last line of %d bytes (a write cut by a kill); the candidate it held "
                         "is measured again", self.path, cut)

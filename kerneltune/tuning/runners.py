@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -18,7 +17,7 @@ from kerneltune.limits import COMPILE_QUEUE
 from kerneltune.paths import make_folder, user_cache_dir
 from kerneltune.protocols import Capability
 from kerneltune.registry import load_backend, load_kernel
-from kerneltune.safe_io import MAX_TABLE_BYTES, loads_bounded_json, read_regular_bytes
+from kerneltune.safe_io import MAX_TABLE_BYTES, loads_bounded_json, read_regular_bytes, write_atomic
 from kerneltune.wire import Op, Reply, Request, StampsReply, failed
 
 from .worker_process import WorkerDied, WorkerProcess, worker_env
@@ -54,9 +53,7 @@ def remember_ceilings(stamps: dict[str, Any]) -> None:
     path = _ceilings_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(kept))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(kept))  # whole or not at all, never through a link or into another's folder
     except OSError:
         pass
 

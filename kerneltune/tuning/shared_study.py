@@ -25,8 +25,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
+from kerneltune.locks import BoundedLock
 from kerneltune.protocols import Runner
 from kerneltune.wire import MeasureReply, Reply, Request, Status
 
@@ -89,7 +88,7 @@ def exclusive(storage: Any, name: str) -> Iterator[None]:
             finally:
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
     else:
-        with FileLock(f"{engine.url.database or 'optuna'}.{key_safe(name)}.lock"):
+        with BoundedLock(f"{engine.url.database or 'optuna'}.{key_safe(name)}.lock", f"the study {name}"):
             yield
 
 

@@ -8,6 +8,7 @@ whitelist of AST nodes (no calls, no attributes), so a space file cannot run cod
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import math
 import operator
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.registry import canonical_name
+from kerneltune.safe_io import brief
 
 _ALLOWED_NODES = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare,
@@ -131,13 +133,37 @@ class Space:
         raise SpaceError(f"{self.path}: no bucket named {name!r} (have {[b.name for b in self.buckets]})")
 
 
+@functools.lru_cache(maxsize=32)
+def _lines_of(text: str, key: str) -> tuple[int, ...]:
+    """1-based lines of every ``key =`` (or ``[[key]]``) in the file text, found once a file and key: a lookup
+    per bucket made loading quadratic in the buckets (10,000 buckets: 50 s)."""
+    # ``[ \t]*``, not ``\s*``: a match must not start on the blank line before its key (it named that line).
+    pattern = re.compile(rf"^[ \t]*(\[\[?[ \t]*{re.escape(key)}[ \t]*\]\]?|{re.escape(key)}[ \t]*=)", re.M)
+    lines, line, at = [], 1, 0
+    for m in pattern.finditer(text):
+        line += text.count("\n", at, m.start())
+        at = m.start()
+        lines.append(line)
+    return tuple(lines)
+
+
 def _line_of(text: str, key: str, occurrence: int = 0) -> int | None:
     """1-based line of the ``occurrence``-th ``key =`` (or ``[[key]]``) in the file text."""
-    pattern = re.compile(rf"^\s*(\[\[?\s*{re.escape(key)}\s*\]\]?|{re.escape(key)}\s*=)", re.M)
-    matches = list(pattern.finditer(text))
-    if len(matches) <= occurrence:
+    lines = _lines_of(text, key)
+    return lines[occurrence] if occurrence < len(lines) else None
+
+
+# What a parameter's value or a problem's field may be: TOML's date-times and tables are no value a kernel takes
+# (a date-time reached a traceback, or was refused only when journaled, naming the journal).
+_SCALARS = (str, int, float, bool)
+
+
+def _scalar_defect(value: Any) -> str | None:
+    if isinstance(value, _SCALARS):
         return None
-    return text.count("\n", 0, matches[occurrence].start()) + 1
+    kind = "an inline table" if isinstance(value, dict) else "a list" if isinstance(value, list) else \
+        f"a TOML {type(value).__name__}" if type(value).__module__ == "datetime" else type(value).__name__
+    return f"{brief(value)} is {kind}, not a string, number or bool"
 
 
 def _where(path: Path, text: str, key: str, occurrence: int = 0) -> str:
@@ -150,6 +176,9 @@ def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
     if isinstance(spec, list):
         if not spec:
             raise SpaceError(f"{where}: params.{name}: the list of values is empty")
+        for i, value in enumerate(spec):
+            if (why := _scalar_defect(value)) is not None:
+                raise SpaceError(f"{where}: params.{name}[{i}]: {why}")
         if len(spec) > MAX_VALUES:
             raise SpaceError(f"{where}: params.{name}: {len(spec)} values; a parameter takes at most {MAX_VALUES}")
         if len(set(map(repr, spec))) != len(spec):
@@ -266,6 +295,9 @@ def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], pro
         extra = set(raw["problem"]) - problem_fields
         if extra:
             raise SpaceError(f"{where}: buckets[{i}].problem: unknown field(s) {sorted(extra)}")
+        for field_name, value in raw["problem"].items():
+            if (why := _scalar_defect(value)) is not None:
+                raise SpaceError(f"{where}: buckets[{i}].problem.{field_name}: {why}")
         if not isinstance(raw.get("bounds", {}), dict):
             raise SpaceError(f"{where}: buckets[{i}].bounds: {raw['bounds']!r} is not a table (bounds = {{ ... }})")
         buckets.append(Bucket(raw["name"], dict(raw["problem"]), dict(raw.get("bounds", {})), where))

@@ -27,6 +27,7 @@ from kerneltune.protocols import Capability, Kernel, OwnSpace, Runner, StrategyC
 from kerneltune.registry import load_kernel, module_file
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
+from kerneltune.trust import SAFE_FOLDERS_ENV, why_untrusted
 from kerneltune.wire import Op, PlayoffReply, Reply, Request, Status, candidate_request
 
 from .compile_ahead import default_compile_workers
@@ -239,6 +240,9 @@ def check_options(opts: SweepOptions) -> CheckedOptions:
             if not folder.is_dir():
                 raise ValueError(f"--out {opts.out}: {folder} is a file, not a folder")
             break
+    if (why := why_untrusted(opts.out)) is not None:  # its journal would be resumed, its tables installed
+        raise ValueError(f"--out {opts.out}: {why}; refused (the guide's trust page says why; "
+                         f"{SAFE_FOLDERS_ENV} lists folders to trust)")
     runtime = [root for root in table_roots() if (opts.out / "tables").resolve() == root.resolve()]
     if runtime:
         raise ValueError(f"--out {opts.out}: a sweep never writes into the tables the runtime reads "
@@ -256,12 +260,13 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
     writer = journal.writer_lock()
     try:
         writer.acquire()
-    except Timeout:
-        raise ValueError(f"{journal.path}: another sweep is writing this journal; give this one its own "
+        if not opts.resume:
+            writer.start_afresh()  # the old journal set aside, a new one in its place locked before it is there
+    except Timeout as e:
+        writer.release()
+        raise ValueError(f"{e.lock_file}: another sweep is writing this journal; give this one its own "
                          f"(--journal, --worker or --out)") from None
     try:
-        if not opts.resume and journal.path.exists():
-            _set_aside(journal.path)
         started = time.perf_counter()
         runner = (runner_factory or default_runner)(opts, kernel)
         try:
@@ -274,16 +279,6 @@ def run_sweep(opts: SweepOptions, observer: Observer | None = None,
             runner.close()
     finally:
         writer.release()
-
-
-def _set_aside(path: Path) -> None:
-    """Move a journal a fresh start does not resume beside it, under a name no earlier one holds: a second
-    fresh start within the same second must not overwrite the first one's measurements."""
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    n = 0
-    while (aside := path.with_suffix(f".{stamp}{f'-{n}' if n else ''}.jsonl")).exists():
-        n += 1
-    path.rename(aside)
 
 
 def _bucket_problem(kernel: Kernel, bucket: Bucket) -> Any:

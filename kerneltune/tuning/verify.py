@@ -386,6 +386,11 @@ def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], 
         rep.verdict = (f"stale: tuned for another kernel source ({carry}`kerneltune sweep {runner.kernel_name} "
                        f"--contenders {table}` re-measures the table's configs, then `kerneltune install` the "
                        f"sweep's table); checks here: {rep.verdict}")
+    elif rep.stamps and on_gpu:  # the runtime matches the same stamps: it never uses this entry here
+        rep.failed = True
+        rep.verdict = (f"stale: measured on another system ({'; '.join(rep.stamps)}), so the runtime here never "
+                       f"uses it (`kerneltune sweep {runner.kernel_name} --contenders {table}` re-measures its configs "
+                       f"here); checks here: {rep.verdict}")
     return rep
 
 

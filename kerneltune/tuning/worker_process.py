@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 from kerneltune.build_cache import ENV as BUILD_CACHE_ENV
+from kerneltune.limits import FROZEN_WORKER_S
 from kerneltune.paths import user_cache_dir
 from kerneltune.process import child_env
 from kerneltune.protocols import Backend
@@ -24,6 +26,15 @@ from kerneltune.wire import REPLIES, Reply, Request, Status, WireError
 
 COMPILE_CACHE_ENV = "KERNELTUNE_COMPILE_CACHE"  # the folder a backend keeps compiled programs in (``prepare_worker``)
 COMPILE_WORKERS_ENV = "KERNELTUNE_COMPILE_WORKERS"  # a timing worker's compile processes (0: it compiles itself)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (its state ``T`` or ``t`` in ``/proc``)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("T", "t")
 
 
 class WorkerDied(RuntimeError):
@@ -61,23 +72,54 @@ class WorkerProcess:
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         self._write_lock = threading.RLock()
         self._closed = False
+        self._reader: threading.Thread | None = None
 
     def start(self) -> None:
         stderr = self.log_path.open("ab") if self.log_path else None  # None: this process's own stderr
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kerneltune.tuning.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            env=child_env(self.env), start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kerneltune.tuning.worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                env=child_env(self.env), start_new_session=True,
+            )
+        finally:
+            if stderr is not None:
+                stderr.close()  # the worker holds its own copy; ours leaked one descriptor a worker
         self._lines = queue.Queue()
-        threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True).start()
+        self._reader = threading.Thread(target=self._pump, args=(self.proc, self._lines), daemon=True)
+        self._reader.start()
 
     @staticmethod
     def _pump(proc: subprocess.Popen[bytes], lines: queue.Queue[bytes | None]) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
+        with contextlib.suppress(ValueError, OSError), proc.stdout:  # closed at the worker's end, by this thread
+            for line in proc.stdout:
+                lines.put(line)
         lines.put(None)
+
+    def _next_line(self, proc: subprocess.Popen[bytes], timeout: float) -> bytes | None:
+        """The worker's next line within ``timeout``; a worker stopped (SIGSTOP, Ctrl-Z of its group, a frozen
+        container) for ``FROZEN_WORKER_S`` is killed then rather than after the whole timeout (compile plus run:
+        15 minutes by default). WorkerDied either way."""
+        deadline = time.monotonic() + timeout
+        stopped_since: float | None = None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise WorkerDied(Status.TIMEOUT, f"no answer within {timeout:.0f} s; worker killed")
+            try:
+                return self._lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                pass
+            if not _stopped(proc.pid):
+                stopped_since = None
+            elif stopped_since is None:
+                stopped_since = time.monotonic()
+            elif time.monotonic() - stopped_since >= FROZEN_WORKER_S:
+                self.kill()
+                raise WorkerDied(Status.TIMEOUT, f"the worker (process {proc.pid}) was stopped for "
+                                                 f"{FROZEN_WORKER_S:.0f} s (SIGSTOP or a frozen group); killed")
 
     def _stderr_tail(self) -> str:
         if not self.log_path or not self.log_path.exists():
@@ -107,11 +149,7 @@ class WorkerProcess:
         proc = self.proc  # close() may kill it from another thread meanwhile
         if proc is None:
             raise WorkerDied(Status.RUNTIME, "the worker was closed before it answered")
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise WorkerDied(Status.TIMEOUT, f"no answer within {timeout:.0f} s; worker killed") from None
+        line = self._next_line(proc, timeout)
         if line is None:
             code = proc.wait()
             self.kill()
@@ -133,6 +171,12 @@ class WorkerProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError, ValueError):
+                proc.stdin.close()
+        reader = self._reader
+        if reader is not None and reader is not threading.current_thread():
+            reader.join(timeout=5)  # it closes the worker's stdout at the end it now meets
 
     def close(self) -> None:
         """Kill the worker for good: a request in flight ends at once (as a dead worker) and no later

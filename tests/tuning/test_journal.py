@@ -33,7 +33,8 @@ BAD_LINES = {
 @pytest.mark.parametrize(("line", "why"), list(BAD_LINES.items()), ids=range(len(BAD_LINES)))
 def test_a_bad_middle_line_is_one_warning_naming_it_and_the_rest_are_used(tmp_path, caplog, line, why):
     p = tmp_path / "j.jsonl"
-    p.write_text('{"bucket": "b", "key": "1"}\n' + line + '\n{"bucket": "b", "key": "2"}\n')
+    p.write_text('{"bucket": "b", "key": "1", "status": "compile"}\n' + line
+                 + '\n{"bucket": "b", "key": "2", "status": "compile"}\n')
     with caplog.at_level("WARNING", logger="kerneltune.journal"):
         assert [r["key"] for r in Journal(p).records()] == ["1", "2"]
         assert [r["key"] for r in Journal(p).records()] == ["1", "2"]
@@ -89,7 +90,7 @@ def test_a_record_holds_the_bucket_the_config_the_reply_and_its_time():
 
 def test_the_last_record_of_a_config_is_the_one_done(tmp_path):
     j = Journal(tmp_path / "j.jsonl")
-    j.append({"bucket": "b", "key": "1", "status": "wrong"})
+    j.append({"bucket": "b", "key": "1", "status": "correctness"})
     j.append({"bucket": "c", "key": "1", "status": "ok", "timing": {"median_us": 1.0}})
     j.append({"bucket": "b", "key": "1", "status": "ok", "timing": {"median_us": 1.0}})
     assert {k: r["status"] for k, r in j.done().items()} == {("b", "1"): "ok", ("c", "1"): "ok"}
@@ -98,38 +99,40 @@ def test_the_last_record_of_a_config_is_the_one_done(tmp_path):
 def test_appends_are_whole_sorted_lines_and_a_clean_tail_is_left_alone(tmp_path, caplog):
     j = Journal(tmp_path / "deep/j.jsonl")
     with caplog.at_level("WARNING", logger="kerneltune.journal"):
-        j.append({"key": "1", "bucket": "b"})
-        j.append({"key": "2", "bucket": "b"})
-    assert j.path.read_bytes() == b'{"bucket": "b", "key": "1"}\n{"bucket": "b", "key": "2"}\n'
+        j.append({"key": "1", "bucket": "b", "status": "compile"})
+        j.append({"key": "2", "bucket": "b", "status": "compile"})
+    assert j.path.read_bytes() == (b'{"bucket": "b", "key": "1", "status": "compile"}\n'
+                                   b'{"bucket": "b", "key": "2", "status": "compile"}\n')
     assert caplog.text == ""
     j.path.write_bytes(b"")
-    j.append({"key": "3", "bucket": "b"})
-    assert j.path.read_bytes() == b'{"bucket": "b", "key": "3"}\n'
+    j.append({"key": "3", "bucket": "b", "status": "compile"})
+    assert j.path.read_bytes() == b'{"bucket": "b", "key": "3", "status": "compile"}\n'
 
 
 def test_a_torn_only_line_is_dropped_whole(tmp_path):
     j = Journal(tmp_path / "j.jsonl")
     j.path.write_bytes(b'{"bucket": "b", "ke')
     assert list(j.records()) == []
-    j.append({"bucket": "b", "key": "1"})
-    assert j.path.read_bytes() == b'{"bucket": "b", "key": "1"}\n'
+    j.append({"bucket": "b", "key": "1", "status": "compile"})
+    assert j.path.read_bytes() == b'{"bucket": "b", "key": "1", "status": "compile"}\n'
 
 
 def test_blank_lines_are_skipped(tmp_path):
     p = tmp_path / "j.jsonl"
-    p.write_text('{"bucket": "b", "key": "1"}\n\n  \n{"bucket": "b", "key": "2"}\n')
+    p.write_text('{"bucket": "b", "key": "1", "status": "compile"}\n\n  \n'
+                 '{"bucket": "b", "key": "2", "status": "compile"}\n')
     assert [r["key"] for r in Journal(p).records()] == ["1", "2"]
 
 
 def test_a_torn_tail_after_many_lines_keeps_every_whole_line_and_says_exactly_what_it_dropped(tmp_path, caplog):
     j = Journal(tmp_path / "a/b/j.jsonl")
     for key in "123":
-        j.append({"bucket": "b", "key": key})
+        j.append({"bucket": "b", "key": key, "status": "compile"})
     assert Path(f"{j.path}.lock").exists()  # appends are serialised on the journal's own lock file
     with j.path.open("ab") as f:
         f.write(b'{"bucket": "b", "ke')
     with caplog.at_level("WARNING", logger="kerneltune.journal"):
-        j.append({"bucket": "b", "key": "4"})
+        j.append({"bucket": "b", "key": "4", "status": "compile"})
     assert [r["key"] for r in j.records()] == ["1", "2", "3", "4"]
     assert caplog.messages == [f"{j.path}: dropped a torn last line of 19 bytes (a write cut by a kill); the "
                                "candidate it held is measured again"]
@@ -138,7 +141,7 @@ def test_a_torn_tail_after_many_lines_keeps_every_whole_line_and_says_exactly_wh
 def test_merging_untimed_and_tied_records(tmp_path):
     from kerneltune.tuning.journal import merged_journals
 
-    rec = {"bucket": "b", "key": "k"}
+    rec = {"bucket": "b", "key": "k", "status": "compile"}
     Journal(tmp_path / "a.jsonl").append({**rec, "time": "2026-11-30T01:00:00Z", "v": "a"})
     Journal(tmp_path / "b.jsonl").append({**rec, "time": "2026-11-30T01:00:00Z", "v": "b"})
     Journal(tmp_path / "c.jsonl").append({**rec, "key": "u", "v": "timed"} | {"time": "2026-11-30T01:00:00Z"})
@@ -153,7 +156,7 @@ def test_the_same_config_twice_at_the_same_time_in_one_journal_keeps_the_first(t
 
     j = Journal(tmp_path / "a.jsonl")
     for v in ("first", "second"):
-        j.append({"bucket": "b", "key": "k", "time": "2026-11-30T01:00:00Z", "v": v})
+        j.append({"bucket": "b", "key": "k", "time": "2026-11-30T01:00:00Z", "v": v, "status": "compile"})
     assert merged_journals(tmp_path)[("b", "k")]["v"] == "first"
 
 
@@ -165,20 +168,22 @@ def test_each_append_reaches_the_disk_before_it_returns(tmp_path, monkeypatch):
     real = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
     j = Journal(tmp_path / "j.jsonl")
-    j.append({"bucket": "b", "key": "1"})
-    j.append({"bucket": "b", "key": "2"})
+    j.append({"bucket": "b", "key": "1", "status": "compile"})
+    j.append({"bucket": "b", "key": "2", "status": "compile"})
     assert len(synced) == 2
 
 
-def test_a_journal_named_through_a_link_is_locked_as_the_file_itself(tmp_path):
-    """Two sweeps, one given the journal and one a link to it, would both write it (10-12 duplicate records)."""
+def test_a_journal_named_through_a_link_is_refused_and_a_hard_link_is_locked_as_the_file_itself(tmp_path):
+    """Two sweeps, one given the journal and one a link to it, would both write it (10-12 duplicate records); a
+    sweep given a link cut its target's last line and appended to it: a link is refused, a hard link is one file."""
     import os
 
     from filelock import Timeout
 
     real = Journal(tmp_path / "real.jsonl")
     (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
-    with real.writer_lock(), pytest.raises(Timeout):
+    with real.writer_lock(), pytest.raises(JournalError, match=r"link\.jsonl: a link to .*real\.jsonl; a journal "
+                                                               r"is written only as a file of its own"):
         Journal(tmp_path / "link.jsonl").writer_lock().acquire()
     os.link(tmp_path / "real.jsonl", tmp_path / "hard.jsonl")
     with real.writer_lock(), pytest.raises(Timeout):
@@ -192,7 +197,7 @@ def test_a_full_disk_names_the_journal_and_keeps_what_it_holds(tmp_path, monkeyp
     import os
 
     j = Journal(tmp_path / "j.jsonl")
-    j.append({"bucket": "b", "key": "1"})
+    j.append({"bucket": "b", "key": "1", "status": "compile"})
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -200,6 +205,6 @@ def test_a_full_disk_names_the_journal_and_keeps_what_it_holds(tmp_path, monkeyp
     monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(JournalError, match=r"j\.jsonl: cannot append a record \(No space left on device\); every "
                                            r"record before it is kept"):
-        j.append({"bucket": "b", "key": "2"})
+        j.append({"bucket": "b", "key": "2", "status": "compile"})
     monkeypatch.undo()
     assert next(r["key"] for r in j.records()) == "1"

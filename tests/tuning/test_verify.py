@@ -262,9 +262,19 @@ class _Scripted:
         self.closed = True
 
 
+def _host_stamps():
+    """The stamps this machine's host backend matches on: an entry the runtime here uses carries them (verify
+    fails an entry of another system as stale)."""
+    from kerneltune.registry import load_backend
+
+    running = load_backend("host").stamps()
+    return {k: running.get(k) for k in running["matched"] if k != "kernel_hash"}
+
+
 def _entry(name="small", n=2, **over):
     e = {"bucket": {"n": n}, "bucket_name": name, "problem": {"n": n}, "config": {"mode": "good", "work": 1},
-         "median_us": 100.0, "spread": 0.01, "inputs": {"spec": "ragged"}, "stamps": {"kernel_hash": "fakehash"}}
+         "median_us": 100.0, "spread": 0.01, "inputs": {"spec": "ragged"},
+         "stamps": {**_host_stamps(), "kernel_hash": "fakehash"}}
     e.update(over)
     return e
 
