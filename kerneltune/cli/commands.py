@@ -37,6 +37,8 @@ def sweep(opts: Any) -> None:
         checked = check_options(opts)  # the banner below comes after every input is found good
         journal = opts.journal_path
     kernel = checked.kernel
+    for text in checked.notes:
+        render.note(text)
     if opts.replay is not None:
         render.note(f"Replaying recorded measurements from {opts.replay.journal}: no kernel runs on this machine.")
     try:
@@ -217,6 +219,40 @@ def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | 
             render_html(frame, len(journal_files(results)), base, html, bench_result, targets)
         render.line(f"HTML: {html}")
     render.report_summary(frame)
+
+
+def coverage(results: Path | None, ledger: Path | None, csv: Path | None, html: Path | None, baseline: Path | None,
+             bench: Path | None) -> None:
+    """``report --ledger``: the miss ledger's coverage, in the terminal, the CSV and the HTML."""
+    from kerneltune.report.coverage import before_after, coverage_frame, percent, render_coverage_html
+    from kerneltune.report.frame import write_csv
+    from kerneltune.tables.ledger import ledger_folder, read_ledgers
+
+    given = [o for o, v in (("RESULTS", results), ("--baseline", baseline), ("--bench", bench)) if v is not None]
+    if given:
+        fail(f"report --ledger reports the miss ledger (--ledger-path); drop {', '.join(given)} (a separate report "
+             f"reads journals)")
+    where = ledger or ledger_folder()
+    with bad_input_is_one_line():
+        ledgers = read_ledgers(where)
+    for led in ledgers:
+        for skipped in led.skipped:
+            render.note(skipped)
+    frame = coverage_frame(ledgers)
+    if frame.empty:
+        fail(f"report --ledger: {where} holds no recorded call (record them: KERNELTUNE_RECORD=1)")
+    render.coverage(frame, str(where))
+    for kernel, device, before, after, periods in before_after(frame):
+        render.line(f"{kernel} on {device}: coverage {percent(before)} -> {percent(after)} "
+                    f"({periods} state(s) of its tables)")
+    if csv:
+        with bad_input_is_one_line():
+            write_csv(frame, csv)
+        render.line(f"CSV: {csv} ({len(frame)} rows)")
+    if html:
+        with bad_input_is_one_line():
+            render_coverage_html(frame, str(where), html)
+        render.line(f"HTML: {html}")
 
 
 def bench(kernel: str, shapes: Path | None, baselines: str | None, out: Path, resume: bool) -> None:
