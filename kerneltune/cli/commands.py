@@ -37,7 +37,7 @@ def sweep(opts: Any) -> None:
         checked = check_options(opts)  # the banner below comes after every input is found good
         journal = opts.journal_path
     kernel = checked.kernel
-    for text in checked.notes:
+    for text in (*checked.notes, *_weaker_check(kernel)):
         render.note(text)
     if opts.replay is not None:
         render.note(f"Replaying recorded measurements from {opts.replay.journal}: no kernel runs on this machine.")
@@ -67,6 +67,14 @@ def sweep(opts: Any) -> None:
     if not need and (empty := [r for r in results if r.entry is None]):
         fail("; ".join(f"bucket {r.bucket}: no candidate verified and timed" + _commonest(r) for r in empty)
              + f"; no table entry written for it (the journal {journal} has each candidate's error)", EXIT_FAILED)
+
+
+def _weaker_check(kernel: Any) -> list[str]:
+    """The line a kernel checked against its own first config (no reference) carries in every report."""
+    from kerneltune.author.autotuned import check_note
+
+    note = check_note(kernel)
+    return [note] if note else []
 
 
 def _commonest(result: Any) -> str:
@@ -101,6 +109,8 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
             run = verify_tables(name, table, Path(work), on_entry=render.verify_progress, buckets=buckets)
         except VerifyRefused as e:
             fail(str(e), e.exit_code)
+    for text in _weaker_check(plugin):
+        render.note(text)
     for report in run.reports:
         render.verify_report(plugin.name, report, plugin.tile_defaults)
         if report.exit_code == EXIT_BAD_INPUT:

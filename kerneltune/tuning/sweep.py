@@ -408,7 +408,7 @@ class _Sweep:
         held = None if self.held is None else self.held[bucket.name]
         feasible: list[dict[str, Any]] | None = None
         if search.strategy == "exhaustive" or search.budget is None:  # else sampled without enumerating
-            if (size := math.prod(len(v) for v in self.space.params.values())) > PROVED_CONFIGS and held is None:
+            if (size := self.space.size) > PROVED_CONFIGS and held is None:
                 raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: the space holds {size:,} configs; a "
                                  f"sweep enumerates at most {PROVED_CONFIGS:,} (--strategy tpe --budget N searches "
                                  f"it without enumerating)")
