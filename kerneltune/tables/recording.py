@@ -3,7 +3,7 @@ ledger (``ledger.py``), so that ``kerneltune sweep KERNEL --from-ledger`` can tu
 
 Off by default; on with ``KERNELTUNE_RECORD=1`` in the environment (read when kerneltune's tables are first
 imported) or ``kerneltune.record()``. On a lookup's path it is a dict update under a lock (``note``; about a
-microsecond, ``results/tables/2026-12-07-ledger-cost/``). A problem is written to the ledger the first time this
+microsecond, ``results/engine/2026-12-07-ledger-cost/``). A problem is written to the ledger the first time this
 process meets it, served that way (a merge under the ledger's lock: milliseconds, once); the counts of the calls
 since are merged at exit, at the next new problem, or by ``flush()``. A process killed by SIGKILL loses the calls
 counted since its last write; a forked child starts counting afresh (its parent's counts are its parent's).
