@@ -93,7 +93,8 @@ class LedgerRecord:
         for k, v in problem.items():
             if type(v) not in (str, int, float, bool) or (isinstance(v, str) and len(v) > MAX_FIELD_CHARS) or (
                     type(v) is float and not finite(v)):
-                raise ValueError(f"problem.{brief(k)}: {brief(v)} is not a string, finite number or bool")
+                name = k if len(k) <= 64 and k.isprintable() else brief(k)
+                raise ValueError(f"problem.{name}: {brief(v)} is not a string, finite number or bool")
         if data.get("served") not in set(Served):
             raise ValueError(f"served: {brief(data.get('served'))} is not one of {', '.join(Served)}")
         count = data.get("count")
@@ -180,7 +181,7 @@ def add_to_ledger(path: Path, kernel: str, device_kind: str, more: list[LedgerRe
         if old.skipped:
             raise LedgerError(f"{path}: not rewritten, it holds records that break the schema ({old.skipped[0]}); "
                               f"remove the file to record again")
-        records, dropped = merge(old.records, more)
+        records, dropped = merge(old.records, more, MAX_RECORDS)
         ledger = Ledger(path, kernel, device_kind, tuple(records), old.dropped + dropped)
         _write_atomic(path, ledger.to_json())
     return ledger
