@@ -139,11 +139,11 @@ def report(results: o.Results = None, csv: o.Csv = None, html: o.Html = None, ba
     if ledger:
         commands.coverage(results, ledger_path, csv, html, baseline, bench)
         return
+    if ledger_path is not None:
+        failures.fail("report: --ledger-path names the ledger --ledger reports on; add --ledger")
     if results is None:
         failures.fail("report: give RESULTS (a journal or a folder of them), or --ledger for the miss ledger's "
                       "coverage")
-    if ledger_path is not None:
-        failures.fail("report: --ledger-path names the ledger --ledger reports on; add --ledger")
     commands.report(results, csv, html, baseline, bench)
 
 

@@ -57,6 +57,8 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
     if not records:
         raise ValueError(f"--from-ledger: {where} holds no recorded call of {kernel.name} (record one: run the app "
                          f"with KERNELTUNE_RECORD=1)")
+    # A ledger's fields come sorted; a bucket is named with them in the order of the space's buckets, where it has any.
+    order = {k: i for i, k in enumerate(space.buckets[0].problem)} if space.buckets else {}
     by_problem: dict[str, list[LedgerRecord]] = defaultdict(list)
     for r in records:
         by_problem[_canonical(r.problem)].append(r)
@@ -75,6 +77,7 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
             continue
         if wanted is not None and not any(all(bucket.get(k) == v for k, v in w.items()) for w in wanted):
             continue
+        bucket = {k: bucket[k] for k in sorted(bucket, key=lambda k: order.get(k, len(order)))}
         calls = sum(r.count for r in items if r.served != Served.TUNED)
         group = groups.setdefault(bucket_key(bucket), {"bucket": bucket, "calls": 0, "problems": []})
         group["calls"] += calls
@@ -83,13 +86,13 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
     named = {}
     for b in space.buckets:
         try:
-            named[bucket_key(dict(kernel.bucket(kernel.problem(b.problem))))] = b
+            named[_canonical(kernel.bucket(kernel.problem(b.problem)))] = b
         except (TypeError, ValueError):
             continue  # a malformed bucket of the space: named where the space's buckets are swept
     buckets = []
     for key, group in ranked:
         problem = max(group["problems"], key=lambda cp: cp[0])[1]  # the most called call of the bucket
-        own = named.get(key)
+        own = named.get(_canonical(group["bucket"]))
         buckets.append(Bucket(own.name if own is not None else key, problem, dict(own.bounds) if own else {},
                               f"{where} ({group['calls']} calls)"))
     left = [f"{served_own} served by their own entry"] if served_own else []
