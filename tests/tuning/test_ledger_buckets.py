@@ -94,3 +94,10 @@ def test_a_partial_problem_with_no_recorded_call_is_named(tmp_path):
                                          r"'dtype'\].*no ledger there"):
         check_options(SweepOptions(SOURCE, None, tmp_path / "out", buckets=("rows=24",),
                                    ledger=tmp_path / "no-ledger"))
+
+
+def test_a_partial_problem_picks_the_recorded_calls_that_hold_it(ledger, tmp_path):
+    """As --bucket n_cols=781 picks a Triton kernel's recorded calls of that key (their arguments only a call gives)."""
+    checked = check_options(SweepOptions(SOURCE, None, tmp_path / "out", buckets=("rows=16",), ledger=ledger))
+    assert [b.problem for b in checked.buckets] == [{"rows": 16, "cols": 16, "dtype": "float32"}]
+    assert "1 bucket(s) from the ledger" in checked.notes[0]
