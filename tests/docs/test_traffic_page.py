@@ -92,8 +92,9 @@ def test_the_traffic_page_runs_as_written(tmp_path):
     # The sweep took exactly those four, the most called first.
     [sweep] = [r for line, r in outputs if "--from-ledger" in line]
     said = " ".join(sweep.stdout.split())
-    assert re.search(r"4 bucket\(s\) from the ledger .* the most called first: .*rows=48 \(34 calls\), .*rows=96 "
-                     r"\(34 calls\)", said), said
+    assert re.search(r"4 bucket\(s\) from the ledger .* the most called first: rows=48,cols=32 \(34 calls\), "
+                     r"rows=96,cols=32 \(34 calls\), rows=192,cols=32 \(33 calls\), rows=384,cols=32 \(33 calls\);",
+                     said), said
 
     # The reports: 33% before; 33% -> 100% after, in the terminal, the CSV and the HTML.
     reports = [r for line, r in outputs if "report --ledger" in line]

@@ -64,3 +64,7 @@ def test_the_triton_loop_from_traffic_to_full_coverage(tmp_path):
     assert "not tuned" not in again.stderr and "heuristic" not in again.stderr
     report = kerneltune("report", "--ledger", "--csv", "coverage.csv", env=env, cwd=tmp_path)
     assert "softmax_kernel on cpu: coverage 33% -> 100% (2 state(s)" in " ".join(report.split())
+
+    # The sweep's own report names its check the weaker one: each candidate's error against the first config.
+    kerneltune("report", "out", "--csv", "sweep.csv", env=env, cwd=tmp_path)
+    assert "accuracy_error_vs_first_config" in (tmp_path / "sweep.csv").read_text().splitlines()[0]
