@@ -1,7 +1,8 @@
-"""The miss ledger's cost on a lookup's cached path: ``KERNEL.tuned(...)`` and the bare ``tuned_config`` with
-recording off and on, once every problem has been written (the path every call after a problem's first takes).
+"""The miss ledger's cost on a lookup's cached path, a benchmark (no test times it): ``KERNEL.tuned(...)`` and the
+bare ``tuned_config`` with recording off and on, once every problem has been written (the path every call after a
+problem's first takes).
 
-    python results/engine/2026-12-07-ledger-cost/bench_ledger.py
+    python -m kerneltune.tables.ledger_cost
 
 Each round times CALLS calls with recording off, then CALLS with it on (paired, so that the machine's drift cancels);
 it prints the medians over rounds of the per-call times and of the paired differences. A table of 6 entries is
@@ -18,14 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-SCRATCH = Path(tempfile.mkdtemp(prefix="kerneltune-ledger-bench-"))
-os.environ["KERNELTUNE_TABLES"] = str(SCRATCH / "tables")
-os.environ["KERNELTUNE_CACHE"] = str(SCRATCH / "cache")
-
-import kerneltune as kt  # noqa: E402
-from kerneltune.tables import recording  # noqa: E402
-from kerneltune.tables.lookup import tuned_config  # noqa: E402
-from kerneltune.tables.store import update_table  # noqa: E402
+import kerneltune as kt
+from kerneltune.tables import recording
+from kerneltune.tables.lookup import tuned_config
+from kerneltune.tables.store import update_table
 
 
 class Scale(kt.Kernel):
@@ -74,10 +71,13 @@ def paired(call) -> tuple[float, float, float]:
 
 
 def main() -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="kerneltune-ledger-bench-"))
+    os.environ["KERNELTUNE_TABLES"] = str(scratch / "tables")  # read at each lookup: the scratch folders serve
+    os.environ["KERNELTUNE_CACHE"] = str(scratch / "cache")
     from kerneltune.registry import load_backend
 
     running = load_backend(KERNEL.backend).stamps()
-    path = SCRATCH / "tables" / running["device_kind"] / f"{KERNEL.name}.json"
+    path = scratch / "tables" / running["device_kind"] / f"{KERNEL.name}.json"
 
     def fill(table):
         for name, problem in KERNEL.buckets.items():
