@@ -41,6 +41,7 @@ from .listed import config_fields
 CALL = "call"  # the problem field holding a recorded call's arguments and grids (JSON)
 DTYPES = "dtypes"  # the problem field of its tensor arguments' dtypes, in order
 WEAKER = "error_vs_first_config"  # the accuracy figure of a check against the first config, not a reference
+MAX_CALLS = 4096  # argument signatures a process keeps the problem of
 NEEDS = "a GPU Triton has a driver for, or Triton's interpreter on the CPU (TRITON_INTERPRET=1)"
 
 
@@ -280,6 +281,8 @@ class Autotuned(Kernel):
             log.warning("%s: a call not looked up in the tuned tables (%s); Triton's autotuner serves it", self.name,
                         e)
             return None
+        if len(self._calls) >= MAX_CALLS:  # a scalar argument new at every call (a seed): bounded memory
+            self._calls.clear()
         self._calls[signature] = (problem, named)
         return problem
 

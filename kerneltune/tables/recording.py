@@ -4,8 +4,9 @@ ledger (``ledger.py``), so that ``kerneltune sweep KERNEL --from-ledger`` can tu
 Off by default; on with ``KERNELTUNE_RECORD=1`` in the environment (read when kerneltune's tables are first
 imported) or ``kerneltune.record()``. On a lookup's path it is a dict update under a lock (``note``; about a
 microsecond, ``results/engine/2026-12-07-ledger-cost/``). A problem is written to the ledger the first time this
-process meets it, served that way (a merge under the ledger's lock: milliseconds, once); the counts of the calls
-since are merged at exit, at the next new problem, or by ``flush()``. A process killed by SIGKILL loses the calls
+process meets it, served that way (a merge under the ledger's lock: milliseconds, once; past ``AT_ONCE`` new
+problems a process, at the next flush); the counts of the calls since are merged at exit, at the next new problem
+written, or by ``flush()``. A process killed by SIGKILL loses the calls
 counted since its last write; a forked child starts counting afresh (its parent's counts are its parent's).
 Nothing here raises into a launch: a ledger that cannot be written is logged once and the counts kept for the
 next write.
@@ -41,6 +42,11 @@ _folder: Path | None = None  # None: ``ledger_folder()`` when written
 _lock = threading.Lock()
 _pending: dict[_Key, list[Any]] = {}  # counted since the last write: [calls, first time, last time]
 _written: set[_Key] = set()  # written at least once by this process: no write at its next call
+# A process writes its first ``AT_ONCE`` new problems as it meets them; past that (a kernel given a new scalar at
+# every call, a seed, would write at every call) new ones wait for a flush, which comes at the latest when
+# ``MAX_PENDING`` problems are waiting (the memory they hold is bounded too).
+AT_ONCE = 256
+MAX_PENDING = 10_000
 
 
 def record(on: bool = True, folder: Path | str | None = None) -> None:
@@ -71,7 +77,7 @@ def note(kernel: str, kernel_hash: str, device_kind: str, tables: tuple[tuple[st
                 slot[2] = now
                 return
             _pending[key] = [1, now, now]
-            if key in _written:
+            if (key in _written or len(_written) >= AT_ONCE) and len(_pending) < MAX_PENDING:
                 return
         flush()
     except Exception as e:  # an unhashable field, anything: said once, never raised into a launch

@@ -227,3 +227,19 @@ def test_two_processes_recording_at_once_lose_no_count(tmp_path):
     assert not led.skipped and len(led.records) == 40
     assert {r.count for r in led.records} == {20} and sum(r.count for r in led.records) == 800
     assert not list((tmp_path / "cache" / "ledger" / "cpu").glob("*.tmp"))
+
+
+def test_past_its_first_new_problems_a_process_writes_at_a_flush(tmp_path, recorder, monkeypatch):
+    """A kernel given a new scalar at every call (a seed) would write at every call: past AT_ONCE new problems they
+    wait for a flush, which MAX_PENDING waiting problems force."""
+    monkeypatch.setattr(recording, "AT_ONCE", 2)
+    monkeypatch.setattr(recording, "MAX_PENDING", 4)
+    path = ledger_path(recorder, "cpu", "k")
+    for rows in (1, 2, 3):
+        lookup(tmp_path, rows)
+    assert sorted(r.problem["rows"] for r in read_ledger(path).records) == [1, 2]
+    lookup(tmp_path, 4)
+    lookup(tmp_path, 5)
+    assert len(read_ledger(path).records) == 2
+    lookup(tmp_path, 6)  # four waiting: written
+    assert sorted(r.problem["rows"] for r in read_ledger(path).records) == [1, 2, 3, 4, 5, 6]
