@@ -229,7 +229,8 @@ def check_options(opts: SweepOptions) -> CheckedOptions:
     space = load_kernel_space(kernel, opts.space_path)
     buckets, notes = _buckets(opts, kernel, space)
     if not buckets:
-        raise ValueError(f"{space.path}: no buckets to sweep")
+        raise ValueError(f"{space.path}: no buckets to sweep (give --bucket key=value,... or --from-ledger, the "
+                         f"problems your traffic met)")
     make_strategy(opts.search.strategy)
     held = None
     if opts.search.contenders is not None:
