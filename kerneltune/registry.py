@@ -25,6 +25,9 @@ KERNELS: dict[str, str] = {
     "peer_exchange": "kerneltune.kernels.peer_exchange.plugin:PLUGIN",
 }
 ALIASES = {"ranker-attention": "ranker_attention", "drafter-wide": "drafter_wide", "peer-exchange": "peer_exchange"}
+# Kernels of other tools a command line may name, by their type, and what adopts each as a kernel: a Triton
+# ``@triton.autotune`` function is its configs, its key and its recorded calls (``author/autotuned.py``).
+ADOPTED: dict[str, str] = {"triton.runtime.autotuner.Autotuner": "kerneltune.author.autotuned:adopt"}
 
 BACKENDS: dict[str, str] = {
     "cuda-jax": "kerneltune.backends.cuda_jax:BACKEND",
@@ -63,6 +66,8 @@ def _module_of_file(path: Path) -> Any:
         raise ImportError(f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    if str(path.parent) not in sys.path:  # as ``python file.py`` does: a module beside the file imports
+        sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(module)
     except BaseException:
@@ -90,7 +95,10 @@ def _load(kind: str, table: dict[str, str], name: str, known: list[str]) -> Any:
         try:
             module = _module_of_file(path)
         except (ImportError, SyntaxError) as e:
-            raise UnknownName(f"{kind}: cannot load {target!r}: {e}") from None
+            raise UnknownName(f"{kind}: cannot load {target!r}: {e}") from e
+        except Exception as e:  # the file's own code failed as it was imported (a framework asking for a GPU driver)
+            raise UnknownName(f"{kind}: importing {file[0]} raised {type(e).__name__}: {e} (--debug shows the "
+                              f"traceback)") from e
         if file[1] is None:
             return _the_kernel_of(module, path)
         if file[1] not in vars(module):
@@ -109,6 +117,11 @@ def _load(kind: str, table: dict[str, str], name: str, known: list[str]) -> Any:
         return getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as e:
         raise UnknownName(f"{kind}: cannot load {target!r}: {e}") from None
+    except Exception as e:
+        if name in table:  # one of ours: its failure is a bug to see whole
+            raise
+        raise UnknownName(f"{kind}: importing {module} raised {type(e).__name__}: {e} (--debug shows the "
+                          f"traceback)") from e
 
 
 def kernel_argument(name: str) -> str:
@@ -124,6 +137,8 @@ def load_kernel(name: str) -> Kernel:
     """The kernel registered under ``name`` (or at the import path ``module:attr``), checked to be one: an import
     path may name anything (a function, a module's constant), which would fail later in a traceback."""
     kernel = _load("kernel", KERNELS, canonical_name(name), [*KERNELS, *ALIASES])
+    if (adopter := ADOPTED.get(f"{type(kernel).__module__}.{type(kernel).__qualname__}")) is not None:
+        kernel = _load("kernel", {}, adopter, [])(kernel)
     if isinstance(kernel, type) or not isinstance(kernel, Kernel):
         missing = sorted(set(Kernel.__protocol_attrs__) - set(dir(kernel)))  # type: ignore[attr-defined]
         lacks = (f"it lacks {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}" if missing

@@ -30,6 +30,9 @@ MAX_TABLE_BYTES = 64 << 20
 MAX_BENCH_BYTES = 64 << 20
 # A journal is one line per candidate, 1-2 KiB each, appended to for the life of a study: 1 GiB is ~10^6 of them.
 MAX_JOURNAL_BYTES = 1 << 30
+# A miss ledger holds at most 10,000 records (``tables.ledger``), under 1 KiB each but a Triton call's (its arguments'
+# shapes and grids, a few KiB): 64 MiB.
+MAX_LEDGER_BYTES = 64 << 20
 
 # JSON's bounds. Python's own default limit on an integer's digits (``sys.get_int_max_str_digits``), kept even
 # where the environment lifts it (PYTHONINTMAXSTRDIGITS=0 makes a long integer's parse quadratic: a hang).

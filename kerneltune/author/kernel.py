@@ -10,11 +10,14 @@ with NaN, compared with the float64 reference under the output dtype's tolerance
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
+import os
 import re
 import sys
 import time
 import tomllib
+import types
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +34,7 @@ from kerneltune.tuning.space import Space, SpaceError, space_from_data
 from .check import compare
 from .fields import Config, Problem
 from .frameworks import FRAMEWORKS, Framework
+from .listed import config_fields
 
 log = logging.getLogger("kerneltune.tables")
 
@@ -55,6 +59,7 @@ class Kernel:
     name: ClassVar[str] = ""  # the tables' name for it; default: the class name in kebab case
     framework: ClassVar[str] = ""  # "jax", "torch" or "numpy"; default: the one the defining module imports
     params: ClassVar[Mapping[str, Any]] = {}  # tunable -> [values] or {"range": [lo, hi]} (or [lo, hi, step])
+    configs: ClassVar[Sequence[Any]] = ()  # or a list of whole configs: mappings, or triton.Config (fn.configs)
     constraints: ClassVar[Sequence[str]] = ()  # expressions over params and problem fields, as in a space file
     buckets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}  # bucket name -> problem fields
     space: ClassVar[str | None] = None  # a space file (relative to the module) instead of the three above
@@ -123,7 +128,8 @@ class Kernel:
         p = self.problem({**(problem or {}), **fields})
         found = tuned_config(self.name, dict(self.bucket(p)), self.source_hash(), self.hard_bucket_fields,
                              load_backend(self.backend).stamps(),
-                             refuses=lambda entry: self._why_not(p, entry["config"]), one_line=True)
+                             refuses=lambda entry: self._why_not(p, entry["config"]), one_line=True,
+                             problem=self.problem_dict(p))
         if found is not None:
             return Config(found)
         return Config(self._runnable_heuristic(p))
@@ -132,14 +138,25 @@ class Kernel:
 
     @functools.cached_property
     def _framework(self) -> Framework:
-        name = self.framework or self._imported_framework()
+        name = self.framework or self._inferred_framework()
         if name not in FRAMEWORKS:
             raise ValueError(f"{type(self).__name__}.framework = {name!r}; one of {', '.join(FRAMEWORKS)}")
         return FRAMEWORKS[name]
 
-    def _imported_framework(self) -> str:
+    def _inferred_framework(self) -> str:
+        """The framework the kernel's own ``build`` and ``inputs`` use (the modules and objects their code names),
+        not the module's imports (a helper module may import torch for a NumPy kernel, or none for a torch one).
+        Where they name none, or more than one, the guess is said in one line with how to set it."""
+        used = frameworks_used(type(self))
+        if len(used) == 1:
+            return next(iter(used))
         module = vars(sys.modules[type(self).__module__])
-        return next((f for f in ("torch", "jax") if f in module), "numpy")
+        guess = next((f for f in ("torch", "jax") if f in module), "numpy")
+        why = (f"its build and inputs use {' and '.join(sorted(used))}" if used else
+               "its build and inputs name no array framework")
+        log.warning("%s: framework guessed as %r from its module's imports (%s); set framework = \"torch\", "
+                    "\"jax\" or \"numpy\" on %s to say which", self.name, guess, why, type(self).__name__)
+        return guess
 
     @property
     def backend(self) -> str:  # type: ignore[override]
@@ -158,10 +175,16 @@ class Kernel:
                 raise SpaceError(f"{path}: {type(self).__name__}.space cannot be read ({e})") from None
             return str(path), {"kernel": self.name, **data}
         where = f"{self._module_file()}:{type(self).__name__}"
-        if not self.params:
-            raise SpaceError(f"{where}: set params and buckets, or space = 'file.toml'")
-        return where, {"kernel": self.name, "params": dict(self.params),
-                       "constraints": [{"expr": e} for e in self.constraints],
+        if not self.params and not self.configs:
+            raise SpaceError(f"{where}: set params (or configs) and buckets, or space = 'file.toml'")
+        if self.params and self.configs:
+            raise SpaceError(f"{where}: set params (every combination of values) or configs (a list), not both")
+        try:
+            space = {"params": dict(self.params)} if self.params else {
+                "configs": [config_fields(c, f"{where}.configs[{i}]") for i, c in enumerate(self.configs)]}
+        except ValueError as e:
+            raise SpaceError(str(e)) from None
+        return where, {"kernel": self.name, **space, "constraints": [{"expr": e} for e in self.constraints],
                        "buckets": [{"name": n, "problem": dict(p)} for n, p in self.buckets.items()]}
 
     def own_space(self) -> tuple[str, Mapping[str, Any]]:
@@ -174,7 +197,10 @@ class Kernel:
 
     @functools.cached_property
     def tunables(self) -> frozenset[str]:  # type: ignore[override]
-        params = self._space[1].get("params")
+        data = self._space[1]
+        params, listed = data.get("params"), data.get("configs")
+        if isinstance(listed, list):  # the fields of every listed config (the space names one that differs)
+            return frozenset(k for c in listed if isinstance(c, Mapping) for k in c)
         return frozenset(params) if isinstance(params, Mapping) else frozenset()
 
     @functools.cached_property
@@ -254,7 +280,12 @@ class Kernel:
         return source_hash(files)
 
     def supported_on(self, stamps: Mapping[str, Any]) -> str | None:
-        return None  # wherever its framework runs: the device is in the stamps, and tables are kept per device
+        """Wherever its framework runs (the device is in the stamps, and tables are kept per device), but a
+        Triton kernel on a machine with no GPU: there only Triton's interpreter runs it."""
+        if (stamps.get("device_kind") == "cpu" and "triton" in packages_used(type(self))
+                and os.environ.get("TRITON_INTERPRET", "").strip() in ("", "0")):
+            return "a GPU Triton has a driver for, or Triton's interpreter on the CPU (TRITON_INTERPRET=1)"
+        return None
 
     def void_timings(self, stamps: Mapping[str, Any]) -> str | None:
         """Why times on the CPU these stamps name say nothing of this kernel's speed: it runs there in Triton's or
@@ -320,6 +351,46 @@ class Kernel:
 
     def release(self, built: Any) -> None:
         pass
+
+
+_FRAMEWORK_OF = {"torch": "torch", "triton": "torch", "jax": "jax", "jaxlib": "jax", "numpy": "numpy"}
+
+
+def frameworks_used(cls: type) -> set[str]:
+    """The array frameworks (torch, jax, numpy) that ``cls``'s ``build`` and ``inputs`` name (``packages_used``).
+    NumPy counts only where nothing else is named (a torch kernel's inputs may use NumPy too)."""
+    found = {_FRAMEWORK_OF[p] for p in packages_used(cls) if p in _FRAMEWORK_OF}
+    return found - {"numpy"} or found
+
+
+def packages_used(cls: type) -> set[str]:
+    """The top packages of the modules, functions and objects (a Triton kernel) that the code of ``cls``'s
+    ``build`` and ``inputs``, nested functions included, reads from its globals."""
+    found = set()
+    for hook in ("build", "inputs"):
+        owner = next((k for k in cls.__mro__ if hook in k.__dict__), Kernel)
+        fn = inspect.unwrap(owner.__dict__[hook]) if owner is not Kernel else None
+        if not isinstance(fn, types.FunctionType):
+            continue
+        codes, names = [fn.__code__], set()
+        while codes:
+            code = codes.pop()
+            names.update(code.co_names)
+            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        found.update(_package_of(fn.__globals__.get(name)) for name in names if name in fn.__globals__)
+    return found
+
+
+def _package_of(value: Any) -> str:
+    """The top package a global comes from: a module's own, a function's or class's module's, else its type's
+    (a Triton kernel is a ``triton.runtime`` object)."""
+    if isinstance(value, types.ModuleType):
+        where = value.__name__
+    elif isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
+        where = value.__module__
+    else:
+        where = type(value).__module__
+    return (where or "").split(".")[0]
 
 
 def _as_tuple(x: Any) -> tuple[Any, ...]:

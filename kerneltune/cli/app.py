@@ -74,7 +74,8 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
           early_stop: o.EarlyStop = True, playoff: o.Playoff = True,
           journal: o.Journal = None, compile_workers: o.CompileWorkers = None, rel_noise: o.RelNoise = 0.01,
           max_seconds: o.MaxSeconds = CANDIDATE_MAX_SECONDS, cold_l2: o.ColdL2 = False,
-          compile_timeout: o.CompileTimeout = COMPILE_TIMEOUT_S, run_timeout: o.RunTimeout = RUN_TIMEOUT_S) -> None:
+          compile_timeout: o.CompileTimeout = COMPILE_TIMEOUT_S, run_timeout: o.RunTimeout = RUN_TIMEOUT_S,
+          from_ledger: o.FromLedger = False, ledger_path: o.LedgerPath = None, top: o.Top = None) -> None:
     """Compile, check and time every candidate; journal each; write tuned tables.
 
     The tables land in the working folder (--out); `kerneltune install` puts them where the runtime reads."""
@@ -105,7 +106,8 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
                                      compile_timeout=compile_timeout),
             replay=ReplayOptions(replay, replay_seconds) if replay is not None else None,
             shared=SharedOptions(storage, study, heartbeat) if storage else None,
-            compile_only=compile_only, resume=resume, journal=journal, worker=worker)
+            compile_only=compile_only, resume=resume, journal=journal, worker=worker, from_ledger=from_ledger,
+            ledger=ledger_path, top=top)
     commands.sweep(opts)
 
 
@@ -147,9 +149,18 @@ def rekey(kernel: o.Kernel, table: o.RekeyTables = None) -> None:
 
 
 @app.command()
-def report(results: o.Results, csv: o.Csv = None, html: o.Html = None, baseline: o.Baseline = None,
-           bench: o.BenchResult = None) -> None:
-    """CSV and HTML reports of sweeps for CI: rankings, charts, failures, baseline."""
+def report(results: o.Results = None, csv: o.Csv = None, html: o.Html = None, baseline: o.Baseline = None,
+           bench: o.BenchResult = None, ledger: o.Ledger = False, ledger_path: o.LedgerPath = None) -> None:
+    """CSV and HTML reports of sweeps for CI: rankings, charts, failures, baseline; or, with --ledger, the
+    share of the recorded traffic each table serves."""
+    if ledger:
+        commands.coverage(results, ledger_path, csv, html, baseline, bench)
+        return
+    if ledger_path is not None:
+        failures.fail("report: --ledger-path names the ledger --ledger reports on; add --ledger")
+    if results is None:
+        failures.fail("report: give RESULTS (a journal or a folder of them), or --ledger for the miss ledger's "
+                      "coverage")
     commands.report(results, csv, html, baseline, bench)
 
 

@@ -37,6 +37,8 @@ def sweep(opts: Any) -> None:
         checked = check_options(opts)  # the banner below comes after every input is found good
         journal = opts.journal_path
     kernel = checked.kernel
+    for text in (*checked.notes, *_weaker_check(kernel)):
+        render.note(text)
     if opts.replay is not None:
         render.note(f"Replaying recorded measurements from {opts.replay.journal}: no kernel runs on this machine.")
     try:
@@ -65,6 +67,14 @@ def sweep(opts: Any) -> None:
     if not need and (empty := [r for r in results if r.entry is None]):
         fail("; ".join(f"bucket {r.bucket}: no candidate verified and timed" + _commonest(r) for r in empty)
              + f"; no table entry written for it (the journal {journal} has each candidate's error)", EXIT_FAILED)
+
+
+def _weaker_check(kernel: Any) -> list[str]:
+    """The line a kernel checked against its own first config (no reference) carries in every report."""
+    from kerneltune.author.autotuned import check_note
+
+    note = check_note(kernel)
+    return [note] if note else []
 
 
 def _commonest(result: Any) -> str:
@@ -100,6 +110,8 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
                                 require_timing=require_timing)
         except VerifyRefused as e:
             fail(str(e), e.exit_code)
+    for text in _weaker_check(plugin):
+        render.note(text)
     said: set[str] = set()  # a note that holds for every table (speed not judged here, and why) is said once
     for report in run.reports:
         render.verify_report(plugin.name, report, plugin.tile_defaults)
@@ -232,6 +244,40 @@ def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | 
         written.append(str(html))
         render.line(f"HTML: {html}")
     render.report_summary(frame)
+
+
+def coverage(results: Path | None, ledger: Path | None, csv: Path | None, html: Path | None, baseline: Path | None,
+             bench: Path | None) -> None:
+    """``report --ledger``: the miss ledger's coverage, in the terminal, the CSV and the HTML."""
+    from kerneltune.report.coverage import before_after, coverage_frame, percent, render_coverage_html
+    from kerneltune.report.frame import write_csv
+    from kerneltune.tables.ledger import ledger_folder, read_ledgers
+
+    given = [o for o, v in (("RESULTS", results), ("--baseline", baseline), ("--bench", bench)) if v is not None]
+    if given:
+        fail(f"report --ledger reports the miss ledger (--ledger-path); drop {', '.join(given)} (a separate report "
+             f"reads journals)")
+    where = ledger or ledger_folder()
+    with bad_input_is_one_line():
+        ledgers = read_ledgers(where)
+    for led in ledgers:
+        for skipped in led.skipped:
+            render.note(skipped)
+    frame = coverage_frame(ledgers)
+    if frame.empty:
+        fail(f"report --ledger: {where} holds no recorded call (record them: KERNELTUNE_RECORD=1)")
+    render.coverage(frame, str(where))
+    for kernel, device, before, after, periods in before_after(frame):
+        render.line(f"{kernel} on {device}: coverage {percent(before)} -> {percent(after)} "
+                    f"({periods} state(s) of its tables)")
+    if csv:
+        with bad_input_is_one_line():
+            write_csv(frame, csv)
+        render.line(f"CSV: {csv} ({len(frame)} rows)")
+    if html:
+        with bad_input_is_one_line():
+            render_coverage_html(frame, str(where), html)
+        render.line(f"HTML: {html}")
 
 
 def bench(kernel: str, shapes: Path | None, baselines: str | None, out: Path, resume: bool) -> None:

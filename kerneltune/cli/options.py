@@ -19,7 +19,16 @@ Kernel = Annotated[str, typer.Argument(help=KERNEL_HELP, show_default=False)]
 Space = Annotated[Path | None, typer.Option(
     help="Search-space TOML. Default: the kernel's own space (a kerneltune.Kernel's params and buckets), else "
          "search_spaces/KERNEL.toml, else KERNEL.toml beside the kernel's module.")]
-Bucket = Annotated[list[str] | None, typer.Option(help="Sweep only this bucket (repeatable).")]
+Bucket = Annotated[list[str] | None, typer.Option(
+    help="Sweep only this bucket (repeatable): a bucket's name, or a problem as key=value,... (a Triton "
+         "kernel's key values pick its recorded calls).")]
+FromLedger = Annotated[bool, typer.Option(
+    help="Sweep the problems the miss ledger recorded that no tuned entry of their own served, the most called "
+         "first (record them: KERNELTUNE_RECORD=1).")]
+LedgerPath = Annotated[Path | None, typer.Option(
+    help="The miss ledger: a ledger file, or a folder of them (default: ledger/ in the user's cache, "
+         "$KERNELTUNE_CACHE or ~/.cache/kerneltune).")]
+Top = Annotated[int | None, typer.Option(help="With --from-ledger: only the N most called buckets.")]
 Strategy = Annotated[str, typer.Option(help=f"One of: {', '.join(strategy_names())}.")]
 Budget = Annotated[int | None, typer.Option(help="Candidates to measure per bucket (default: all).")]
 Seed = Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")]
@@ -99,7 +108,11 @@ RekeyTables = Annotated[list[Path] | None, typer.Option(
                     "and the shipped ones, for every device kind).")]
 
 # report
-Results = Annotated[Path, typer.Argument(help="A journal, or a folder searched for journals.", show_default=False)]
+Results = Annotated[Path | None, typer.Argument(help="A journal, or a folder searched for journals.",
+                                                show_default=False)]
+Ledger = Annotated[bool, typer.Option(
+    help="Report the miss ledger's coverage instead: the share of recorded calls served by a tuned entry, a "
+         "neighbour, a fallback or the heuristic, under each state of the tables they met.")]
 Csv = Annotated[Path | None, typer.Option(help="Write one CSV row per candidate here.")]
 Html = Annotated[Path | None, typer.Option(help="Write a self-contained HTML report here.")]
 Baseline = Annotated[Path | None, typer.Option(help="A tuned table (or folder) to compare each bucket with.")]

@@ -251,3 +251,18 @@ def report_summary(frame: Any) -> None:
     for b, row in summary.iterrows():
         out.add_row(str(b), *(str(v) for v in row))
     console.print(out)
+
+
+def coverage(frame: Any, where: str) -> None:
+    """``report --ledger``: a row per kernel, device and state of its tables, the calls each way served."""
+    from kerneltune.report.coverage import percent
+
+    out = Table(title=f"coverage of the recorded calls ({escape(where)})")
+    for c in ("kernel", "device", "period", "tables", "first seen", "calls", "tuned", "fallback", "neighbour",
+              "heuristic", "coverage"):
+        out.add_column(c, justify="right" if c in ("period", "calls", "coverage") else "left")
+    for r in frame.to_dict("records"):
+        out.add_row(escape(str(r["kernel"])), escape(str(r["device_kind"])), str(r["period"]), escape(str(r["tables"])),
+                    escape(str(r["first_seen"])), str(r["calls"]), str(r["tuned"]), str(r["fallback"]),
+                    str(r["neighbour"]), str(r["heuristic"]), percent(r["coverage"]))
+    console.print(out)

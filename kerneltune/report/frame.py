@@ -71,12 +71,17 @@ def load_frame(results: Path) -> pd.DataFrame:
             row.update({f"stamp_{k}": s.get(k) for k in s.get("matched") or () if k not in ("device", "kernel_hash")})
             row.update({f"problem_{k}": v for k, v in (r.get("problem") or {}).items()})
             row.update({f"config_{k}": v for k, v in r["tiles"].items()})
+            # The check's own figures: a Triton autotuner checked against its first config says so here
+            # (accuracy_error_vs_first_config), the weaker check it is.
+            accuracy = r.get("accuracy")
+            row.update({f"accuracy_{k}": v for k, v in (accuracy.items() if isinstance(accuracy, dict) else ())})
             rows.append(row)
     if not rows:  # a journal of another encoding, another tool's file, or only its torn last line
         raise ValueError(f"report: no record in {', '.join(str(p) for p in journal_files(results))} (each line that "
                          f"is not one is named above)")
     frame = pd.DataFrame(rows)
-    extra = [c for prefix in ("stamp_", "problem_", "config_") for c in sorted(frame.columns) if c.startswith(prefix)]
+    extra = [c for prefix in ("stamp_", "problem_", "config_", "accuracy_") for c in sorted(frame.columns)
+             if c.startswith(prefix)]
     frame = frame.reindex(columns=list(SCHEMA) + extra)
     for c in frame.columns:  # a field the journals hold as integers stays integer where some rows lack it
         if _all_ints(r.get(c) for r in rows):

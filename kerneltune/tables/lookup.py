@@ -19,7 +19,9 @@ from typing import Any
 
 from kerneltune import logs
 
+from . import recording
 from .locations import table_roots
+from .recording import Served
 from .stamps import mismatches
 from .store import TableError, read_table, table_path
 
@@ -104,6 +106,14 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
     """The entry to use for ``bucket`` and the misses met on the way (for logging): the nearest
     entry with matching stamps whose config, or one of its fallbacks, ``refuses`` (if given) accepts;
     between equally near ones, the closest kin, then the one sharing the most categories."""
+    entry, misses, _ = _select(table, bucket, running, kernel_hash, hard, refuses, kin)
+    return entry, misses
+
+
+def _select(table: dict[str, Any], bucket: dict[str, Any], running: dict[str, Any], kernel_hash: str,
+            hard: tuple[str, ...], refuses: Refusal | None,
+            kin: Kinship | None) -> tuple[dict[str, Any] | None, list[str], Served]:
+    """``select_entry``, and how the problem was served (the miss ledger's word for it)."""
     want = {**running, "kernel_hash": kernel_hash}
     misses: list[str] = []
     valid = []
@@ -135,12 +145,13 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
                           f"({entry['median_us']:.1f} µs{against})")
         if dist > 0:
             misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {_key_like(entry['bucket'], bucket)}")
-        return entry, misses
+        served = Served.NEIGHBOUR if dist > 0 else Served.FALLBACK if why is not None else Served.TUNED
+        return entry, misses, served
     if valid:
         accepts = " has a config this problem accepts" if refuses is not None else ""
         misses.append(f"no valid entry shares {', '.join(hard)} with {bucket_key(bucket)}" + (f" and{accepts}"
                       if accepts else "") if hard else f"no valid entry for {bucket_key(bucket)}{accepts}")
-    return None, misses
+    return None, misses, Served.HEURISTIC
 
 
 def file_identity(st: Any) -> tuple[int, ...]:
@@ -154,16 +165,22 @@ def _read_cached(path: Path) -> dict[str, Any] | None:
     """The table, read again only when its file is replaced or changes (launches call this on every call;
     ``file_identity``); a file that cannot be used is not read again either until then (a broken 64 MiB table cost
     every launch its read)."""
+    return _read_stamped(path)[0]
+
+
+def _read_stamped(path: Path) -> tuple[dict[str, Any] | None, int]:
+    """``_read_cached``'s table and the file's modification time (0 if absent): what the ledger tells apart the
+    tables a call was served under by."""
     try:
         stamp = file_identity(path.stat())
     except FileNotFoundError:
-        return None
+        return None, 0
     except OSError as e:  # a loop of links, a folder it may not enter: named and skipped, never raised at launch
         raise TableError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
     table, error = _read_at(path, stamp)
     if error is not None:
         raise TableError(error)
-    return table
+    return table, stamp[3]  # its modification time
 
 
 @functools.lru_cache(maxsize=64)
@@ -178,12 +195,20 @@ def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tup
     """The table of ``kernel`` on ``device_kind`` as the runtime sees it: each root's file overlaying the
     ones after it entry by entry (the user's tables over the shipped ones), and where it came from.
     A file that cannot be used is logged and left out; the others still serve."""
+    merged, where, _ = _overlaid(kernel, device_kind, roots)
+    return merged, where
+
+
+def _overlaid(kernel: str, device_kind: str,
+              roots: tuple[Path, ...]) -> tuple[dict[str, Any] | None, str, tuple[tuple[str, int], ...]]:
+    """``read_overlaid``, and the files it used with their modification times (the tables' state)."""
     merged: dict[str, Any] | None = None
     used = []
+    state = []
     for root in reversed(roots):
         path = table_path(root, device_kind, kernel)
         try:
-            table = _read_cached(path)
+            table, stamp = _read_stamped(path)
         except TableError as e:
             log_once(f"{kernel}: {e}; left out")
             used.append("")  # a table was there: no second line says there was none
@@ -193,25 +218,31 @@ def read_overlaid(kernel: str, device_kind: str, roots: tuple[Path, ...]) -> tup
         for skipped in table["skipped"]:
             log_once(f"{kernel}: {skipped}")
         used.append(str(path))
+        state.append((str(path), stamp))
         merged = {"entries": {**(merged or {}).get("entries", {}), **table["entries"]}}
     where = " over ".join(u for u in reversed(used) if u) or " or ".join(
         str(table_path(r, device_kind, kernel)) for r in roots)
-    return merged, where if merged is not None or not used else ""
+    return merged, where if merged is not None or not used else "", tuple(state)
 
 
 def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tuple[str, ...],
                  running: dict[str, Any], roots: tuple[Path, ...] | None = None, refuses: Refusal | None = None,
-                 kin: Kinship | None = None, one_line: bool = False) -> dict[str, Any] | None:
+                 kin: Kinship | None = None, one_line: bool = False,
+                 problem: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The tuned config fields for ``bucket`` on the system ``running`` describes (its backend's stamps,
     with their ``device_kind`` and ``matched`` list), or None (heuristic). ``roots``: the table folders in
     overlay order, by default the user's and then the shipped ones. ``one_line``: a lookup's misses are
-    logged as one line (once per process), not one line each."""
-    table, where = read_overlaid(kernel, str(running["device_kind"]), roots or table_roots())
+    logged as one line (once per process), not one line each. With recording on (``recording``), the call is
+    counted in the miss ledger under ``problem`` (default: the bucket), with how it was served."""
+    device = str(running["device_kind"])
+    table, where, state = _overlaid(kernel, device, roots or table_roots())
     if table is None:
+        recording.note(kernel, kernel_hash, device, state, problem or bucket, Served.HEURISTIC)
         if where:  # else every table there was left out, and said so: one line, not two
             log_once(f"{kernel}: no tuned table at {where}; using the heuristic")
         return None
-    entry, misses = select_entry(table, bucket, running, kernel_hash, hard, refuses, kin)
+    entry, misses, served = _select(table, bucket, running, kernel_hash, hard, refuses, kin)
+    recording.note(kernel, kernel_hash, device, state, problem or bucket, served)
     if entry is None:
         misses.append(f"no valid tuned entry for {bucket_key(bucket)}; using the heuristic")
     if one_line and misses:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import itertools
+import json
 import math
 import operator
 import re
@@ -40,6 +41,44 @@ PROVED_CONFIGS = 1_000_000
 
 class SpaceError(ValueError):
     """A search-space file that cannot be used; the message names file, line and field."""
+
+
+_SCALARS = (str, int, float, bool)
+
+
+def _point_key(config: Mapping[str, Any]) -> str:
+    return json.dumps({k: config[k] for k in sorted(config)})
+
+
+def _listed_configs(path: Path, text: str, raw: Any, tunables: set[str]) -> tuple[dict[str, list[Any]],
+                                                                                  tuple[dict[str, Any], ...]]:
+    """``configs = [...]``: each an object of the same tunables, each value a string, number or bool; the params
+    they span (each field's values in the list's order)."""
+    where = _where(path, text, "configs")
+    if not isinstance(raw, list) or not raw:
+        raise SpaceError(f"{where}: configs: expected a non-empty list of configs ({{ name = value, ... }})")
+    if len(raw) > MAX_VALUES:
+        raise SpaceError(f"{where}: configs: {len(raw)} configs; a list holds at most {MAX_VALUES}")
+    fields: list[str] | None = None
+    for i, config in enumerate(raw):
+        if not isinstance(config, Mapping) or not config:
+            raise SpaceError(f"{where}: configs[{i}]: {config!r:.80} is not a table of tunables and values")
+        if fields is None:
+            fields = list(config)
+        if set(config) != set(fields):
+            raise SpaceError(f"{where}: configs[{i}]: fields {sorted(config)}, configs[0] has {sorted(fields)}; "
+                             f"every config sets the same tunables")
+        for k, v in config.items():
+            if k not in tunables:
+                raise SpaceError(f"{where}: configs[{i}].{k}: unknown parameter (the kernel tunes {sorted(tunables)})")
+            if type(v) not in _SCALARS:
+                raise SpaceError(f"{where}: configs[{i}].{k}: {type(v).__name__} {v!r:.60} is not a string, number "
+                                 f"or bool (a table stores configs as JSON)")
+    assert fields is not None
+    if len({_point_key(c) for c in raw}) != len(raw):
+        raise SpaceError(f"{where}: configs: a config is listed twice")
+    params = {k: list(dict.fromkeys(c[k] for c in raw)) for k in fields}
+    return params, tuple(dict(c) for c in raw)
 
 
 def _numbers_only(op: Callable[[Any, Any], Any], refusal: str) -> Callable[[Any, Any], Any]:
@@ -104,12 +143,17 @@ class Space:
     params: dict[str, list[Any]]
     constraints: tuple[Constraint, ...]
     buckets: tuple[Bucket, ...]
+    # An explicit list of configs (``configs = [...]``, a Triton autotuner's list) instead of every combination of
+    # ``params`` (then each field's values in the list's order): only these, in this order.
+    listed: tuple[dict[str, Any], ...] | None = None
 
     def configs(self, problem_fields: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-        """Every combination of the params that satisfies the constraints for this problem."""
+        """Every combination of the params (or every listed config) that satisfies the constraints for this
+        problem."""
         names = list(self.params)
-        for values in itertools.product(*(self.params[n] for n in names)):
-            config = dict(zip(names, values, strict=True))
+        points = (dict(c) for c in self.listed) if self.listed is not None else (
+            dict(zip(names, values, strict=True)) for values in itertools.product(*(self.params[n] for n in names)))
+        for config in points:
             if self.allows(config, problem_fields):
                 yield config
 
@@ -120,11 +164,22 @@ class Space:
     def excluded_by(self, config: Mapping[str, Any], problem_fields: Mapping[str, Any]) -> str | None:
         """The first constraint this config breaks for this problem, in words (its ``why``, else its expression),
         or None."""
+        if self.listed is not None and _point_key(config) not in self._listed_keys:
+            return "not one of the space's listed configs"
         env = {**problem_fields, **config}
         for c in self.constraints:
             if not c.holds(env):
                 return f"{c.why} ({c.expr})" if c.why else f"breaks the constraint {c.expr}"
         return None
+
+    @property
+    def size(self) -> int:
+        """The configs the space holds before its constraints: the listed ones, or every combination."""
+        return len(self.listed) if self.listed is not None else math.prod(len(v) for v in self.params.values())
+
+    @functools.cached_property
+    def _listed_keys(self) -> frozenset[str]:
+        return frozenset(_point_key(c) for c in self.listed or ())
 
     def bucket(self, name: str) -> Bucket:
         for b in self.buckets:
@@ -183,6 +238,11 @@ def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
             raise SpaceError(f"{where}: params.{name}: {len(spec)} values; a parameter takes at most {MAX_VALUES}")
         if len(set(map(repr, spec))) != len(spec):
             raise SpaceError(f"{where}: params.{name}: values repeat: {spec}")
+        for v in spec:
+            if type(v) not in _SCALARS:
+                raise SpaceError(f"{where}: params.{name}: {type(v).__name__} {v!r:.60} is not a string, number or "
+                                 f"bool (a table stores configs as JSON); a list of whole configs, such as a Triton "
+                                 f"autotuner's, is configs = [...] (on a kerneltune.Kernel: configs = fn.configs)")
         return spec
     if isinstance(spec, dict) and set(spec) == {"range"}:
         r = spec["range"]
@@ -258,7 +318,7 @@ def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], pro
                     for_kernel: str | None = None, text: str = "") -> Space:
     """A space from its tables (a parsed file, or a kernel's own space written in Python), checked as a file
     is; ``path`` names it in errors (with line numbers where ``text`` holds the file)."""
-    unknown_top = set(data) - {"kernel", "params", "constraints", "buckets"}
+    unknown_top = set(data) - {"kernel", "params", "configs", "constraints", "buckets"}
     if unknown_top:
         key = sorted(unknown_top)[0]
         raise SpaceError(f"{_where(path, text, key)}: unknown top-level field {key!r}")
@@ -269,14 +329,21 @@ def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], pro
         raise SpaceError(f"{_where(path, text, 'kernel')}: kernel = {kernel!r}, but the kernel swept is "
                          f"{for_kernel!r}")
     raw_params = data.get("params")
-    if not isinstance(raw_params, dict) or not raw_params:
+    listed = None
+    if "configs" in data:
+        if raw_params is not None:
+            raise SpaceError(f"{_where(path, text, 'configs')}: configs: give params (every combination) or configs "
+                             f"(a list), not both")
+        params, listed = _listed_configs(path, text, data["configs"], tunables)
+    elif not isinstance(raw_params, dict) or not raw_params:
         raise SpaceError(f"{path}: params: a [params] table with at least one parameter is required")
-    params: dict[str, list[Any]] = {}
-    for name, spec in raw_params.items():
-        if name not in tunables:
-            raise SpaceError(f"{_where(path, text, name)}: params.{name}: unknown parameter "
-                             f"(kernel {kernel!r} tunes {sorted(tunables)})")
-        params[name] = _param_values(path, text, name, spec)
+    else:
+        params = {}
+        for name, spec in raw_params.items():
+            if name not in tunables:
+                raise SpaceError(f"{_where(path, text, name)}: params.{name}: unknown parameter "
+                                 f"(kernel {kernel!r} tunes {sorted(tunables)})")
+            params[name] = _param_values(path, text, name, spec)
 
     names = set(params) | problem_fields
     raw_constraints = data.get("constraints", [])
@@ -304,7 +371,7 @@ def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], pro
     if len({b.name for b in buckets}) != len(buckets):
         raise SpaceError(f"{path}: buckets: two buckets share a name")
 
-    space = Space(path, kernel, params, constraints, tuple(buckets))
+    space = Space(path, kernel, params, constraints, tuple(buckets), listed)
     _check_constraints_satisfiable(space, text)
     return space
 
@@ -313,14 +380,16 @@ def _check_constraints_satisfiable(space: Space, text: str) -> None:
     """A constraint false for every config of every bucket is a contradiction, not a filter. Proved on spaces of
     at most ``PROVED_CONFIGS`` configs a bucket; a larger one (searched by a sampler, never enumerated whole) is
     judged where its configs are drawn."""
-    if math.prod(len(v) for v in space.params.values()) > PROVED_CONFIGS:
+    if space.size > PROVED_CONFIGS:
         return
     problems = [b.problem for b in space.buckets] or [{}]
+    points = space.listed if space.listed is not None else [
+        dict(zip(space.params, values, strict=True)) for values in itertools.product(*space.params.values())]
     for i, c in enumerate(space.constraints):
         ok = False
         for problem in problems:
-            for values in itertools.product(*space.params.values()):
-                env = {**problem, **dict(zip(space.params, values, strict=True))}
+            for point in points:
+                env = {**problem, **point}
                 try:
                     if c.holds(env):
                         ok = True

@@ -127,6 +127,17 @@ class SweepOptions:
     resume: bool = True
     journal: Path | None = None
     worker: str | None = None  # this worker's name: its journal is KERNEL-MODE-WORKER.jsonl
+    from_ledger: bool = False  # sweep the problems the miss ledger recorded (``ledger_buckets``)
+    ledger: Path | None = None  # the ledger file or folder (default: the user's, ``tables.ledger.ledger_folder``)
+    top: int | None = None  # with ``from_ledger``: only the most called buckets
+
+    def __post_init__(self) -> None:
+        if self.top is not None and self.top < 1:
+            raise ValueError(f"top: must be at least 1, got {self.top}")
+        if self.top is not None and not self.from_ledger:
+            raise ValueError("top: takes the N most called problems the ledger recorded; add --from-ledger")
+        if self.ledger is not None and not self.from_ledger and not any("=" in b for b in self.buckets):
+            raise ValueError("ledger-path: names the ledger --from-ledger (or --bucket key=value) reads; give one")
 
     @property
     def journal_path(self) -> Path:
@@ -195,6 +206,7 @@ class CheckedOptions:
     space: Space
     buckets: list[Bucket]
     held: dict[str, list[dict[str, Any]]] | None  # bucket name -> the configs --contenders holds for it
+    notes: tuple[str, ...] = ()  # where the buckets came from, where not the space (a ledger)
 
 
 def load_kernel_space(kernel: Kernel, given: Path | None) -> Space:
@@ -222,9 +234,10 @@ def check_options(opts: SweepOptions) -> CheckedOptions:
     before any worker starts: a bad one is a ValueError (or OSError) naming it."""
     kernel = load_kernel(opts.kernel)
     space = load_kernel_space(kernel, opts.space_path)
-    buckets = [space.bucket(b) for b in opts.buckets] if opts.buckets else list(space.buckets)
+    buckets, notes = _buckets(opts, kernel, space)
     if not buckets:
-        raise ValueError(f"{space.path}: no buckets to sweep")
+        raise ValueError(f"{space.path}: no buckets to sweep (give --bucket key=value,... or --from-ledger, the "
+                         f"problems your traffic met)")
     make_strategy(opts.search.strategy)
     held = None
     if opts.search.contenders is not None:
@@ -247,7 +260,33 @@ def check_options(opts: SweepOptions) -> CheckedOptions:
     if runtime:
         raise ValueError(f"--out {opts.out}: a sweep never writes into the tables the runtime reads "
                          f"({runtime[0]}); give a working folder and install its table with `kerneltune install`")
-    return CheckedOptions(kernel, space, buckets, held)
+    return CheckedOptions(kernel, space, buckets, held, tuple(notes))
+
+
+def _buckets(opts: SweepOptions, kernel: Kernel, space: Space) -> tuple[list[Bucket], list[str]]:
+    """The buckets a sweep's options name: the space's (all, or by name), problems given as ``key=value,...``,
+    and with ``from_ledger`` the recorded ones; each once, in that order."""
+    from kerneltune.tables.ledger import ledger_folder
+
+    from .ledger_buckets import given_bucket, parse_problem, recorded_buckets
+
+    ledger = opts.ledger or ledger_folder()
+    given = [parse_problem(b) for b in opts.buckets if "=" in b]
+    buckets = [space.bucket(b) for b in opts.buckets if "=" not in b]
+    notes = []
+    if opts.from_ledger:
+        found, note = recorded_buckets(kernel, ledger, space, opts.top, given or None)
+        buckets += found
+        notes.append(note)
+    else:
+        for fields in given:
+            found, note = given_bucket(kernel, fields, ledger, space)
+            buckets += found
+            notes += [note] if note else []
+        if not opts.buckets:
+            buckets = list(space.buckets)
+    unique = {b.name: b for b in reversed(buckets)}  # the first of a name stays
+    return [b for b in buckets if unique[b.name] is b], notes
 
 
 def run_sweep(opts: SweepOptions, observer: Observer | None = None,
@@ -371,7 +410,7 @@ class _Sweep:
         held = None if self.held is None else self.held[bucket.name]
         feasible: list[dict[str, Any]] | None = None
         if search.strategy == "exhaustive" or search.budget is None:  # else sampled without enumerating
-            if (size := math.prod(len(v) for v in self.space.params.values())) > PROVED_CONFIGS and held is None:
+            if (size := self.space.size) > PROVED_CONFIGS and held is None:
                 raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: the space holds {size:,} configs; a "
                                  f"sweep enumerates at most {PROVED_CONFIGS:,} (--strategy tpe --budget N searches "
                                  f"it without enumerating)")

@@ -61,3 +61,14 @@ def test_an_example_goes_from_sweep_to_report(tmp_path, example, bucket, extra):
                env=env, cwd=tmp_path)
     rows = (tmp_path / "r.csv").read_text().splitlines()
     assert len(rows) >= 2 and rows[1].split(",")[2] == bucket
+
+
+@pytest.mark.slow
+def test_a_triton_kernel_on_a_cpu_without_the_interpreter_is_hardware_absent(tmp_path):
+    """Not "0 active drivers" and exit 1: the sweep says what it needs, exit 2, which a CPU CI job accepts."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-m", "kerneltune", "sweep", str(EXAMPLES / "triton_softmax.py"), "--bucket",
+                        "r16-c256", "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env,
+                       cwd=tmp_path, timeout=600)
+    assert r.returncode == 2, r.stderr
+    assert "needs a GPU Triton has a driver for, or Triton's interpreter on the CPU (TRITON_INTERPRET=1)" in r.stderr
