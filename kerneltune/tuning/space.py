@@ -43,6 +43,8 @@ class SpaceError(ValueError):
     """A search-space file that cannot be used; the message names file, line and field."""
 
 
+# What a parameter's value or a problem's field may be: TOML's date-times and tables are no value a kernel takes
+# (a date-time reached a traceback, or was refused only when journaled, naming the journal).
 _SCALARS = (str, int, float, bool)
 
 
@@ -208,11 +210,6 @@ def _line_of(text: str, key: str, occurrence: int = 0) -> int | None:
     return lines[occurrence] if occurrence < len(lines) else None
 
 
-# What a parameter's value or a problem's field may be: TOML's date-times and tables are no value a kernel takes
-# (a date-time reached a traceback, or was refused only when journaled, naming the journal).
-_SCALARS = (str, int, float, bool)
-
-
 def _scalar_defect(value: Any) -> str | None:
     if isinstance(value, _SCALARS):
         return None
@@ -233,16 +230,13 @@ def _param_values(path: Path, text: str, name: str, spec: Any) -> list[Any]:
             raise SpaceError(f"{where}: params.{name}: the list of values is empty")
         for i, value in enumerate(spec):
             if (why := _scalar_defect(value)) is not None:
-                raise SpaceError(f"{where}: params.{name}[{i}]: {why}")
+                raise SpaceError(f"{where}: params.{name}[{i}]: {why} (a table stores configs as JSON); a list of "
+                                 f"whole configs, such as a Triton autotuner's, is configs = [...] (on a "
+                                 f"kerneltune.Kernel: configs = fn.configs)")
         if len(spec) > MAX_VALUES:
             raise SpaceError(f"{where}: params.{name}: {len(spec)} values; a parameter takes at most {MAX_VALUES}")
         if len(set(map(repr, spec))) != len(spec):
             raise SpaceError(f"{where}: params.{name}: values repeat: {spec}")
-        for v in spec:
-            if type(v) not in _SCALARS:
-                raise SpaceError(f"{where}: params.{name}: {type(v).__name__} {v!r:.60} is not a string, number or "
-                                 f"bool (a table stores configs as JSON); a list of whole configs, such as a Triton "
-                                 f"autotuner's, is configs = [...] (on a kerneltune.Kernel: configs = fn.configs)")
         return spec
     if isinstance(spec, dict) and set(spec) == {"range"}:
         r = spec["range"]

@@ -59,7 +59,8 @@ def test_a_list_of_configs_is_the_space_in_its_order(tmp_path):
     ('configs = [{"block": 64}, {"block": 64}]', "listed twice"),
     ('configs = [{"block": [64]}]', r"configs\[0\].block: list \[64\] is not a string, number or bool"),
     ('configs = [{"block": 64}]\n    params = {"block": [1]}', "not both"),
-    ('params = {"config": [object()]}', "params.config: object .* not a string, number or bool.*configs = fn.configs"),
+    ('params = {"config": [object()]}',
+     r"params.config\[0\]: .* is object, not a string, number or bool.*configs = fn.configs"),
     ('configs = [3]', r"configs\[0\]: int 3 is not a config"),
 ])
 def test_what_a_list_of_configs_refuses_in_one_line(tmp_path, space, why):
