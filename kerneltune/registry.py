@@ -168,7 +168,3 @@ def module_file(kernel: Kernel) -> Path | None:
 def load_backend(name: str) -> Backend:
     return _load("backend", BACKENDS, name, list(BACKENDS))
 
-
-def kernel_names() -> list[str]:
-    """The registered kernels as a user types them."""
-    return sorted(ALIASES)

@@ -101,7 +101,7 @@ def playoffs(results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
 
 def unsettled(results: list[BucketResult]) -> None:
     """One line where timings did not settle: how many, and what this host shows of why."""
-    from kerneltune.tuning.noise import unsettled_line
+    from kerneltune.cli.unsettled import unsettled_line
 
     if text := unsettled_line([p for r in results for p in r.timings]):
         note(text)

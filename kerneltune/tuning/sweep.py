@@ -34,13 +34,13 @@ from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
 from .journal import Journal, config_key, make_record
 from .playoff import MAX_ROUNDS, Playoff, batch_for, decide, leaders, undecided
+from .pruning import EarlyStop, Pruner
 from .space import PROVED_CONFIGS, Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
 from .warm_start import warm_start
 
 FAILURES = (Status.COMPILE, Status.RUNTIME, Status.TIMEOUT, Status.CORRECTNESS, Status.UNSUPPORTED)
-EARLY_STOP = 1.5  # a candidate timed this many times the bucket's best so far, beyond its own noise, stops there
 FEW_CONTENDERS = 3  # a bucket --contenders holds fewer configs for is said to get no search to speak of
 
 
@@ -59,9 +59,8 @@ class SearchOptions:
     strategy: str = "exhaustive"
     budget: int | None = None  # candidates measured per bucket (default: all feasible)
     seed: int = 0
-    # Stop timing a candidate whose first batch is this much slower than the best (None: every candidate is timed to
-    # the noise rule; ``--no-early-stop``).
-    prune_factor: float | None = EARLY_STOP
+    # Asked, per candidate, when its timing may stop early (``pruning``; ``NoPruning``: ``--no-early-stop``).
+    pruner: Pruner = field(default_factory=EarlyStop)
     contenders: Path | None = None  # a tuned table: time only the configs it holds per bucket (``contenders``)
     warm_start: bool = True  # measure the nearest tuned buckets' winners and runner-ups first (``warm_start``)
     playoff: bool = True  # time the bucket's leaders again head to head before its entry is written (``playoff``)
@@ -538,7 +537,7 @@ class _Sweep:
             return "another problem or inputs"
         if rec.get("cold_l2", False) != base["cold_l2"]:
             return "another cold-L2 setting"
-        if rec.get("status") == Status.PRUNED and self.opts.search.prune_factor is None:
+        if rec.get("status") == Status.PRUNED and not self.opts.search.pruner.stops_early:
             return "a candidate stopped early, now timed fully (--no-early-stop)"
         return None
 
@@ -625,8 +624,8 @@ class _Sweep:
 
         def request(tiles: dict[str, Any]) -> Request:
             req = self.request(bucket, base["problem"], tiles)
-            if not self.static and self.opts.search.prune_factor and best is not None:
-                req = dataclasses.replace(req, prune_above_us=best * self.opts.search.prune_factor)
+            if not self.static and (bound := self.opts.search.pruner.bound_us(best)) is not None:
+                req = dataclasses.replace(req, prune_above_us=bound)
             return req
 
         while True:

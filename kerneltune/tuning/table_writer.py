@@ -26,12 +26,12 @@ from kerneltune.tables.stamps import device_kind, now_stamp
 from kerneltune.tables.store import table_path, update_table
 from kerneltune.tuning.journal import config_key, pct_of_ceiling
 from kerneltune.tuning.playoff import Playoff
+from kerneltune.tuning.pruning import EARLY_STOP_FACTOR
 from kerneltune.wire import Status
 
 MAX_RUNNER_UPS = 5
 RIVALS = 3  # the next best configs an entry keeps, for verify to time beside its winner
-RIVAL_FACTOR = 1.5  # ... those within this factor of the winner's time (the early stop's factor: beyond it, clearly
-# slower)
+RIVAL_FACTOR = EARLY_STOP_FACTOR  # ... those within this factor of the winner's time (beyond it, clearly slower)
 
 
 def _entry_hash(records: list[dict[str, Any]], kernel: Kernel) -> str | None:

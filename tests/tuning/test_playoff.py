@@ -8,6 +8,7 @@ import pytest
 from kerneltune.measure import MeasureSettings
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.playoff import batch_for, decide, leaders, median_interval
+from kerneltune.tuning.pruning import NoPruning
 from kerneltune.tuning.sweep import SearchOptions, SweepOptions, WorkerOptions, run_sweep
 
 from ..paths import REPO
@@ -75,7 +76,7 @@ def test_a_sweep_on_a_drifting_clock_writes_the_playoffs_winner_and_its_margin(t
     one (1.0, measured while the clock had slowed further); the playoff's interleaved rounds pick the cheaper,
     and the entry keeps the margin (about 20%) and the rounds."""
     opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
-                        search=SearchOptions(prune_factor=None, warm_start=False),
+                        search=SearchOptions(pruner=NoPruning(), warm_start=False),
                         workers=WorkerOptions(compile_workers=0, run_timeout=60),
                         settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
     [result] = run_sweep(opts)
@@ -92,7 +93,7 @@ def test_a_sweep_on_a_drifting_clock_writes_the_playoffs_winner_and_its_margin(t
 
 def test_no_playoff_leaves_the_sequential_winner(tmp_path):
     opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
-                        search=SearchOptions(prune_factor=None, warm_start=False, playoff=False),
+                        search=SearchOptions(pruner=NoPruning(), warm_start=False, playoff=False),
                         workers=WorkerOptions(compile_workers=0, run_timeout=60),
                         settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
     [result] = run_sweep(opts)

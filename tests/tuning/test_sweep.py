@@ -13,6 +13,7 @@ import pytest
 
 from kerneltune.measure import MeasureSettings
 from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.pruning import EarlyStop, NoPruning
 from kerneltune.tuning.sweep import ReplayOptions, SearchOptions, SweepOptions, WorkerOptions, run_sweep
 from kerneltune.wire import MeasureReply, Op, PlayoffReply, Status
 
@@ -68,7 +69,7 @@ def test_what_a_check_measures_reaches_the_journal_the_table_and_a_replay(tmp_pa
     verified record keeps its own, and the entry's winner and fallbacks carry theirs, live and replayed."""
     # twin: another gated setting, as fast as good. No pruning: on a loaded machine one 1 ms sleep can take 1.5x
     # another's, and a pruned candidate is no fallback (CI saw the entry without one).
-    unpruned = SearchOptions(prune_factor=None)
+    unpruned = SearchOptions(pruner=NoPruning())
     opts = options(tmp_path, ["good", "twin"], search=unpruned)
     [result] = run_sweep(opts)
     checked = [r for r in Journal(opts.journal_path).records() if r["status"] in ("ok", "pruned")]
@@ -531,7 +532,7 @@ TIMES = {("good", 1): 100.0, ("good", 2): 50.0, ("slow", 1): 70.0, ("slow", 2): 
 
 def test_each_candidate_is_pruned_at_the_factor_over_the_best_so_far(tmp_path):
     runner = _Scripted(TIMES)
-    opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(prune_factor=1.5))
+    opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(pruner=EarlyStop(1.5)))
     run_sweep(opts, runner_factory=lambda o, k: runner)
     order = [(r.tiles["mode"], r.tiles["work"]) for r in runner.requests]
     bounds = [r.prune_above_us for r in runner.requests]
@@ -540,6 +541,32 @@ def test_each_candidate_is_pruned_at_the_factor_over_the_best_so_far(tmp_path):
     status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in Journal(opts.journal_path).records()}
     for c, b in zip(order, best, strict=True):
         assert status[c] == ("pruned" if b is not None and TIMES[c] > 1.5 * b else "ok"), c
+
+
+class _Margin:
+    """A pruner of one's own: a fixed margin over the best so far, not a factor."""
+
+    stops_early = True
+
+    def bound_us(self, best_us):
+        return None if best_us is None else best_us + 15.0
+
+
+def test_the_sweep_asks_its_pruner_for_each_bound(tmp_path):
+    runner = _Scripted(TIMES)
+    opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(pruner=_Margin()))
+    run_sweep(opts, runner_factory=lambda o, k: runner)
+    order = [(r.tiles["mode"], r.tiles["work"]) for r in runner.requests]
+    best = [min(TIMES[c] for c in order[:i]) if i else None for i in range(len(order))]
+    assert [r.prune_above_us for r in runner.requests] == [None if b is None else b + 15.0 for b in best]
+
+
+def test_the_early_stop_takes_its_factor_and_no_pruning_bounds_nothing():
+    assert EarlyStop(2.0).bound_us(10.0) == 20.0 and EarlyStop().bound_us(None) is None
+    assert NoPruning().bound_us(10.0) is None and not NoPruning().stops_early and EarlyStop().stops_early
+    for bad in (1.0, 0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="early-stop-factor"):
+            EarlyStop(bad)
 
 
 @pytest.mark.parametrize("strategy", ["random", "exhaustive"])
@@ -646,7 +673,7 @@ def test_an_undecided_playoff_times_on_ten_rounds_at_a_time_and_decides_on_them_
                 b * (0.8 if n else (0.5 if i % 2 else 1.4)) for i, b in enumerate(base))))
 
     runner = Noisy()
-    opts = options(tmp_path, ["good", "slow"], search=SearchOptions(prune_factor=None, warm_start=False))
+    opts = options(tmp_path, ["good", "slow"], search=SearchOptions(pruner=NoPruning(), warm_start=False))
     [result] = run_sweep(opts, runner_factory=lambda o, k: runner)
     assert result.playoff is not None and result.playoff.rounds == 20 and next(runner.rounds) == 2
     assert result.entry["config"] == {"mode": "good", "work": 2}  # beat the incumbent beyond doubt in 20 rounds
