@@ -28,14 +28,14 @@ EMULATED = ["-m", "not gpu", "tests/kernels/drafter_wide/test_emulation.py", "-k
 
 # (class, file, exact text, its replacement, the tests that must kill it)
 MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
-    ("statistics", "kerneltune/measure.py", "half = 1.96 * math.sqrt(n) / 2", "half = 0.5 * math.sqrt(n) / 2",
+    ("statistics", "kerneltune/seams/measure.py", "half = 1.96 * math.sqrt(n) / 2", "half = 0.5 * math.sqrt(n) / 2",
      ["tests/test_measure.py"]),
-    ("statistics", "kerneltune/measure.py", "return float((hi - lo) / 2 / med)", "return float((hi - lo) / 4 / med)",
+    ("statistics", "kerneltune/seams/measure.py", "return float((hi - lo) / 2 / med)", "return float((hi - lo) / 4 / med)",
      ["tests/test_measure.py"]),
-    ("statistics", "kerneltune/measure.py",
+    ("statistics", "kerneltune/seams/measure.py",
      "if len(samples) >= settings.min_samples and median_noise(samples) <= settings.rel_noise:",
      "if median_noise(samples) <= settings.rel_noise:", ["tests/test_measure.py"]),
-    ("statistics", "kerneltune/measure.py", "spread=float((p75 - p25) / med)", "spread=float((p75 - p25) / med / 2)",
+    ("statistics", "kerneltune/seams/measure.py", "spread=float((p75 - p25) / med)", "spread=float((p75 - p25) / med / 2)",
      ["tests/test_measure.py"]),
     ("statistics", "kerneltune/tuning/table_writer.py", 'noise = max(t["spread"], t.get("noise", 0.0), rel_noise)',
      "noise = rel_noise", ["tests/tuning/test_table_writer.py"]),
@@ -60,7 +60,7 @@ MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
      ["tests/kernels/drafter_wide/test_plugin.py", "tests/kernels/drafter_wide/test_emulation.py"]),
     ("digest", "kerneltune/tables/stamps.py", "        digest.update(path.name.encode())\n", "",
      ["tests/tables/"]),
-    ("digest", "kerneltune/array_cache.py", "if stored_digest != _digest(arrays):", "if False:",
+    ("digest", "kerneltune/files/array_cache.py", "if stored_digest != _digest(arrays):", "if False:",
      ["tests/test_reference_cache.py", "tests/test_build_cache.py"]),
     ("digest", "kerneltune/tuning/rekey.py", "if r not in (None, d)]", "if r is None]",
      ["tests/tuning/test_rekey.py"]),

@@ -46,11 +46,33 @@ def test_the_interpreter_knows_nothing_of_the_drafter():
 
 
 def test_the_engine_imports_no_gpu_framework_at_module_scope():
-    bad = [f"{p.relative_to(PACKAGE)}: {m}" for folder in ("tuning", "cli", "registry.py", "protocols.py",
-                                                           "measure.py",
+    bad = [f"{p.relative_to(PACKAGE)}: {m}" for folder in ("tuning", "cli", "seams", "files",
                                                            "kernels/drafter_wide/interpreter")
            for p in modules(folder) for m in imports(p, top_level_only=True) if m.split(".")[0] in FRAMEWORKS]
     assert not bad
+
+
+# The rooms under the engine, lowest first, and what each may import of kerneltune besides itself: the typed seams
+# (protocols, the worker's wire, settings, limits, the registry, the measurement rules) import only each other; the
+# files and caches the tool keeps on disk, the records among them, import only the seams.
+ROOMS = {"seams": (), "files": ("kerneltune.seams",)}
+
+
+@pytest.mark.parametrize("room", sorted(ROOMS))
+def test_a_room_imports_only_the_rooms_below_it(room):
+    allowed = (f"kerneltune.{room}", *ROOMS[room])
+    bad = [f"{p.relative_to(PACKAGE)}: {m}" for p in modules(room) for m in imports(p)
+           if m.startswith("kerneltune") and not m.startswith(allowed)]
+    assert not bad, bad
+
+
+def test_every_module_is_in_a_room_that_says_what_may_import_it():
+    """No loose module at the package's top level (its face and ``python -m``'s entry aside), and each room of the
+    layer under the engine has a README saying what it holds and who may import it."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+    assert not loose
+    for room in ROOMS:
+        assert "may import" in (PACKAGE / room / "README.md").read_text(), room
 
 
 def test_no_capability_is_probed():
@@ -207,7 +229,7 @@ def test_the_cycle_check_sees_a_cycle_hidden_in_a_function():
 def _status_literals(tree: ast.AST) -> list[int]:
     """Lines where a status word is written as a string: compared with, put under a "status" key, or passed as
     ``status=``. A status is a ``wire.Status``; its words are spelled once, in its enum."""
-    from kerneltune.wire import Status
+    from kerneltune.seams.wire import Status
 
     words = {str(s) for s in Status}
 

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from kerneltune.measure import MeasureSettings
+from kerneltune.seams.measure import MeasureSettings
 from kerneltune.tuning.sweep import SweepOptions, WorkerOptions, run_sweep
 from kerneltune.tuning.verify import verify_table
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import CheckResult
-from kerneltune.registry import load_backend
+from kerneltune.seams.protocols import CheckResult
+from kerneltune.seams.registry import load_backend
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tuning.space import SpaceError
 

@@ -1,6 +1,6 @@
 """Your own kernel, tuned: subclass :class:`Kernel`, write ``build``, ``inputs`` and ``reference``.
 
-The class below is the whole engine protocol (``kerneltune.protocols.Kernel``) with a default for every
+The class below is the whole engine protocol (``kerneltune.seams.protocols.Kernel``) with a default for every
 member a kernel author should not have to write: the problem type (a bucket's fields), the bucket (the
 problem itself), the source hash (the defining module and its space file), the check (outputs poisoned
 with NaN, compared with the float64 reference under the output dtype's tolerance), the timed call
@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kerneltune.protocols import Capability, CheckResult
-from kerneltune.registry import load_backend
+from kerneltune.seams.protocols import Capability, CheckResult
+from kerneltune.seams.registry import load_backend
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tables.stamps import source_hash
 from kerneltune.tuning.space import Space, SpaceError, space_from_data

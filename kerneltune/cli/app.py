@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from kerneltune import __version__
-from kerneltune.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
+from kerneltune.seams.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
 
 from . import commands, failures, terminal
 from . import options as o
@@ -79,8 +79,8 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
     """Compile, check and time every candidate; journal each; write tuned tables.
 
     The tables land in the working folder (--out); `kerneltune install` puts them where the runtime reads."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import kernel_argument
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import kernel_argument
     from kerneltune.tuning.compile_ahead import default_compile_workers
     from kerneltune.tuning.pruning import EarlyStop, NoPruning
     from kerneltune.tuning.sweep import (

@@ -10,9 +10,9 @@ from typing import Any, cast
 
 import typer
 
-from kerneltune.paths import SPACES
-from kerneltune.protocols import Benchmarks, Capability, Emulation, Interpretation, Kernel
-from kerneltune.registry import KERNELS, canonical_name, load_backend, load_kernel
+from kerneltune.files.paths import SPACES
+from kerneltune.seams.protocols import Benchmarks, Capability, Emulation, Interpretation, Kernel
+from kerneltune.seams.registry import KERNELS, canonical_name, load_backend, load_kernel
 
 from . import render
 from .failures import (

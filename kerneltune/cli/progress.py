@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from kerneltune.safe_io import visible
-from kerneltune.wire import Status
+from kerneltune.files.safe_io import visible
+from kerneltune.seams.wire import Status
 
 
 class RichObserver:

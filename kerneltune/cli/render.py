@@ -13,12 +13,12 @@ from rich.table import Table
 
 from kerneltune.report.configs import config_text
 from kerneltune.report.rates import rate_text
-from kerneltune.wire import Status
+from kerneltune.seams.wire import Status
 
 from .terminal import SafeConsole, console_width
 
 if TYPE_CHECKING:
-    from kerneltune.protocols import EmulationCheck
+    from kerneltune.seams.protocols import EmulationCheck
     from kerneltune.tuning.sweep import BucketResult
     from kerneltune.tuning.verify import EntryReport, VerifyReport
 

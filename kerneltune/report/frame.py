@@ -118,8 +118,8 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     """One CSV row per candidate, measured floats rounded to what the measurement resolves, no text cell a
     spreadsheet would run as a formula; the folder made as needed. Written whole or not at all, in UTF-8
     (``safe_io.atomic_writer``): a kill or a full disk leaves the previous CSV as it was."""
-    from kerneltune.paths import make_folder
-    from kerneltune.safe_io import atomic_writer
+    from kerneltune.files.paths import make_folder
+    from kerneltune.files.safe_io import atomic_writer
 
     make_folder(path.parent)
     out = frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame})
@@ -134,9 +134,9 @@ def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
     tuned table (or no regular file, or over ``MAX_TABLE_BYTES``, or JSON past ``safe_io``'s bounds), a table of
     another kernel or device than the journals', or an entry whose time is no positive finite number (the report
     would call a NaN or zero baseline "faster") is an error naming it."""
-    from kerneltune.safe_io import MAX_TABLE_BYTES, BadJson, brief, loads_bounded_json, read_regular_bytes
+    from kerneltune.files.safe_io import MAX_TABLE_BYTES, BadJson, brief, loads_bounded_json, read_regular_bytes
+    from kerneltune.files.trust import why_untrusted
     from kerneltune.tables.store import finite, positive_time
-    from kerneltune.trust import why_untrusted
 
     files = [path] if path.is_file() else sorted(path.rglob("*.json"))
     if not files:

@@ -14,10 +14,10 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from kerneltune.paths import make_folder
-from kerneltune.protocols import Capability, ReportView
-from kerneltune.registry import UnknownName, registered_kernel
-from kerneltune.safe_io import write_atomic
+from kerneltune.files.paths import make_folder
+from kerneltune.files.safe_io import write_atomic
+from kerneltune.seams.protocols import Capability, ReportView
+from kerneltune.seams.registry import UnknownName, registered_kernel
 
 from . import charts
 from .frame import row_config

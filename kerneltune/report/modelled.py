@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kerneltune.seams.wire import Status
 from kerneltune.tuning.journal import Journal
-from kerneltune.wire import Status
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kerneltune import logs
+from kerneltune.files import logs
 
 from . import recording
 from .locations import table_roots

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kerneltune.locks import BoundedLock
-from kerneltune.paths import make_folder
-from kerneltune.safe_io import (
+from kerneltune.files.locks import BoundedLock
+from kerneltune.files.paths import make_folder
+from kerneltune.files.safe_io import (
     MAX_JSON_DEPTH,
     MAX_TABLE_BYTES,
     BadJson,
@@ -27,7 +27,7 @@ from kerneltune.safe_io import (
     loads_bounded_json,
     read_regular_bytes,
 )
-from kerneltune.trust import why_untrusted
+from kerneltune.files.trust import why_untrusted
 
 SCHEMA = 1
 # How much deeper a journal record's fields sit in a table: table > entries > entry > runner_ups > item > field.

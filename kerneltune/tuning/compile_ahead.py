@@ -28,9 +28,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
-from kerneltune.build_cache import BuildCache
-from kerneltune.protocols import Capability, CheckPrograms, PortableBuild
-from kerneltune.wire import BuildReply, CompiledReply, Op, Request, Status
+from kerneltune.files.build_cache import BuildCache
+from kerneltune.seams.protocols import Capability, CheckPrograms, PortableBuild
+from kerneltune.seams.wire import BuildReply, CompiledReply, Op, Request, Status
 
 from .worker_process import COMPILE_WORKERS_ENV, WorkerDied, WorkerProcess
 
@@ -75,7 +75,7 @@ class CompileAhead:
     def submit(self, req: Request) -> None:
         """Start compiling the candidate, after its problem's check programs if it is the problem's first; nothing
         where this worker's device cannot run the kernel (the engine hands compiles over before it knows)."""
-        from kerneltune.registry import load_kernel
+        from kerneltune.seams.registry import load_kernel
 
         kernel = load_kernel(req.kernel)
         if not runs_here(req.kernel):
@@ -119,14 +119,14 @@ class CompileAhead:
 @functools.cache
 def runs_here(kernel_name: str) -> bool:
     """Whether this process's device can run the kernel (``Kernel.supported_on`` its backend's stamps), asked once."""
-    from kerneltune.registry import load_backend, load_kernel
+    from kerneltune.seams.registry import load_backend, load_kernel
 
     kernel = load_kernel(kernel_name)
     return kernel.supported_on(load_backend(kernel.backend).stamps()) is None
 
 
 def _build_here(req: Request) -> Built:
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
 
     kernel = load_kernel(req.kernel)
     t0 = time.perf_counter()
@@ -165,7 +165,7 @@ class _CompileWorkers:
                 future.set_exception(e)
 
     def _build(self, process: WorkerProcess, req: Request) -> Built:
-        from kerneltune.registry import load_kernel
+        from kerneltune.seams.registry import load_kernel
 
         try:
             reply = process.request(req, req.settings.compile_timeout)

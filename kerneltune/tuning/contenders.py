@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Kernel
+from kerneltune.seams.protocols import Kernel
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import read_table_of
 

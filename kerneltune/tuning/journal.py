@@ -24,10 +24,10 @@ from typing import IO, Any
 
 from filelock import Timeout
 
-from kerneltune.locks import BoundedLock, holder
-from kerneltune.logs import log_once
-from kerneltune.paths import SHARED_FILE, make_folder
-from kerneltune.safe_io import (
+from kerneltune.files.locks import BoundedLock, holder
+from kerneltune.files.logs import log_once
+from kerneltune.files.paths import SHARED_FILE, make_folder
+from kerneltune.files.safe_io import (
     MAX_JOURNAL_BYTES,
     MAX_JSON_DEPTH,
     BadJson,
@@ -38,10 +38,10 @@ from kerneltune.safe_io import (
     open_regular,
     size_text,
 )
+from kerneltune.files.trust import check_trusted
+from kerneltune.seams.wire import Status
 from kerneltune.tables.stamps import now_stamp
 from kerneltune.tables.store import TABLE_LEVELS, finite, is_plain_name, positive_time
-from kerneltune.trust import check_trusted
-from kerneltune.wire import Status
 
 # A record's fields become a table entry's, which sits TABLE_LEVELS deeper in its table: a record nested deeper than
 # this would make a table past ``MAX_JSON_DEPTH``, which no reader takes (install refused it, and every later sweep

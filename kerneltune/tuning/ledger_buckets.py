@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Kernel
+from kerneltune.seams.protocols import Kernel
 from kerneltune.tables.ledger import LedgerRecord, Served, read_ledgers
 from kerneltune.tables.lookup import bucket_key
 

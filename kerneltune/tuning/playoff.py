@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.wire import Status
+from kerneltune.seams.wire import Status
 
 LEADERS = 5  # at most this many are timed again
 WITHIN = 0.03  # a leader is within the best's noise, or this much of it, whichever is more

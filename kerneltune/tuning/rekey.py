@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Capability, Kernel
-from kerneltune.registry import load_backend, load_kernel
+from kerneltune.seams.protocols import Capability, Kernel
+from kerneltune.seams.registry import load_backend, load_kernel
 from kerneltune.tables.store import read_table_of, update_table
 
 RECORDED, CURRENT, CARRIED = "recorded", "current", "carried"  # the entry is current after the run

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.wire import MeasureReply, Reply, Request, Status, failed
+from kerneltune.seams.wire import MeasureReply, Reply, Request, Status, failed
 
 from .journal import config_key, merged_journals
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.locks import BoundedLock
-from kerneltune.protocols import Runner
-from kerneltune.wire import MeasureReply, Reply, Request, Status
+from kerneltune.files.locks import BoundedLock
+from kerneltune.seams.protocols import Runner
+from kerneltune.seams.wire import MeasureReply, Reply, Request, Status
 
 from .journal import config_key, merged_journals
 from .space import Space

@@ -20,15 +20,15 @@ from typing import Any, Protocol, cast
 
 from filelock import Timeout
 
-from kerneltune.limits import RUN_TIMEOUT_S
-from kerneltune.measure import MeasureSettings
-from kerneltune.paths import SPACES
-from kerneltune.protocols import Capability, Kernel, OwnSpace, Runner, StrategyContext
-from kerneltune.registry import load_kernel, module_file
+from kerneltune.files.paths import SPACES
+from kerneltune.files.trust import SAFE_FOLDERS_ENV, why_untrusted
+from kerneltune.seams.limits import RUN_TIMEOUT_S
+from kerneltune.seams.measure import MeasureSettings
+from kerneltune.seams.protocols import Capability, Kernel, OwnSpace, Runner, StrategyContext
+from kerneltune.seams.registry import load_kernel, module_file
+from kerneltune.seams.wire import Op, PlayoffReply, Reply, Request, Status, candidate_request
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.trust import SAFE_FOLDERS_ENV, why_untrusted
-from kerneltune.wire import Op, PlayoffReply, Reply, Request, Status, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders

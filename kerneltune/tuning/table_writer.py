@@ -18,8 +18,9 @@ import errno
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Kernel
-from kerneltune.registry import load_backend
+from kerneltune.seams.protocols import Kernel
+from kerneltune.seams.registry import load_backend
+from kerneltune.seams.wire import Status
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.stamps import device_kind, now_stamp
@@ -27,7 +28,6 @@ from kerneltune.tables.store import table_path, update_table
 from kerneltune.tuning.journal import config_key, pct_of_ceiling
 from kerneltune.tuning.playoff import Playoff
 from kerneltune.tuning.pruning import EARLY_STOP_FACTOR
-from kerneltune.wire import Status
 
 MAX_RUNNER_UPS = 5
 RIVALS = 3  # the next best configs an entry keeps, for verify to time beside its winner

@@ -36,15 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kerneltune.limits import REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
-from kerneltune.measure import MeasureSettings
-from kerneltune.protocols import Capability, Kernel, Runner, VoidTimings
-from kerneltune.registry import load_kernel
+from kerneltune.seams.limits import REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
+from kerneltune.seams.measure import MeasureSettings
+from kerneltune.seams.protocols import Capability, Kernel, Runner, VoidTimings
+from kerneltune.seams.registry import load_kernel
+from kerneltune.seams.wire import MeasureReply, Op, PlayoffReply, Reply, Request, candidate_request
 from kerneltune.tables.locations import shipped_tables_dir, table_roots
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
 from kerneltune.tables.store import table_path as stored_table_path
-from kerneltune.wire import MeasureReply, Op, PlayoffReply, Reply, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .playoff import ROUNDS, batch_for, median_interval

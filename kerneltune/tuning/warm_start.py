@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Kernel
+from kerneltune.seams.protocols import Kernel
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.lookup import bucket_distance, bucket_key
 from kerneltune.tables.store import TableError, read_table, table_path

@@ -22,10 +22,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kerneltune.build_cache import BuildCache, build_key
-from kerneltune.process import die_with_parent, parent_pid_from_env
-from kerneltune.protocols import Backend, Capability, CheckPrograms, Kernel, PortableBuild, SmallCheck, StaticRanking
-from kerneltune.wire import (
+from kerneltune.files.build_cache import BuildCache, build_key
+from kerneltune.seams.process import die_with_parent, parent_pid_from_env
+from kerneltune.seams.protocols import (
+    Backend,
+    Capability,
+    CheckPrograms,
+    Kernel,
+    PortableBuild,
+    SmallCheck,
+    StaticRanking,
+)
+from kerneltune.seams.wire import (
     BuildReply,
     CompiledReply,
     MeasureReply,
@@ -110,7 +118,7 @@ class _Job:
 
 def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> Reply:
     """The answer to one request (checked first: ``Request.from_json``), by its op's handler (``HANDLERS``)."""
-    from kerneltune.registry import load_backend, load_kernel
+    from kerneltune.seams.registry import load_backend, load_kernel
 
     req = request if isinstance(request, Request) else Request.from_json(request)
     kernel = load_kernel(req.kernel)
@@ -183,7 +191,7 @@ def _measure(job: _Job) -> Reply:
     wait_s = time.perf_counter() - t0
     phases = Phases(compile_s=compile_s, compile_wait_s=wait_s)
 
-    from kerneltune.measure import time_with
+    from kerneltune.seams.measure import time_with
 
     def reply(status: Status, error: str | None = None, **measured: Any) -> MeasureReply:
         return MeasureReply(status, error, compile_s=compile_s, compile_wait_s=wait_s, phases=phases.to_dict(),
@@ -219,7 +227,7 @@ def _measure(job: _Job) -> Reply:
 def _playoff(job: _Job) -> Reply:
     """The leaders (``req.rivals``) built, then timed in interleaved rounds on one set of inputs
     (``measure.take_turns``): each leader's median time per round, in µs."""
-    from kerneltune.measure import take_turns
+    from kerneltune.seams.measure import take_turns
 
     from .playoff import ROUNDS
 

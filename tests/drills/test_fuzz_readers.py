@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kerneltune import logs
+from kerneltune.files import logs
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tables.store import TableError, entry_problem, read_table, table_path

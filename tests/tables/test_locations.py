@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from kerneltune import logs
+from kerneltune.files import logs
 from kerneltune.tables import locations, lookup
 from kerneltune.tables.lookup import read_overlaid, tuned_config
 from kerneltune.tables.store import table_path

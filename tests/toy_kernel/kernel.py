@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import CheckResult
+from kerneltune.seams.protocols import CheckResult
 from kerneltune.tables.lookup import tuned_config
 
 from .backend import BACKEND

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import Capability, CheckResult
+from kerneltune.seams.protocols import Capability, CheckResult
 
 MODES = ("good", "slow", "compile_error", "compile_crash", "compile_hang", "crash", "hang", "garbage", "unwritten")
 

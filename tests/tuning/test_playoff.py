@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from kerneltune.measure import MeasureSettings
+from kerneltune.seams.measure import MeasureSettings
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.playoff import batch_for, decide, leaders, median_interval
 from kerneltune.tuning.pruning import NoPruning

@@ -10,11 +10,11 @@ import warnings
 
 import pytest
 
-from kerneltune.settings import MeasureSettings
+from kerneltune.seams.settings import MeasureSettings
+from kerneltune.seams.wire import MeasureReply, Status, candidate_request
 from kerneltune.tuning.journal import Journal, config_key
 from kerneltune.tuning.shared_study import QueueWorker, make_storage, prepare_queue, study_name
 from kerneltune.tuning.space import Space
-from kerneltune.wire import MeasureReply, Status, candidate_request
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
 

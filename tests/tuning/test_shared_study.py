@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from kerneltune.registry import load_kernel
+from kerneltune.seams.registry import load_kernel
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.replay import ReplayRunner
 from kerneltune.tuning.sweep import ReplayOptions, SweepOptions, run_sweep

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kerneltune.measure import MeasureSettings
+from kerneltune.seams.measure import MeasureSettings
+from kerneltune.seams.wire import MeasureReply, Op, PlayoffReply, Status
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.pruning import EarlyStop, NoPruning
 from kerneltune.tuning.sweep import ReplayOptions, SearchOptions, SweepOptions, WorkerOptions, run_sweep
-from kerneltune.wire import MeasureReply, Op, PlayoffReply, Status
 
 from ..paths import REPO
 
@@ -145,7 +145,7 @@ KILL_SETTINGS = {"max_seconds": 2.0, "min_samples": 100, "batch": 20}
 def test_sigkill_mid_sweep_then_resume_measures_each_candidate_once(tmp_path):
     opts = options(tmp_path, ["good", "slow", "garbage", "unwritten"], settings=MeasureSettings(**KILL_SETTINGS))
     code = (f"from tests.tuning.test_sweep import KILL_SETTINGS, options; "
-            f"from kerneltune.tuning.sweep import run_sweep; from kerneltune.measure import MeasureSettings; "
+            f"from kerneltune.tuning.sweep import run_sweep; from kerneltune.seams.measure import MeasureSettings; "
             f"import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), "
             f"['good', 'slow', 'garbage', 'unwritten'], settings=MeasureSettings(**KILL_SETTINGS)))")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, start_new_session=True)

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from kerneltune.seams.wire import REPLIES, MeasureReply, Status
 from kerneltune.tables.locations import shipped_tables_dir
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import update_table
@@ -19,7 +20,6 @@ from kerneltune.tuning.verify import (
     verify_table,
     worst_exit_code,
 )
-from kerneltune.wire import REPLIES, MeasureReply, Status
 
 from ..paths import REPO
 from .fake_kernel import FAKE_GPU, NEED
@@ -186,8 +186,8 @@ def test_shipped_ranker_table_is_correct_in_interpret_mode(tmp_path):
 def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path):
     """So a kernel's check may keep what it computed for those inputs (the ranker's float32 references,
     about 50 s of a long bucket's item on the H200, run Q) instead of computing it for every item."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import _Measurements, _timed_configs, _verify_entry
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
@@ -265,7 +265,7 @@ class _Scripted:
 def _host_stamps():
     """The stamps this machine's host backend matches on: an entry the runtime here uses carries them (verify
     fails an entry of another system as stale)."""
-    from kerneltune.registry import load_backend
+    from kerneltune.seams.registry import load_backend
 
     running = load_backend("host").stamps()
     return {k: running.get(k) for k in running["matched"] if k != "kernel_hash"}
@@ -282,8 +282,8 @@ def _entry(name="small", n=2, **over):
 def _judge(replies, recorded_us=100.0, on_gpu=True, entry=None, timed=None, playoff_error=None):
     """``_check_and_time`` of ``entry`` (by default the small bucket's, work 1) on scripted replies; ``timed``: the
     item and its rivals (by default the item, then each other reply's config as a runner-up)."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import HEURISTIC, _check_and_time, _Measurements
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
@@ -325,7 +325,7 @@ def test_a_rival_1_2x_faster_is_named_even_where_the_winner_beats_the_heuristic(
                                                                "median_us": 100.0, "margin": 0.2}])
     replies = {2: {**_ok(120.0), "rounds": list(120.0 * load)}, 3: {**_ok(100.0), "rounds": list(100.0 * load)},
                1: {**_ok(150.0), "rounds": list(150.0 * load)}}
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import _timed_configs
 
     timed = _timed_configs(load_kernel(FAKE), True, entry)
@@ -462,7 +462,7 @@ def test_a_failed_reply_s_error_is_cut_and_one_without_an_error_still_names_its_
 
 
 def test_each_request_carries_the_entry_s_bucket_problem_and_inputs_on_verify_s_seed():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
     from kerneltune.tuning.verify import VERIFY_SEED, _measure_request
 
     req = _measure_request("fake", _entry(), {"mode": "good", "work": 1}, MeasureSettings())
@@ -480,7 +480,7 @@ def test_fallbacks_are_named_after_their_entry_and_an_entry_may_have_none():
     items = list(_items([named, unnamed, _entry()]))
     assert [(h, i.get("bucket_name")) for h, i in items] == [
         (True, "small"), (False, "small (fallback)"), (True, None), (False, "? (fallback)"), (True, "small")]
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
     assert _timed_configs(kernel, True, _entry(config={"mode": "good", "work": 2})) == [
@@ -488,7 +488,7 @@ def test_fallbacks_are_named_after_their_entry_and_an_entry_may_have_none():
 
 
 def test_each_measurement_keeps_its_bucket_the_worker_s_phases_and_its_wall():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
     from kerneltune.tuning.verify import _Measurements
 
     reply = {**_ok(100.0), "phases": {"check_s": 0.5}}
@@ -500,8 +500,8 @@ def test_each_measurement_keeps_its_bucket_the_worker_s_phases_and_its_wall():
 
 
 def test_an_unstamped_entry_is_verified_and_its_missing_stamps_named(tmp_path):
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import _Measurements, _verify_entry
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
@@ -772,7 +772,7 @@ def test_a_table_verified_on_its_own_worker_hands_it_the_table_s_ceilings(tmp_pa
 
 
 def test_verify_s_own_worker_runs_on_the_kernel_s_gpus_and_logs_in_the_work_folder(tmp_path, monkeypatch):
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
 
     made = []
     monkeypatch.setattr(verify, "LiveRunner", lambda *a: made.append(a))
@@ -782,7 +782,7 @@ def test_verify_s_own_worker_runs_on_the_kernel_s_gpus_and_logs_in_the_work_fold
 
 
 def test_a_config_is_measured_once_whatever_the_order_of_its_fields():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
     from kerneltune.tuning.verify import _Measurements
 
     runner = _Scripted({1: _ok(100.0)})
@@ -837,9 +837,9 @@ def test_require_timing_times_and_judges_where_times_would_mean_nothing(tmp_path
 
 
 def test_a_check_only_request_is_checked_by_the_worker_and_never_timed():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.wire import Op, candidate_request
     from kerneltune.tuning.worker import handle
-    from kerneltune.wire import Op, candidate_request
 
     req = candidate_request("tests.tuning.fake_kernel:PLUGIN", "b", {"n": 4}, {"mode": "good", "work": 1}, {}, 1,
                             MeasureSettings(), Op.CHECK)

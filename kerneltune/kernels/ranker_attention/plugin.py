@@ -1,4 +1,4 @@
-"""Ranker attention as the engine sees it (``kerneltune.protocols.Kernel``)."""
+"""Ranker attention as the engine sees it (``kerneltune.seams.protocols.Kernel``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.build_cache import BuildCache, build_key
-from kerneltune.protocols import Capability, CheckResult
-from kerneltune.reference_cache import ReferenceCache
+from kerneltune.files.build_cache import BuildCache, build_key
+from kerneltune.files.reference_cache import ReferenceCache
+from kerneltune.seams.protocols import Capability, CheckResult
 
 from .config import KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config

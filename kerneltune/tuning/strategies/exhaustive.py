@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kerneltune.protocols import StrategyContext
+from kerneltune.seams.protocols import StrategyContext
 
 from ..journal import config_key
 

@@ -13,7 +13,7 @@ import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kerneltune.protocols import StrategyContext
+from kerneltune.seams.protocols import StrategyContext
 
 from ..journal import config_key
 

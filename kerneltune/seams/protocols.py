@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the worker protocol's request (``wire.py``), named in annotations only
-    from kerneltune.wire import Reply, Request
+    from kerneltune.seams.wire import Reply, Request
 
 
 @dataclass(frozen=True)

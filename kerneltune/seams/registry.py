@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Backend, Kernel
+from kerneltune.seams.protocols import Backend, Kernel
 
 KERNELS: dict[str, str] = {
     "ranker_attention": "kerneltune.kernels.ranker_attention.plugin:PLUGIN",

@@ -15,8 +15,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Self
 
-from kerneltune.json_fields import unknown_or_mistyped
-from kerneltune.settings import MeasureSettings
+from kerneltune.seams.json_fields import unknown_or_mistyped
+from kerneltune.seams.settings import MeasureSettings
 
 
 class WireError(ValueError):

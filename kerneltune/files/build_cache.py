@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.array_cache import ArrayCache
-from kerneltune.limits import BUILD_CACHE_BYTES
-from kerneltune.logs import log_once
-from kerneltune.trust import why_untrusted
+from kerneltune.files.array_cache import ArrayCache
+from kerneltune.files.logs import log_once
+from kerneltune.files.trust import why_untrusted
+from kerneltune.seams.limits import BUILD_CACHE_BYTES
 
 ENV = "KERNELTUNE_BUILD_CACHE"
 _BUILD = "build"
