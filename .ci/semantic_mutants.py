@@ -30,7 +30,8 @@ EMULATED = ["-m", "not gpu", "tests/kernels/drafter_wide/test_emulation.py", "-k
 MUTANTS: list[tuple[str, str, str, str, list[str]]] = [
     ("statistics", "kerneltune/seams/measure.py", "half = 1.96 * math.sqrt(n) / 2", "half = 0.5 * math.sqrt(n) / 2",
      ["tests/test_measure.py"]),
-    ("statistics", "kerneltune/seams/measure.py", "return float((hi - lo) / 2 / med)", "return float((hi - lo) / 4 / med)",
+    ("statistics", "kerneltune/seams/measure.py", "return float((hi - lo) / 2 / med)",
+     "return float((hi - lo) / 4 / med)",
      ["tests/test_measure.py"]),
     ("statistics", "kerneltune/seams/measure.py",
      "if len(samples) >= settings.min_samples and median_noise(samples) <= settings.rel_noise:",

@@ -128,7 +128,7 @@ class Kernel:
         p = self.problem({**(problem or {}), **fields})
         found = tuned_config(self.name, dict(self.bucket(p)), self.source_hash(), self.hard_bucket_fields,
                              load_backend(self.backend).stamps(),
-                             refuses=lambda entry: self._why_not(p, entry["config"]), one_line=True,
+                             refuses=lambda entry: self._why_not(p, entry.config), one_line=True,
                              problem=self.problem_dict(p))
         if found is not None:
             return Config(found)

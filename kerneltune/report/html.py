@@ -15,6 +15,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from kerneltune.files.paths import make_folder
+from kerneltune.files.records import Entry
 from kerneltune.files.safe_io import write_atomic
 from kerneltune.seams.protocols import Capability, ReportView
 from kerneltune.seams.registry import UnknownName, registered_kernel
@@ -199,7 +200,7 @@ def _target_rows(verdicts: list[dict], source: str) -> dict:
     return {"source": source, "rows": rows}
 
 
-def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] | None, out: Path,
+def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, Entry] | None, out: Path,
                 bench: dict | None = None, bench_targets: tuple[list[dict], str] | None = None) -> None:
     """The report; ``bench`` is a `kerneltune bench` result, ``bench_targets`` its verdicts and their source."""
     config_cols = [c for c in frame.columns if c.startswith("config_")]
@@ -234,10 +235,10 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
             base = baseline.get(b["name"])
             if base is None or b["best"] is None:
                 continue
-            noise = max(base.get("spread", 0.0), b["best_spread"], 0.01)
-            ratio = b["best"] / base["median_us"]
+            noise = max(base.spread or 0.0, b["best_spread"], 0.01)
+            ratio = b["best"] / base.median_us
             verdict = "faster" if ratio < 1 - noise else "slower" if ratio > 1 + noise else "same"
-            compare.append({"bucket": b["name"], "best": b["best"], "base": base["median_us"], "ratio": ratio,
+            compare.append({"bucket": b["name"], "best": b["best"], "base": base.median_us, "ratio": ratio,
                             "verdict": verdict})
     devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
     legend = [(f"{p:g}%", charts.slower_color(p)) for p in (0, 2, 5, 10, 15, 20)] + [

@@ -198,6 +198,15 @@ class MeasureReply(Reply):
     def median_us(self) -> float | None:
         return None if self.timing is None else self.timing.get("median_us")
 
+    @property
+    def spread(self) -> float | None:
+        return None if self.timing is None else self.timing.get("spread")
+
+    @property
+    def settled(self) -> bool:
+        """Whether its timing met the noise rule before its time cap."""
+        return self.timing is None or bool(self.timing.get("converged", True))
+
 
 @dataclass(frozen=True)
 class PlayoffReply(Reply):

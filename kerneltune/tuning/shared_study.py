@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.files.locks import BoundedLock
+from kerneltune.files.records import Record, config_key
 from kerneltune.seams.protocols import Runner
 from kerneltune.seams.wire import MeasureReply, Reply, Request, Status
 
-from .journal import config_key, merged_journals
+from .journal import merged_journals
 from .space import Space
 
 log = logging.getLogger("kerneltune.shared_study")
@@ -267,6 +268,6 @@ class QueueWorker:
                 measured += 1
 
 
-def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[dict[str, Any]]:
+def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[Record]:
     """Every worker's records of a bucket; one per config, the earliest measurement winning."""
-    return [r for (b, _), r in merged_journals(journal_dir).items() if b == bucket and r.get("kernel") == kernel]
+    return [r for (b, _), r in merged_journals(journal_dir).items() if b == bucket and r.kernel == kernel]

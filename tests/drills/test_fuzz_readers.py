@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kerneltune.files import logs
+from kerneltune.files.records import entry_problem, record_defect
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import tuned_config
-from kerneltune.tables.store import TableError, entry_problem, read_table, table_path
-from kerneltune.tuning.journal import Journal, JournalError, record_defect
+from kerneltune.tables.store import TableError, read_table, table_path
+from kerneltune.tuning.journal import Journal, JournalError
 
 from ..paths import FIXTURES, REPO
 from ..tables.test_tables import BUCKET, HARD, MATCHED, RUNNING

@@ -495,8 +495,8 @@ def test_verify_fails_an_entry_the_runtime_here_never_uses():
 def test_a_record_the_table_could_not_hold_is_no_record(tmp_path):
     """A record within the journal's nesting bound made a table past the table's bound, which install refused and
     every later sweep into that --out tripped on."""
+    from kerneltune.files.records import MAX_RECORD_DEPTH, record_defect
     from kerneltune.files.safe_io import MAX_JSON_DEPTH
-    from kerneltune.tuning.journal import MAX_RECORD_DEPTH, record_defect
 
     def nested(levels):
         value: object = 1

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from kerneltune.files.records import Record
 from kerneltune.seams.measure import MeasureSettings
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.playoff import batch_for, decide, leaders, median_interval
@@ -15,7 +16,8 @@ from ..paths import REPO
 
 
 def rec(key, median, spread=0.0, status="ok", noise=0.0):
-    return {"key": key, "status": status, "timing": {"median_us": median, "spread": spread, "noise": noise}}
+    return Record.from_json({"bucket": "b", "key": key, "status": status,
+                             "timing": {"median_us": median, "spread": spread, "noise": noise}})
 
 
 def test_leaders_are_within_the_noise_or_three_percent_and_at_most_five():
@@ -35,7 +37,8 @@ def test_a_candidate_stopped_on_a_batch_whose_noise_reached_the_best_joins_the_l
     assert [r["key"] for r in leaders([narrow, wide, best])] == ["best", "wide"]
     assert leaders([best, narrow]) == []
     # An old journal's stopped record (no noise written) is known to no better than itself: it joins.
-    old = {"key": "old", "status": "pruned", "timing": {"median_us": 3000.0, "spread": 0.0}}
+    old = Record.from_json({"bucket": "b", "key": "old", "status": "pruned",
+                            "timing": {"median_us": 3000.0, "spread": 0.0}})
     assert [r["key"] for r in leaders([best, old])] == ["best", "old"]
     # Five settled leaders do not crowd out a stopped one that may be faster than all of them.
     settled = [rec(f"s{i}", 1990.0 + i) for i in range(6)]

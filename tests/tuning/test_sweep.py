@@ -598,10 +598,11 @@ def test_a_sweep_without_resume_keeps_the_old_journal_aside_and_measures_again(t
 
 
 def test_a_pruned_candidate_still_tells_the_strategy_its_first_batch_time():
-    from kerneltune.tuning.sweep import record_value
+    from kerneltune.files.records import Record
 
-    assert record_value({"status": "pruned", "timing": {"median_us": 180.0}}) == 180.0
-    assert record_value({"status": "correctness", "error": "x"}) is None
+    pruned = {"bucket": "b", "key": "k", "status": "pruned", "timing": {"median_us": 180.0}}
+    assert Record.from_json(pruned).value == 180.0
+    assert Record.from_json({"bucket": "b", "key": "k", "status": "correctness", "error": "x"}).value is None
 
 
 def test_a_resume_never_measures_a_failed_candidate_again(tmp_path):

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from kerneltune.files.records import Entry
 from kerneltune.seams.wire import REPLIES, MeasureReply, Status
 from kerneltune.tables.locations import shipped_tables_dir
 from kerneltune.tables.lookup import bucket_key
@@ -102,7 +103,7 @@ def test_an_interrupted_run_keeps_its_verdicts_and_claims_nothing_it_did_not_che
     assert r.entries[0].verdict.startswith("ok") and r.entries[2].verdict == NOT_CHECKED_INTERRUPTED
     assert r.entries[2].config == {"mode": "unwritten", "work": 1}
     assert r.notes == ["interrupted after 1 of 3 items"] and r.timing_absent is None
-    assert [p["bucket"] for p in r.phases] == ["small"], "the measurement made before the interrupt is kept"
+    assert [p.bucket for p in r.phases] == ["small"], "the measurement made before the interrupt is kept"
     assert worst_exit_code([EXIT_OK, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_BAD_INPUT]) == EXIT_INTERRUPTED
 
 
@@ -191,13 +192,13 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
     from kerneltune.tuning.verify import _Measurements, _timed_configs, _verify_entry
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
-    entry = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "slow", "work": 1},
-             "median_us": 10.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"},
-             "runner_ups": [{"config": {"mode": "good", "work": 2}}]}
+    entry = Entry.build({"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "slow", "work": 1},
+                         "median_us": 10.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"},
+                         "runner_ups": [{"config": {"mode": "good", "work": 2}, "median_us": 12.0}]})
     want = {"matched": ["kernel_hash"], "kernel_hash": "fakehash"}
     runner = _Scripted({w: {"status": "ok", "timing": {"median_us": 10.0, "spread": 0.01}} for w in (1, 2)})
     measured = _Measurements("fake", runner, MeasureSettings())
-    for i, checked in enumerate([entry, {**entry, "config": {"mode": "good", "work": 2}}]):
+    for i, checked in enumerate([entry, entry.replace(config={"mode": "good", "work": 2})]):
         _verify_entry(kernel, measured, checked, want, True, MeasureSettings(), i == 0,
                       _timed_configs(kernel, i == 0, checked))
     seeds = [r.seed for r in runner.requests]
@@ -206,7 +207,7 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
     # The fallback's config is the runner-up's: measured once on the bucket's one seed of inputs, its reply
     # serves both, and every measurement's phases are kept with its wall.
     assert [dict(r.tiles) for r in runner.requests if r.op == "measure"].count({"mode": "good", "work": 2}) == 1
-    assert len(measured.phases) == 3 and all("wall_s" in p["phases"] for p in measured.phases)
+    assert len(measured.phases) == 3 and all("wall_s" in p.seconds for p in measured.phases)
 
 
 class _Scripted:
@@ -276,7 +277,7 @@ def _entry(name="small", n=2, **over):
          "median_us": 100.0, "spread": 0.01, "inputs": {"spec": "ragged"},
          "stamps": {**_host_stamps(), "kernel_hash": "fakehash"}}
     e.update(over)
-    return e
+    return Entry.build(e)
 
 
 def _judge(replies, recorded_us=100.0, on_gpu=True, entry=None, timed=None, playoff_error=None):
@@ -423,8 +424,6 @@ def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
     """Twice the largest of the entry's recorded spread, this run's noise and 4%: at exactly twice, no warning.
     An entry without a spread is judged on the other two."""
     entry = _entry(spread=spread)
-    if spread is None:
-        del entry["spread"]
     rep = _judge({1: _ok(now_us)}, entry=entry)
     assert rep.verdict.startswith("ok; warning") is warned, rep.verdict
     if warned:
@@ -468,15 +467,15 @@ def test_each_request_carries_the_entry_s_bucket_problem_and_inputs_on_verify_s_
     req = _measure_request("fake", _entry(), {"mode": "good", "work": 1}, MeasureSettings())
     assert (req.bucket, dict(req.problem), dict(req.inputs), req.seed) == ("small", {"n": 2}, {"spec": "ragged"},
                                                                           VERIFY_SEED)
-    bare = _measure_request("fake", {"config": {}}, {"mode": "good", "work": 1}, MeasureSettings())
+    bare = _measure_request("fake", Entry(), {"mode": "good", "work": 1}, MeasureSettings())
     assert (bare.bucket, dict(bare.problem), dict(bare.inputs)) == ("?", {}, {})
 
 
 def test_fallbacks_are_named_after_their_entry_and_an_entry_may_have_none():
     from kerneltune.tuning.verify import _items, _timed_configs
 
-    named = _entry(fallbacks=[{"config": {"mode": "good", "work": 2}}])
-    unnamed = {k: v for k, v in named.items() if k != "bucket_name"}
+    named = _entry(fallbacks=[{"config": {"mode": "good", "work": 2}, "median_us": 90.0}])
+    unnamed = named.replace(bucket_name=None)
     items = list(_items([named, unnamed, _entry()]))
     assert [(h, i.get("bucket_name")) for h, i in items] == [
         (True, "small"), (False, "small (fallback)"), (True, None), (False, "? (fallback)"), (True, "small")]
@@ -495,8 +494,8 @@ def test_each_measurement_keeps_its_bucket_the_worker_s_phases_and_its_wall():
     measured = _Measurements("fake", _Scripted({1: reply}), MeasureSettings())
     measured(_entry(), {"mode": "good", "work": 1})
     [p] = measured.phases
-    assert p["bucket"] == "small" and p["phases"]["check_s"] == 0.5
-    assert 0 <= p["phases"]["wall_s"] <= p["phases"]["since_start_s"] < 60
+    assert p.bucket == "small" and p.seconds["check_s"] == 0.5
+    assert 0 <= p.seconds["wall_s"] <= p.seconds["since_start_s"] < 60
 
 
 def test_an_unstamped_entry_is_verified_and_its_missing_stamps_named(tmp_path):
@@ -505,7 +504,7 @@ def test_an_unstamped_entry_is_verified_and_its_missing_stamps_named(tmp_path):
     from kerneltune.tuning.verify import _Measurements, _verify_entry
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
-    entry = {k: v for k, v in _entry().items() if k != "stamps"}
+    entry = Entry.build({k: v for k, v in _entry().items() if k != "stamps"})
     settings = MeasureSettings(rel_noise=0.01)
     rep = _verify_entry(kernel, _Measurements("fake", _Scripted({1: _ok(100.0)}), settings), entry,
                         {"kernel_hash": "fakehash", "matched": ["kernel_hash"]}, True, settings, False,
@@ -625,10 +624,11 @@ def test_the_tables_ceilings_are_handed_to_the_worker_from_the_first_entry_that_
     logs = tmp_path / "logs"
     table = {"entries": {"a": {"stamps": {"gpu": "x"}}, "b": {"stamps": {"bf16_tflops_ceiling": 700.0, "gpu": "y"}},
                          "c": {"stamps": {"bf16_tflops_ceiling": 1.0}}}}
+    table["entries"] = {k: Entry.build(e) for k, e in table["entries"].items()}
     assert verify._seed_ceilings(table, logs) is True
     assert json.loads((logs / "ceilings.json").read_text()) == {"bf16_tflops_ceiling": 700.0, "gpu": "y"}
     assert verify._seed_ceilings(table, logs) is True, "the logs folder of an earlier run is reused"
-    assert verify._seed_ceilings({"entries": {"a": {}}}, tmp_path / "none") is False
+    assert verify._seed_ceilings({"entries": {"a": Entry()}}, tmp_path / "none") is False
     assert not (tmp_path / "none").exists()
 
 
@@ -714,7 +714,7 @@ def test_where_the_worker_has_the_kernel_s_gpu_entries_are_timed_and_elsewhere_c
     r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=there)
     assert (r.table, r.exit_code, r.notes, r.timing_absent) == (path, EXIT_OK, [], None)
     assert [(e.correctness, e.now_us) for e in r.entries] == [("ok", 100.0)]
-    assert [p["bucket"] for p in r.phases] == ["small"]
+    assert [p.bucket for p in r.phases] == ["small"]
     here = _Scripted({}, default={"status": "ok"})
     r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=here)
     assert (r.table, r.exit_code, r.timing_absent, r.phases) == (path, EXIT_CANNOT_RUN, f"needs {NEED}", [])

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kerneltune.files.records import config_key
 from kerneltune.seams.protocols import StrategyContext
-
-from ..journal import config_key
 
 
 class Exhaustive:

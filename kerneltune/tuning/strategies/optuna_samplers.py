@@ -13,9 +13,8 @@ import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from kerneltune.files.records import config_key
 from kerneltune.seams.protocols import StrategyContext
-
-from ..journal import config_key
 
 if TYPE_CHECKING:  # optuna is imported only when a sampler strategy is built
     import optuna
