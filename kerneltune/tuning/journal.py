@@ -46,15 +46,13 @@ def make_record(base: Mapping[str, Any], config: Mapping[str, Any], reply: Mappi
                 **extra: Any) -> Record:
     """One finished candidate as journaled: the bucket's fields, the config, the worker's reply
     (less its worker-restart marker), its time, and % of the measured ceiling. Checked where it is appended."""
-    rec = {**base, "key": config_key(config), "tiles": dict(config), **reply, **extra}
-    rec["time"] = reply.get("time") or now_stamp()
-    rec.pop("restart", None)
-    timing = rec.get("timing")
-    median = timing.get("median_us") if isinstance(timing, dict) else None
+    record = Record.build({**base, "key": config_key(config), "tiles": dict(config), **reply, **extra})
+    record = record.replace(time=record.time or now_stamp(),
+                            extra={k: v for k, v in record.extra.items() if k != "restart"})
+    median = record.median_us
     if median is not None and not positive_time(median):  # a broken timer's answer is no measurement
-        rec.update(status=Status.RUNTIME, error=f"the timing's median {median!r} us is not a positive finite time")
-        del rec["timing"]
-    record = Record.build(rec)
+        record = record.replace(status=Status.RUNTIME, timing=None,
+                                error=f"the timing's median {median!r} us is not a positive finite time")
     if (pct := record.pct_of_ceiling()) is not None:
         record = record.replace(pct_ceiling=pct)
     return record

@@ -86,3 +86,57 @@ def test_a_field_of_another_version_is_kept_and_a_broken_one_named():
                                                                 extra={"new": 1}),)
     with pytest.raises(RecordError, match=r"rivals\[0\].margin"):
         Entry.from_json({**entry, "rivals": [{"config": {"a": 2}, "median_us": 3.0, "margin": float("nan")}]})
+
+
+RECIPE = {  # the guide's "adding a field to an entry" (docs/development.md): a declaration, and its use
+    "files/records.py": ("    program_digest: str | None = None  # what ``rekey`` found the winner compiles to\n",
+                         "    strategy: str | None = None  # the search that found the winner\n"),
+    "tuning/table_writer.py": ("stamps=stamps, accuracy=win.accuracy or None)",
+                               "stamps=stamps, accuracy=win.accuracy or None, strategy=win.strategy)"),
+}
+PROBE = """
+import json, sys
+from pathlib import Path
+from kerneltune.files.records import Record, config_key
+from kerneltune.tables.install import install_table
+from kerneltune.tables.lookup import select_entry
+from kerneltune.tables.store import read_table
+from kerneltune.tuning.table_writer import write_bucket_table
+from tests.tuning.fake_kernel import PLUGIN
+
+out = Path(sys.argv[1])
+config = {"mode": "good", "work": 1}
+stamps = {"backend": "host", "device_kind": "cpu", "matched": ["backend"]}
+record = Record.from_json({"bucket": "b", "key": config_key(config), "status": "ok", "kernel": "fake",
+                           "tiles": config, "problem": {"n": 8}, "stamps": stamps, "kernel_hash": "fakehash",
+                           "strategy": "tpe", "timing": {"median_us": 5.0, "spread": 0.01, "samples": 9}})
+written = write_bucket_table(out, PLUGIN, "b", [record], 0.01)
+[read] = read_table(written.table)["entries"].values()
+dest, _ = install_table(written.table, out / "installed")
+[installed] = read_table(dest)["entries"].values()
+chosen, _ = select_entry(read_table(dest), {"n": 8}, {**stamps, "kernel_hash": "fakehash"}, "fakehash", ("n",))
+on_disk = next(iter(json.loads(dest.read_text())["entries"].values()))["strategy"]
+print(json.dumps([written.entry.strategy, read.strategy, installed.strategy, chosen.strategy, on_disk]))
+"""
+
+
+def test_a_field_added_to_entry_is_written_read_installed_and_looked_up_with_no_other_edit(tmp_path):
+    """The recipe applied to a copy of the package: the field reaches the table the sweep writes, its reading, the
+    installed table and the entry a lookup chooses, with no edit to the store, install or the lookup."""
+    import shutil
+    import subprocess
+    import sys
+
+    copy = tmp_path / "src" / "kerneltune"
+    shutil.copytree(REPO / "kerneltune", copy, ignore=shutil.ignore_patterns("__pycache__", "kernels"))
+    (copy / "kernels").mkdir()
+    (copy / "kernels" / "__init__.py").write_text("")
+    for name, (anchor, added) in RECIPE.items():
+        text = (copy / name).read_text()
+        assert text.count(anchor) == 1, name
+        (copy / name).write_text(text.replace(anchor, anchor + added if anchor.endswith("\n") else added))
+    env = {"PYTHONPATH": f"{copy.parent}:{REPO}", "PATH": "/usr/bin:/bin", "KERNELTUNE_TABLES": str(tmp_path / "u")}
+    out = subprocess.run([sys.executable, "-c", PROBE, str(tmp_path / "out")], capture_output=True, text=True,
+                         env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout) == ["tpe"] * 5
