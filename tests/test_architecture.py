@@ -139,7 +139,7 @@ def test_worker_requests_are_built_in_one_place():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Dict):
                 keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
-                if {"kernel", "tiles"} <= keys or "op" in keys:
+                if {"kernel", "config"} <= keys or "op" in keys:
                     bad.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert not bad, bad
 

@@ -73,8 +73,8 @@ class Kernel:
     # The engine protocol's constants.
     devices = 1
     capabilities = frozenset({Capability.OWN_SPACE, Capability.VOID_TIMINGS})
-    tile_defaults: Mapping[str, Any] = {}
-    gated_tiles: tuple[str, ...] = ()
+    config_defaults: Mapping[str, Any] = {}
+    gated_params: tuple[str, ...] = ()
 
     _WRAPPED = ("build", "refuses", "heuristic", "bucket", "flops")
 
@@ -233,9 +233,9 @@ class Kernel:
     def problem_dict(self, problem: Problem) -> dict[str, Any]:
         return dict(problem)
 
-    def infeasibility(self, problem: Problem, tiles: Mapping[str, Any]) -> str | None:
+    def infeasibility(self, problem: Problem, config: Mapping[str, Any]) -> str | None:
         try:
-            why = self.refuses(problem, Config(tiles))
+            why = self.refuses(problem, Config(config))
         except Exception as e:  # the author's code: its failure is this config's refusal, named
             return f"{type(self).__name__}.refuses raised {type(e).__name__}: {e}"
         return None if not why else "refused" if why is True else str(why)

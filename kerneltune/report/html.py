@@ -160,7 +160,7 @@ def _ranking(df: pd.DataFrame, cols: list[str], defaults: Mapping[str, Any], tim
 
 def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], anchor: str) -> dict[str, Any]:
     """One bucket: the current kernel source's ranking, its charts and best; older sources' rankings apart."""
-    defaults: Mapping[str, Any] = kernel.tile_defaults if kernel is not None else {}
+    defaults: Mapping[str, Any] = kernel.config_defaults if kernel is not None else {}
     timed = df["median_us"].notna().any()
     df = df.sort_values(["median_us" if timed else "score", "time"])
     cols = [c for c in config_cols if df[c].notna().any()]

@@ -66,7 +66,7 @@ class CompileAhead:
 
     @staticmethod
     def key(req: Request) -> str:
-        return json.dumps([req.kernel, dict(req.problem), dict(req.tiles)], sort_keys=True)
+        return json.dumps([req.kernel, dict(req.problem), dict(req.config)], sort_keys=True)
 
     @staticmethod
     def _problem_key(req: Request) -> str:
@@ -133,7 +133,7 @@ def _build_here(req: Request) -> Built:
     if req.op == Op.COMPILE_CHECK:
         cast(CheckPrograms, kernel).compile_check(kernel.problem(req.problem))
         return None, time.perf_counter() - t0
-    return kernel.build(kernel.problem(req.problem), req.tiles), time.perf_counter() - t0
+    return kernel.build(kernel.problem(req.problem), req.config), time.perf_counter() - t0
 
 
 class _CompileWorkers:

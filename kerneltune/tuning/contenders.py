@@ -30,7 +30,7 @@ def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]
     for entry in table["entries"].values():
         key = _bucket_id(entry.bucket)
         configs = [entry.config, *(m.config for m in entry.measured())]
-        unique = {json.dumps(c, sort_keys=True): c for c in ({**kernel.tile_defaults, **c} for c in configs)}
+        unique = {json.dumps(c, sort_keys=True): c for c in ({**kernel.config_defaults, **c} for c in configs)}
         held[key] = list(unique.values())
     return held
 

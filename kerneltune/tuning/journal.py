@@ -46,8 +46,8 @@ def make_record(base: Mapping[str, Any], config: Mapping[str, Any], reply: Mappi
                 **extra: Any) -> Record:
     """One finished candidate as journaled: the bucket's fields, the config, the worker's reply
     (less its worker-restart marker), its time, and % of the measured ceiling. Checked where it is appended."""
-    record = Record.build({**base, "key": config_key(config), "tiles": dict(config), **reply, **extra})
-    record = record.replace(time=record.time or now_stamp(),
+    record = Record.build({**base, "key": config_key(config), **reply, **extra})
+    record = record.replace(config=dict(config), time=record.time or now_stamp(),
                             extra={k: v for k, v in record.extra.items() if k != "restart"})
     median = record.median_us
     if median is not None and not positive_time(median):  # a broken timer's answer is no measurement

@@ -3,7 +3,7 @@ measurement and the record's own stamps (kernel hash included), so that a table 
 replay is stamped as what it is: a measurement made then, by that kernel source.
 
 ``journal_path`` is one journal, or a folder whose journals (one per worker of a shared study) are
-merged as the shared study's table is. A record that lacks a tunable of ``tile_defaults`` was
+merged as the shared study's table is. A record that lacks a tunable of ``config_defaults`` was
 measured before that tunable existed, at its default value.
 """
 
@@ -27,11 +27,11 @@ class ReplayRunner:
     compiles_ahead = queues_ahead = 0
 
     def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0,
-                 tile_defaults: Mapping[str, Any] | None = None, kernel: str | None = None):
+                 config_defaults: Mapping[str, Any] | None = None, kernel: str | None = None):
         self.seconds_per_candidate = seconds_per_candidate
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
-        self.defaults = dict(tile_defaults or {})
+        self.defaults = dict(config_defaults or {})
         self.recorded: dict[tuple[str, str], Record] = {}
         for (bucket, key), rec in sorted(merged_journals(journal_path).items(), key=lambda kv: kv[1].time or ""):
             self.recorded.setdefault((bucket, self._key(rec.config) if rec.config else key), rec)
@@ -54,7 +54,7 @@ class ReplayRunner:
 
     def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]:
         done: cf.Future[Reply] = cf.Future()
-        rec = self.recorded.get((req.bucket, self._key(req.tiles)))
+        rec = self.recorded.get((req.bucket, self._key(req.config)))
         if rec is None:
             done.set_result(MeasureReply(Status.UNSUPPORTED, f"not in the replayed journal {self.path}"))
             return done

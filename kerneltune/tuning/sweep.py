@@ -179,11 +179,11 @@ class HardwareMissing(RuntimeError):
     """The sweep cannot time here; the message names the hardware it needs."""
 
 
-def refusal(kernel: Kernel, problem: Any, tiles: dict[str, Any]) -> str | None:
-    """Why the kernel refuses ``tiles`` for ``problem``, or None; a check that raises (a block of 0, a field of the
+def refusal(kernel: Kernel, problem: Any, config: dict[str, Any]) -> str | None:
+    """Why the kernel refuses ``config`` for ``problem``, or None; a check that raises (a block of 0, a field of the
     wrong type from a space file) is this config's refusal, named, never a traceback that ends the sweep."""
     try:
-        return kernel.infeasibility(problem, tiles)
+        return kernel.infeasibility(problem, config)
     except Exception as e:
         return f"{kernel.name}'s feasibility check raised {type(e).__name__}: {e}"
 
@@ -348,11 +348,11 @@ def _compile_first(opts: SweepOptions, kernel: Kernel, runner: Runner, bucket: B
         return
     try:
         problem = kernel.problem(bucket.problem)
-        tiles = kernel.heuristic(problem)
+        config = kernel.heuristic(problem)
     except (TypeError, ValueError):
         return  # a bad bucket is reported, naming it, where the bucket is swept
-    if refusal(kernel, problem, tiles) is None:
-        runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), tiles, {}, 0,
+    if refusal(kernel, problem, config) is None:
+        runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), config, {}, 0,
                                           opts.settings),
                         0)
 
@@ -375,7 +375,7 @@ def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
     if opts.replay is not None:
         from .replay import ReplayRunner
 
-        return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.tile_defaults, kernel.name)
+        return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.config_defaults, kernel.name)
     from .runners import LiveRunner, device_groups
 
     w = opts.workers
@@ -396,14 +396,14 @@ class _Sweep:
         self._mark = self.started  # when the last record's write began: each record's wall runs from there
         self._journal_s = 0.0  # the last record's write, booked in the next record
 
-    def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> Request:
+    def request(self, bucket: Bucket, fields: dict[str, Any], config: dict[str, Any]) -> Request:
         """A worker request for one candidate. Every candidate of a bucket is checked and timed on the same
         inputs, fresh per bucket and sweep seed: a worker computes the bucket's references (and the ranker's
         no-cap twin) once, not once per candidate (most of a D=128 candidate's 26 s,
         results/ranker_attention/2026-12-02-h200-run-p/), and the candidates' error figures compare like with
         like. `verify` checks the winners on other inputs."""
         seed = self.opts.search.seed
-        return candidate_request(self.opts.kernel, bucket.name, fields, tiles,
+        return candidate_request(self.opts.kernel, bucket.name, fields, config,
                                  {**bucket.bounds, "timing_seed": inputs_seed(bucket.name, "timing inputs", seed)},
                                  inputs_seed(bucket.name, "check inputs", seed), self.opts.settings,
                                  Op.STATIC if self.static else Op.MEASURE)
@@ -439,8 +439,8 @@ class _Sweep:
                     continue
                 result.pruned_by_constraints += 1
                 if key not in done:
-                    rec = Record.build({**base.to_json(), "key": key, "tiles": config, "status": Status.CONSTRAINT,
-                                        "error": why, "time": now_stamp()})
+                    rec = Record(**base.to_json(), key=key, config=config, status=Status.CONSTRAINT, error=why,
+                                 time=now_stamp())
                     self.journal.append(rec)
                     done[key] = rec
             if not feasible and held is not None:

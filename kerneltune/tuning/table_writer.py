@@ -8,7 +8,7 @@ candidates whose median lies within the winner's noise. Rivals are the next best
 a playoff ran: up to ``RIVALS`` within ``RIVAL_FACTOR`` of the winner, each with its median and its margin to the
 winner (its time over the winner's, less one: the playoff's paired ratio and 95% interval where it was a leader,
 else the ratio of the two medians); `verify` times them beside the winner. Fallbacks are, for each other setting of
-the kernel's gated tiles, the fastest candidate with it: what a launch whose
+the kernel's gated config, the fastest candidate with it: what a launch whose
 problem refuses the winner runs instead, measured rather than guessed.
 """
 
@@ -79,7 +79,7 @@ def bucket_entry(records: list[Record], kernel: Kernel, rel_noise: float,
     rivals = _rivals(win, median_us, ok, timed, playoff)
 
     def gates(r: Record) -> tuple[Any, ...]:
-        return tuple(r.config.get(g) for g in kernel.gated_tiles)
+        return tuple(r.config.get(g) for g in kernel.gated_params)
 
     fallbacks: dict[tuple[Any, ...], Measured] = {}  # ok is fastest first: the first of each wins
     for r in ok:

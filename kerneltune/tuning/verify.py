@@ -282,7 +282,7 @@ class _Measurements:
     def __call__(self, item: Entry, config: dict[str, Any], op: Op = Op.MEASURE) -> MeasureReply:
         """``op``: ``MEASURE`` (checked, then timed), or ``CHECK`` (checked only)."""
         req = _measure_request(self.kernel_name, item, config, self.settings, op)
-        key = json.dumps([str(op), dict(req.problem), dict(req.inputs), dict(req.tiles)], sort_keys=True)
+        key = json.dumps([str(op), dict(req.problem), dict(req.inputs), dict(req.config)], sort_keys=True)
         if key not in self._replies:
             reply = cast(MeasureReply, self.runner.measure(req).result())
             now = time.perf_counter()

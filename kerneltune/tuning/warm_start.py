@@ -6,7 +6,7 @@ a near-best config in a few candidates and the sampler then searches around it (
 kernel's hard fields equal, then the fewest and smallest differences), in the sweep's own tables and the
 tables the runtime reads. A config that the space or the kernel refuses for this problem is repaired: one field
 changed, the one its refusal names first (a neighbour bucket's winner that leans on ``static_max`` under a cap of
-44 or less becomes the same tiles without it where the cap is 50); one beyond repair is left out. Without the
+44 or less becomes the same config without it where the cap is 50); one beyond repair is left out. Without the
 repair, the third unseen bucket's search started from refused configs and needed 10 of its 28 candidates, as a cold
 search did (results/engine/2026-12-05-build-cache/).
 
@@ -83,7 +83,7 @@ def warm_start(kernel: Kernel, problem: Any, device_kind: str, out: Path, params
     for _, entry, path, where in nearest:
         before = len(configs)
         for item in [entry, *entry.measured()]:
-            config = _in_space({**kernel.tile_defaults, **item.config}, params)
+            config = _in_space({**kernel.config_defaults, **item.config}, params)
             if config is not None and (why := check(config)) is not None:
                 config = _repaired(config, params, check, why)
             if config is not None and config_key(config) not in configs:

@@ -30,8 +30,8 @@ class ToyKernel:
     tunables = frozenset({"block", "unroll"})
     problem_fields = frozenset({"n"})
     hard_bucket_fields = ()
-    tile_defaults: Mapping[str, Any] = MappingProxyType({})
-    gated_tiles: tuple[str, ...] = ()
+    config_defaults: Mapping[str, Any] = MappingProxyType({})
+    gated_params: tuple[str, ...] = ()
 
     def problem(self, fields: Mapping[str, Any]) -> ToyProblem:
         return ToyProblem(**fields)

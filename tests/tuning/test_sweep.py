@@ -222,7 +222,7 @@ class SlowRunner:
         return {"backend": "host", "matched": ["device"], "device": "test", "device_kind": "cpu"}
 
     def prefetch(self, req, route):
-        self.prefetched.append(req.tiles)
+        self.prefetched.append(req.config)
 
     def measure(self, req, route=0):
         import concurrent.futures as cf
@@ -230,7 +230,7 @@ class SlowRunner:
 
         fut = cf.Future()
         self.measured.append(req)
-        median = 10.0 + sum(v for v in req.tiles.values() if type(v) is int)
+        median = 10.0 + sum(v for v in req.config.values() if type(v) is int)
         reply = MeasureReply(Status.OK, timing={"median_us": median, "spread": 0.0, "samples": 3, "noise": 0.0})
         if self.seconds:
             threading.Timer(self.seconds, fut.set_result, args=(reply,)).start()
@@ -259,7 +259,7 @@ def test_the_sweep_sleeps_while_a_candidate_is_measured(tmp_path):
     assert cpu / wall < 0.05, f"{cpu:.3f} s of CPU over {wall:.2f} s"
     # Each candidate was handed over to compile before it was measured, the first bucket's heuristic first of all,
     # before the stamps (its compile overlaps the worker's start): it is proposed again and measured first.
-    assert len(runner.prefetched) == 5 and runner.prefetched[0] == runner.measured[0].tiles
+    assert len(runner.prefetched) == 5 and runner.prefetched[0] == runner.measured[0].config
 
 
 class CountingRunner(SlowRunner):
@@ -301,7 +301,7 @@ def test_a_buckets_candidates_share_inputs_fresh_per_bucket_and_sweep_seed(tmp_p
         space_path.write_text(space(where, ["good", "slow"]).read_text().replace('"small"', f'"{bucket}"'))
         run_sweep(options(where, ["good", "slow"], seed=seed, space_path=space_path),
                   runner_factory=lambda o, k: runner)
-        assert len({str(r.tiles) for r in runner.measured}) >= 4
+        assert len({str(r.config) for r in runner.measured}) >= 4
         return {(r.seed, r.inputs["timing_seed"]) for r in runner.measured}
 
     [(check, timing)] = seeds(0)
@@ -322,7 +322,7 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
     runner = SlowRunner(0.0)
     [result] = run_sweep(options(tmp_path, ["good", "slow", "garbage"], search=SearchOptions(contenders=held)),
                          runner_factory=lambda o, k: runner)
-    assert sorted((r.tiles["mode"], r.tiles["work"]) for r in runner.measured) == [
+    assert sorted((r.config["mode"], r.config["work"]) for r in runner.measured) == [
         ("good", 1), ("good", 2), ("slow", 1)]
     assert result.entry is not None
     assert result.prior == [f"small: --contenders {held} holds 3 configs for it (3 feasible here), and only those are "
@@ -510,7 +510,7 @@ class _Scripted:
         import concurrent.futures as cf
 
         self.requests.append(req)
-        us = self.times_us[(req.tiles["mode"], req.tiles["work"])]
+        us = self.times_us[(req.config["mode"], req.config["work"])]
         done = cf.Future()
         bound = req.prune_above_us
         done.set_result(MeasureReply(Status.PRUNED if bound is not None and us > bound else Status.OK,
@@ -534,7 +534,7 @@ def test_each_candidate_is_pruned_at_the_factor_over_the_best_so_far(tmp_path):
     runner = _Scripted(TIMES)
     opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(pruner=EarlyStop(1.5)))
     run_sweep(opts, runner_factory=lambda o, k: runner)
-    order = [(r.tiles["mode"], r.tiles["work"]) for r in runner.requests]
+    order = [(r.config["mode"], r.config["work"]) for r in runner.requests]
     bounds = [r.prune_above_us for r in runner.requests]
     best = [min(TIMES[c] for c in order[:i]) if i else None for i in range(len(order))]
     assert bounds == [None if b is None else 1.5 * b for b in best]
@@ -556,7 +556,7 @@ def test_the_sweep_asks_its_pruner_for_each_bound(tmp_path):
     runner = _Scripted(TIMES)
     opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(pruner=_Margin()))
     run_sweep(opts, runner_factory=lambda o, k: runner)
-    order = [(r.tiles["mode"], r.tiles["work"]) for r in runner.requests]
+    order = [(r.config["mode"], r.config["work"]) for r in runner.requests]
     best = [min(TIMES[c] for c in order[:i]) if i else None for i in range(len(order))]
     assert [r.prune_above_us for r in runner.requests] == [None if b is None else b + 15.0 for b in best]
 
@@ -580,7 +580,7 @@ def test_a_resumed_budgeted_search_measures_only_what_its_budget_has_left(tmp_pa
     more = options(tmp_path, ["good", "slow", "twin"], strategy=strategy, budget=5)
     run_sweep(more, runner_factory=lambda o, k: runner)
     assert len(runner.requests) == 5
-    assert len({json.dumps(dict(r.tiles), sort_keys=True) for r in runner.requests}) == 5
+    assert len({json.dumps(dict(r.config), sort_keys=True) for r in runner.requests}) == 5
 
 
 def test_a_sweep_without_resume_keeps_the_old_journal_aside_and_measures_again(tmp_path):
@@ -659,7 +659,7 @@ def test_an_undecided_playoff_times_on_ten_rounds_at_a_time_and_decides_on_them_
             import concurrent.futures as cf
 
             self.requests.append(req)
-            us = self.times_us[(req.tiles["mode"], req.tiles["work"])]
+            us = self.times_us[(req.config["mode"], req.config["work"])]
             done = cf.Future()
             done.set_result(MeasureReply(Status.OK, timing={"median_us": us, "spread": 0.01, "samples": 3,
                                                             "noise": 0.01}))

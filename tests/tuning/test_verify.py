@@ -123,10 +123,10 @@ def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path
             return {"backend": "host", "matched": ["kernel_hash"], "device_kind": "cpu"}
 
         def prefetch(self, req, route):
-            events.append(("compile", req.bucket, config_key(req.tiles)))
+            events.append(("compile", req.bucket, config_key(req.config)))
 
         def measure(self, req, route=0):
-            events.append(("time", req.bucket, config_key(req.tiles)))
+            events.append(("time", req.bucket, config_key(req.config)))
             done = cf.Future()
             done.set_result(MeasureReply(Status.OK, timing={"median_us": 1000.0, "spread": 0.01}))
             return done
@@ -206,7 +206,7 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
     # runner-up, and their interleaved rounds
     # The fallback's config is the runner-up's: measured once on the bucket's one seed of inputs, its reply
     # serves both, and every measurement's phases are kept with its wall.
-    assert [dict(r.tiles) for r in runner.requests if r.op == "measure"].count({"mode": "good", "work": 2}) == 1
+    assert [dict(r.config) for r in runner.requests if r.op == "measure"].count({"mode": "good", "work": 2}) == 1
     assert len(measured.phases) == 3 and all("wall_s" in p.seconds for p in measured.phases)
 
 
@@ -223,7 +223,7 @@ class _Scripted:
         self.requests, self.prefetched, self.closed = [], [], False
 
     def _reply(self, req):
-        work = req.tiles["work"]
+        work = req.config["work"]
         reply = self.replies[work] if self.default is None else self.replies.get(work, self.default)
         return REPLIES[req.op].from_json({k: v for k, v in reply.items() if k != "rounds"})
 
@@ -606,9 +606,9 @@ def test_every_config_is_prefetched_in_the_order_it_is_timed_and_a_kept_runner_s
     runner = StampsLast({}, default=_ok(100.0))
     r = verify.verify_table(FAKE, path, tmp_path / "w", runner=runner)
     assert r.exit_code == EXIT_OK
-    assert [dict(q.tiles) for q in runner.prefetched] == [{"mode": "slow", "work": 2}, {"mode": "good", "work": 1},
+    assert [dict(q.config) for q in runner.prefetched] == [{"mode": "slow", "work": 2}, {"mode": "good", "work": 1},
                                                           {"mode": "good", "work": 2}]
-    assert [dict(q.tiles) for q in runner.requests if q.op == "measure"] == [dict(q.tiles) for q in runner.prefetched]
+    assert [dict(q.config) for q in runner.requests if q.op == "measure"] == [dict(q.config) for q in runner.prefetched]
     assert not runner.closed, "a runner handed in belongs to the caller"
 
 

@@ -53,7 +53,7 @@ KERNEL = _Kernel()
 
 
 def _req(mode, op="measure", kernel="tests.tuning.test_worker:KERNEL", **extra):
-    return {"op": op, "kernel": kernel, "problem": {"n": 4}, "tiles": {"mode": mode, "work": 1}, "seed": 0,
+    return {"op": op, "kernel": kernel, "problem": {"n": 4}, "config": {"mode": mode, "work": 1}, "seed": 0,
             "settings": {"max_seconds": 0.05, "min_samples": 3, "batch": 3, "warmup": 1}, **extra}
 
 
@@ -123,7 +123,7 @@ def test_a_layout_the_static_ranking_refuses_comes_back_as_a_constraint(tmp_path
     try:
         for work, status in ((2, "constraint"), (1, "ok")):
             req = Request.from_json({**_req("good", op="static", kernel="tests.tuning.test_worker:STATIC"),
-                                     "tiles": {"mode": "good", "work": work}})
+                                     "config": {"mode": "good", "work": work}})
             reply = worker.request(req, timeout=120)
             assert reply.status == status and reply.static == {"vgpr": 9}, reply
     finally:
@@ -210,7 +210,7 @@ def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
     from kerneltune.seams.wire import WireError
 
     for bad, says in (({"op": "dance", "kernel": "k"}, "op 'dance' is not one of"),
-                      ({"kernel": "k", "tiles": [1]}, r"tiles: \[1\] is not an object"),
+                      ({"kernel": "k", "config": [1]}, r"config: \[1\] is not an object"),
                       ({"kernel": 3}, "kernel must be a string"), ([1], "a request is a JSON object")):
         with pytest.raises(WireError, match=says):
             Request.from_json(bad)

@@ -51,8 +51,8 @@ class DrafterWidePlugin:
     devices = TP
     capabilities = frozenset({Capability.STATIC_RANK, Capability.EMULATE, Capability.INTERPRET})
     tunables = frozenset({"ng", "threads", "w_na"})
-    tile_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
-    gated_tiles: tuple[str, ...] = ()  # the bucket is the whole problem
+    config_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
+    gated_params: tuple[str, ...] = ()  # the bucket is the whole problem
     problem_fields = frozenset(f.name for f in dataclasses.fields(DrafterProblem))
     hard_bucket_fields = ("arch",)
 

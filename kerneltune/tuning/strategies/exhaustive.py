@@ -23,7 +23,7 @@ class Exhaustive:
     def propose(self) -> dict[str, Any] | None:
         return self._todo.pop() if self._todo else None
 
-    def observe(self, tiles: Mapping[str, Any], value: float | None) -> None:
+    def observe(self, config: Mapping[str, Any], value: float | None) -> None:
         pass
 
 
