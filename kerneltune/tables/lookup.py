@@ -106,7 +106,7 @@ def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[st
     """The entry to use for ``bucket`` and the misses met on the way (for logging): the nearest
     entry with matching stamps whose config, or one of its fallbacks, ``refuses`` (if given) accepts;
     between equally near ones, the closest kin, then the one sharing the most categories."""
-    typed = {"entries": {k: Entry.from_json(e) for k, e in table["entries"].items()}}  # read_table's, or JSON
+    typed = {"entries": {k: e if isinstance(e, Entry) else Entry.build(e) for k, e in table["entries"].items()}}
     entry, misses, _ = _select(typed, bucket, running, kernel_hash, hard, refuses, kin)
     return entry, misses
 
