@@ -8,8 +8,8 @@ object back, a field left out where it is None unless it is written even so (``A
 A field's name is its JSON name unless its metadata names another (``config`` is ``tiles`` in a journal line).
 
 Adding a field is one declaration here plus its use (where it is set and where it is read): the journal, the
-table's storage, install, the lookup and the report's CSV carry it with no other edit (the guide's development
-page shows it; ``tests/files/test_records.py`` runs that recipe).
+table's storage, install and the lookup carry it with no other edit (the guide's development page shows it;
+``tests/files/test_records.py`` runs that recipe).
 """
 
 from __future__ import annotations
@@ -93,25 +93,30 @@ class _Json(Mapping[str, Any]):
 
     @classmethod
     def _declared(cls) -> dict[str, str]:
-        """JSON name -> attribute, of every declared field but ``extra``."""
-        return {cls._json_name(f.name): f.name for f in fields(cls) if f.name not in _NOT_JSON}  # type: ignore[arg-type]
+        """JSON name -> attribute, of every declared field but ``extra`` and ``absent``."""
+        return _layout(cls).declared
 
     @classmethod
     def build(cls, obj: Mapping[str, Any]) -> Self:
         """The object's fields as they are (no check: ``from_json`` checks first)."""
-        declared = cls._declared()
-        known = {declared[k]: _typed(cls, declared[k], v) for k, v in obj.items() if k in declared}
-        absent = frozenset(f.name for f in fields(cls) if f.metadata.get("always")  # type: ignore[arg-type]
-                           and cls._json_name(f.name) not in obj)
-        return cls(**known, extra={k: v for k, v in obj.items() if k not in declared}, absent=absent)
+        layout = _layout(cls)
+        known, extra = {}, {}
+        for k, v in obj.items():
+            if (name := layout.declared.get(k)) is None:
+                extra[k] = v
+            else:
+                known[name] = _typed(cls, name, v)
+        absent = frozenset(name for name, key in layout.always if key not in obj)
+        return cls(**known, extra=extra, absent=absent)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if f.name in _NOT_JSON or (value is None and (not f.metadata.get("always") or f.name in self.absent)):
+        always = _layout(type(self)).always_names
+        for name, key in _layout(type(self)).written:
+            value = getattr(self, name)
+            if value is None and (name not in always or name in self.absent):
                 continue
-            out[self._json_name(f.name)] = _plain(value)
+            out[key] = _plain(value)
         out.update(self.extra)
         return out
 
@@ -140,6 +145,25 @@ class _Json(Mapping[str, Any]):
 
     def replace(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A record type's fields as JSON sees them, worked out once per type (a journal is read a line at a time)."""
+
+    declared: dict[str, str]  # JSON name -> attribute
+    written: tuple[tuple[str, str], ...]  # (attribute, JSON name), in declaration order
+    always: tuple[tuple[str, str], ...]  # the ``ALWAYS`` ones
+    always_names: frozenset[str]
+
+
+@functools.cache
+def _layout(cls: type[_Json]) -> _Layout:
+    written = tuple((f.name, cls._json_name(f.name)) for f in fields(cls)  # type: ignore[arg-type]
+                    if f.name not in _NOT_JSON)
+    always = tuple((f.name, cls._json_name(f.name)) for f in fields(cls)  # type: ignore[arg-type]
+                   if f.metadata.get("always"))
+    return _Layout({key: name for name, key in written}, written, always, frozenset(n for n, _ in always))
 
 
 def _typed(cls: type, name: str, value: Any) -> Any:
