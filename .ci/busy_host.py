@@ -44,7 +44,7 @@ def truth(rounds: int) -> dict[str, dict[str, float]]:
     from jax_matmul import KERNEL
 
     from kerneltune.backends.cuda_jax import BACKEND
-    from kerneltune.measure import take_turns, turn_medians
+    from kerneltune.seams.measure import take_turns, turn_medians
     from kerneltune.tuning.playoff import median_interval
 
     problem = KERNEL.problem(KERNEL.buckets[BUCKET])

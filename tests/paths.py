@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from kerneltune.paths import REPO, RESULTS, SPACES
+from kerneltune.files.paths import REPO, RESULTS, SPACES
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

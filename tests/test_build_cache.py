@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from kerneltune.build_cache import BuildCache, build_key
+from kerneltune.files.build_cache import BuildCache, build_key
 
 KEY = build_key("fake", "src1", {"n": 2}, {"mode": "good", "work": 1},
                 {"gpu": "H200", "jax": "0.11.2", "kernel_hash": "abc", "clocks": 1980}, ("gpu", "jax", "kernel_hash"))

@@ -111,7 +111,7 @@ def test_contenders_of_the_shipped_table_narrow_a_replayed_sweep(tmp_path):
 
 def test_verify_emulate_exits_1_when_any_emulated_check_fails(monkeypatch):
     from kerneltune.kernels.drafter_wide.plugin import DrafterWidePlugin
-    from kerneltune.protocols import EmulationCheck
+    from kerneltune.seams.protocols import EmulationCheck
 
     ok = EmulationCheck("ng=192", "3 req x 2", 1e-15, 256, 0)
     bad = EmulationCheck("ng=192", "4 req x 4", 3e-3, 256, 0, numbers="gfx942 8-bit", tolerance=2e-3)
@@ -129,7 +129,7 @@ def test_verify_interpret_exits_with_its_checks_and_writes_junit(tmp_path, monke
     import xml.etree.ElementTree as ET
 
     from kerneltune.kernels.drafter_wide.plugin import DrafterWidePlugin
-    from kerneltune.protocols import EmulationCheck
+    from kerneltune.seams.protocols import EmulationCheck
 
     ok = EmulationCheck("small", "4x2 rows, against float64", 0.058, 960, 27731, tolerance=0.29,
                         numbers="gfx942 8-bit")
@@ -153,7 +153,7 @@ def test_verify_interpret_exits_with_its_checks_and_writes_junit(tmp_path, monke
 
 def test_verify_interpret_passes_its_interleavings_on(monkeypatch):
     from kerneltune.kernels.drafter_wide.plugin import DrafterWidePlugin
-    from kerneltune.protocols import EmulationCheck
+    from kerneltune.seams.protocols import EmulationCheck
 
     asked = []
     ok = EmulationCheck("small", "4x2 rows, the same bits", 0.0, 960, 9e4, tolerance=5e-324, schedule="pct seed 1 d=3")
@@ -193,7 +193,7 @@ def test_verify_of_several_tables_exits_with_the_worst_verdict(tmp_path, monkeyp
                      lambda t, e=entry: t["entries"].update({bucket_key(e["bucket"]): e}))
     monkeypatch.setattr(verify, "table_roots", lambda: (user, shipped))
     # The device and its tables come from the timing worker: this process initialises no GPU framework.
-    from kerneltune import registry
+    from kerneltune.seams import registry
 
     monkeypatch.setattr(registry, "load_backend", lambda name: pytest.fail(f"the CLI process asked {name}"))
     r = CliRunner().invoke(app, ["verify", "tests.tuning.fake_kernel:PLUGIN"])

@@ -16,7 +16,8 @@ import click
 import pytest
 import typer
 
-from kerneltune.tuning.phases import summarize
+from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.phases import BucketPhases, summarize
 
 from .paths import FIXTURES, REPO, SPACES
 
@@ -142,10 +143,8 @@ def test_the_summary_reads_each_figure_from_the_records_archives(tmp_path):
     rec = _archived(_sample(tmp_path / "made", cut="verify-cold"), tmp_path / "2026-12-07")
     text = summary.write(rec).read_text()
     assert text.startswith("# GPU record 2026-12-07\n")
-    cold = summarize([json.loads(x) for x in (SAMPLE / "cold.jsonl").read_text().splitlines()],
-                     1)
-    warm = summarize([json.loads(x) for x in (SAMPLE / "warm.jsonl").read_text().splitlines()],
-                     1)
+    cold = summarize(BucketPhases.of_records(Journal(SAMPLE / "cold.jsonl").records()), 1)
+    warm = summarize(BucketPhases.of_records(Journal(SAMPLE / "warm.jsonl").records()), 1)
     assert "at commit abc1234" in text
     assert f"| first candidate, cold (empty user cache) | {cold.first_s:.1f} s | <= 20.0 s | missed |" in text
     assert f"| first candidate, warm (its builds in the cache) | {warm.first_s:.1f} s | <= 10.0 s | missed |" in text

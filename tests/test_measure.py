@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from kerneltune.measure import (
+from kerneltune.seams.measure import (
     MeasureSettings,
     median_noise,
     round_ratios,
@@ -201,7 +201,7 @@ def test_noise_exactly_at_the_threshold_stops():
 def test_the_time_cap_counts_from_the_first_batch(monkeypatch):
     """One second passes per clock reading: with a 2 s cap the third check (3 s > 2 s) stops, not the second."""
     ticks = itertools.count()
-    monkeypatch.setattr("kerneltune.measure.time.monotonic", lambda: float(next(ticks)))
+    monkeypatch.setattr("kerneltune.seams.measure.time.monotonic", lambda: float(next(ticks)))
     take, calls = batches(itertools.cycle([1.0, 50.0, 3.0, 90.0]))
     t = sample_until_quiet(take, MeasureSettings(rel_noise=0.001, min_samples=3, batch=2, warmup=1, max_seconds=2))
     assert calls == [1, 2, 2, 2] and t.samples == 6 and not t.converged

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from kerneltune.process import PARENT_PID_ENV, child_env, parent_pid_from_env
+from kerneltune.seams.process import PARENT_PID_ENV, child_env, parent_pid_from_env
 
 
 def test_the_env_names_this_process_as_the_parent(monkeypatch):
@@ -15,7 +15,7 @@ def test_the_env_names_this_process_as_the_parent(monkeypatch):
 
 
 def test_an_orphan_exits_when_it_arms_the_signal():
-    code = "from kerneltune.process import die_with_parent; die_with_parent({}); print('alive')"
+    code = "from kerneltune.seams.process import die_with_parent; die_with_parent({}); print('alive')"
     alive = subprocess.run([sys.executable, "-c", code.format(os.getpid())], capture_output=True, text=True)
     assert alive.returncode == 0 and alive.stdout.strip() == "alive"
     orphan = subprocess.run([sys.executable, "-c", code.format(1)], capture_output=True, text=True)

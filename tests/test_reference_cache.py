@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from kerneltune.reference_cache import ReferenceCache
+from kerneltune.files.reference_cache import ReferenceCache
 
 KEY = {"kernel": "k", "seed": 3}
 

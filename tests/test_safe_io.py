@@ -18,10 +18,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from kerneltune import logs, safe_io
-from kerneltune.report.bench_result import read_bench_result
-from kerneltune.report.frame import load_baseline
-from kerneltune.safe_io import (
+from kerneltune.files import logs, safe_io
+from kerneltune.files.safe_io import (
     MAX_INT_DIGITS,
     MAX_JSON_DEPTH,
     BadJson,
@@ -32,6 +30,8 @@ from kerneltune.safe_io import (
     read_regular_bytes,
     size_text,
 )
+from kerneltune.report.bench_result import read_bench_result
+from kerneltune.report.frame import load_baseline
 from kerneltune.tuning.journal import Journal, JournalError
 
 from .bounded import within

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from kerneltune.measure import MeasureSettings
+from kerneltune.seams.measure import MeasureSettings
 from kerneltune.tuning.sweep import SweepOptions, WorkerOptions, run_sweep
 from kerneltune.tuning.verify import verify_table
 
@@ -40,7 +40,7 @@ def test_a_third_kernel_end_to_end(tmp_path):
     [result] = run_sweep(opts)
     assert result.measured == 6 and result.pruned_by_constraints == 2  # block 80 does not divide 192
     table = tmp_path / "out/tables/toy-cpu/toy.json"
-    assert result.entry is not None and result.entry["table"] == str(table)
+    assert result.entry is not None and result.table == table
     assert result.entry["stamps"]["device"] == "toy cpu" and "numpy" in result.entry["stamps"]
 
     a, x = np.random.default_rng(0).standard_normal((192, 192)), np.random.default_rng(1).standard_normal(192)

@@ -24,8 +24,8 @@ def framework_op(name: str):
 
 
 def main(name: str, bucket: str) -> None:
-    from kerneltune.measure import MeasureSettings, sample_until_quiet
-    from kerneltune.registry import load_backend
+    from kerneltune.seams.measure import MeasureSettings, sample_until_quiet
+    from kerneltune.seams.registry import load_backend
 
     K = __import__(name).KERNEL
     problem = K.problem(K.buckets[bucket])

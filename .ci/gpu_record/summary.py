@@ -59,9 +59,11 @@ def entries(folder: Path) -> dict[str, dict[str, Any]]:
 
 def phases(folder: Path) -> dict[str, float] | None:
     """The sweep's own phase summary (``kerneltune.tuning.phases``) of its journal."""
-    from kerneltune.tuning.phases import summarize
+    from kerneltune.files.records import Record, record_defect
+    from kerneltune.tuning.phases import BucketPhases, summarize
 
-    s = summarize(list(records(folder)), compile_workers=1)
+    read = [Record.build(r) for r in records(folder) if record_defect(r) is None]
+    s = summarize(BucketPhases.of_records(read), compile_workers=1)
     return None if s is None else {"first_s": s.first_s, "busy": s.busy_share, "per_minute": s.per_minute,
                                    "candidates": s.candidates}
 

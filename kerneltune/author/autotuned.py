@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import CheckResult
-from kerneltune.registry import load_backend
+from kerneltune.seams.protocols import CheckResult
+from kerneltune.seams.registry import load_backend
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tuning.space import SpaceError
 
@@ -254,7 +254,7 @@ class Autotuned(Kernel):
             p = Problem(problem)
             config = tuned_config(self.name, dict(self.bucket(p)), self.source_hash(), self.hard_bucket_fields,
                                   load_backend(self.backend).stamps(),
-                                  refuses=lambda entry: self._why_not(p, entry["config"]), one_line=True,
+                                  refuses=lambda entry: self._why_not(p, entry.config), one_line=True,
                                   problem=problem)
         if config is None:
             if not interpreting():

@@ -20,7 +20,7 @@ class OutputSpec:
 
 class Framework:
     name = "numpy"
-    backend = "host"  # the registered backend that times it (``kerneltune.registry.BACKENDS``)
+    backend = "host"  # the registered backend that times it (``kerneltune.seams.registry.BACKENDS``)
 
     def is_array(self, x: Any) -> bool:
         return isinstance(x, np.ndarray)

@@ -1,6 +1,6 @@
 """Your own kernel, tuned: subclass :class:`Kernel`, write ``build``, ``inputs`` and ``reference``.
 
-The class below is the whole engine protocol (``kerneltune.protocols.Kernel``) with a default for every
+The class below is the whole engine protocol (``kerneltune.seams.protocols.Kernel``) with a default for every
 member a kernel author should not have to write: the problem type (a bucket's fields), the bucket (the
 problem itself), the source hash (the defining module and its space file), the check (outputs poisoned
 with NaN, compared with the float64 reference under the output dtype's tolerance), the timed call
@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from kerneltune.protocols import Capability, CheckResult
-from kerneltune.registry import load_backend
+from kerneltune.seams.protocols import Capability, CheckResult
+from kerneltune.seams.registry import load_backend
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tables.stamps import source_hash
 from kerneltune.tuning.space import Space, SpaceError, space_from_data
@@ -73,8 +73,8 @@ class Kernel:
     # The engine protocol's constants.
     devices = 1
     capabilities = frozenset({Capability.OWN_SPACE, Capability.VOID_TIMINGS})
-    tile_defaults: Mapping[str, Any] = {}
-    gated_tiles: tuple[str, ...] = ()
+    config_defaults: Mapping[str, Any] = {}
+    gated_params: tuple[str, ...] = ()
 
     _WRAPPED = ("build", "refuses", "heuristic", "bucket", "flops")
 
@@ -128,7 +128,7 @@ class Kernel:
         p = self.problem({**(problem or {}), **fields})
         found = tuned_config(self.name, dict(self.bucket(p)), self.source_hash(), self.hard_bucket_fields,
                              load_backend(self.backend).stamps(),
-                             refuses=lambda entry: self._why_not(p, entry["config"]), one_line=True,
+                             refuses=lambda entry: self._why_not(p, entry.config), one_line=True,
                              problem=self.problem_dict(p))
         if found is not None:
             return Config(found)
@@ -233,9 +233,9 @@ class Kernel:
     def problem_dict(self, problem: Problem) -> dict[str, Any]:
         return dict(problem)
 
-    def infeasibility(self, problem: Problem, tiles: Mapping[str, Any]) -> str | None:
+    def infeasibility(self, problem: Problem, config: Mapping[str, Any]) -> str | None:
         try:
-            why = self.refuses(problem, Config(tiles))
+            why = self.refuses(problem, Config(config))
         except Exception as e:  # the author's code: its failure is this config's refusal, named
             return f"{type(self).__name__}.refuses raised {type(e).__name__}: {e}"
         return None if not why else "refused" if why is True else str(why)

@@ -10,8 +10,8 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.limits import CEILING_MAX_SECONDS
-from kerneltune.protocols import TakeBatch
+from kerneltune.seams.limits import CEILING_MAX_SECONDS
+from kerneltune.seams.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind
 
 from .host import wall_clock_sampler
@@ -133,7 +133,7 @@ def cupti_sampler(fn: Callable[..., Any], args: tuple[Any, ...], cold_l2: bool) 
 
 def time_jax(fn: Callable[..., Any], args: tuple[Any, ...], settings: Any = None) -> Any:
     """A JAX callable's CUPTI time under the engine's stopping rule (for benches and probes)."""
-    from kerneltune.measure import MeasureSettings, sample_until_quiet
+    from kerneltune.seams.measure import MeasureSettings, sample_until_quiet
 
     settings = settings or MeasureSettings()
     return sample_until_quiet(cupti_sampler(fn, args, settings.cold_l2), settings, gpu_clocks)
@@ -154,7 +154,7 @@ class CudaJax:
         import jax
         import jax.numpy as jnp
 
-        from kerneltune.measure import MeasureSettings
+        from kerneltune.seams.measure import MeasureSettings
 
         if jax.devices()[0].platform != "gpu":
             return {}

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.protocols import TakeBatch
+from kerneltune.seams.protocols import TakeBatch
 
 MATCHED = ("device", "cpu_count", "python", "numpy", "kernel_hash")
 

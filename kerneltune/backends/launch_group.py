@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from kerneltune.protocols import TakeBatch
+from kerneltune.seams.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind
 
 from .host import wall_clock_sampler
@@ -240,7 +240,7 @@ def _rank_main(rank: int, size: int, device: str, workdir: str, group_id: str, p
                params: dict[str, Any], conn: mpc.Connection, env: dict[str, str]) -> None:
     """A rank process: build the program, then answer the parent's commands until told to close. ``env``: the
     parent's environment now (a fork server's is the one it started with)."""
-    from kerneltune.process import die_with_parent
+    from kerneltune.seams.process import die_with_parent
 
     os.environ.clear()
     os.environ.update(env)

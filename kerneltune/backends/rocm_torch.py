@@ -10,7 +10,7 @@ import functools
 import subprocess
 from typing import Any
 
-from kerneltune.protocols import TakeBatch
+from kerneltune.seams.protocols import TakeBatch
 
 from .torch_events import event_sampler
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from kerneltune.protocols import TakeBatch
+from kerneltune.seams.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind
 
 from .cuda_jax import cuda_error_is_sticky, gpu_clocks

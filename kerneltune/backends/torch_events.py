@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kerneltune.protocols import TakeBatch
+from kerneltune.seams.protocols import TakeBatch
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # over the L2 of any GPU we time (H200 60 MB, MI300X 256 MB Infinity Cache)
 

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from kerneltune import __version__
-from kerneltune.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
+from kerneltune.seams.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S, RUN_TIMEOUT_S
 
 from . import commands, failures, terminal
 from . import options as o
@@ -71,7 +71,7 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
           gpus: o.Gpus = "", out: o.Out = o.DEFAULT_OUT, replay: o.Replay = None, storage: o.Storage = None,
           study: o.Study = None, worker: o.Worker = None, heartbeat: o.Heartbeat = 10.0,
           replay_seconds: o.ReplaySeconds = 0.0, compile_only: o.CompileOnly = False, resume: o.Resume = True,
-          early_stop: o.EarlyStop = True, playoff: o.Playoff = True,
+          early_stop: o.EarlyStop = True, early_stop_factor: o.EarlyStopFactor = 1.5, playoff: o.Playoff = True,
           journal: o.Journal = None, compile_workers: o.CompileWorkers = None, rel_noise: o.RelNoise = 0.01,
           max_seconds: o.MaxSeconds = CANDIDATE_MAX_SECONDS, cold_l2: o.ColdL2 = False,
           compile_timeout: o.CompileTimeout = COMPILE_TIMEOUT_S, run_timeout: o.RunTimeout = RUN_TIMEOUT_S,
@@ -79,11 +79,11 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
     """Compile, check and time every candidate; journal each; write tuned tables.
 
     The tables land in the working folder (--out); `kerneltune install` puts them where the runtime reads."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import kernel_argument
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import kernel_argument
     from kerneltune.tuning.compile_ahead import default_compile_workers
+    from kerneltune.tuning.pruning import EarlyStop, NoPruning
     from kerneltune.tuning.sweep import (
-        EARLY_STOP,
         ReplayOptions,
         SearchOptions,
         SharedOptions,
@@ -94,10 +94,11 @@ def sweep(kernel: o.Kernel, space: o.Space = None, bucket: o.Bucket = None, stra
     with failures.bad_input_is_one_line():
         if replay is None and replay_seconds != 0:
             raise ValueError("--replay-seconds: it paces a replay; give --replay JOURNAL too")
+        pruner = EarlyStop(early_stop_factor) if early_stop else NoPruning()
         opts = SweepOptions(
             kernel=kernel_argument(kernel), space_path=space, out=out, buckets=tuple(bucket or ()),
             search=SearchOptions(strategy=strategy.lower(), budget=budget, seed=seed, contenders=contenders,
-                                 warm_start=warm_start, prune_factor=EARLY_STOP if early_stop else None,
+                                 warm_start=warm_start, pruner=pruner,
                                  playoff=playoff),
             workers=WorkerOptions(gpus=tuple(g.strip() for g in gpus.split(",") if g.strip()),
                                   compile_workers=default_compile_workers() if compile_workers is None

@@ -10,9 +10,9 @@ from typing import Any, cast
 
 import typer
 
-from kerneltune.paths import SPACES
-from kerneltune.protocols import Benchmarks, Capability, Emulation, Interpretation, Kernel
-from kerneltune.registry import KERNELS, canonical_name, load_backend, load_kernel
+from kerneltune.files.paths import SPACES
+from kerneltune.seams.protocols import Benchmarks, Capability, Emulation, Interpretation, Kernel
+from kerneltune.seams.registry import KERNELS, canonical_name, load_backend, load_kernel
 
 from . import render
 from .failures import (
@@ -51,9 +51,9 @@ def sweep(opts: Any) -> None:
     if need:
         render.note(f"Compile-only sweep: no timings on this machine; timings need {need}. Candidates are ranked "
                     f"by the kernel's offline compile and cost model (modelled µs, never measured); no table written.")
-    render.sweep_summary(kernel.name, opts.search.strategy, results, kernel.tile_defaults)
+    render.sweep_summary(kernel.name, opts.search.strategy, results, kernel.config_defaults)
     render.first_failures(results)
-    render.playoffs(results, kernel.tile_defaults)
+    render.playoffs(results, kernel.config_defaults)
     render.unsettled(results)
     render.remeasured(results)
     if opts.replay is not None and (missing := sum(r.failures.get("unsupported", 0) for r in results)):
@@ -62,7 +62,7 @@ def sweep(opts: Any) -> None:
     if opts.replay is None:
         render.phases([p for r in results for p in r.phases], opts.workers.compile_workers, "")
     if need:
-        render.modelled_ranking(journal, [r.bucket for r in results], kernel.tile_defaults)
+        render.modelled_ranking(journal, [r.bucket for r in results], kernel.config_defaults)
     render.tables_written(results, journal)
     if not need and (empty := [r for r in results if r.entry is None]):
         fail("; ".join(f"bucket {r.bucket}: no candidate verified and timed" + _commonest(r) for r in empty)
@@ -114,7 +114,7 @@ def verify(kernel: str, table: Path | None, emulate: bool, interpret: bool, buck
         render.note(text)
     said: set[str] = set()  # a note that holds for every table (speed not judged here, and why) is said once
     for report in run.reports:
-        render.verify_report(plugin.name, report, plugin.tile_defaults)
+        render.verify_report(plugin.name, report, plugin.config_defaults)
         if report.exit_code == EXIT_BAD_INPUT:
             fail("; ".join(report.notes))
         for text in report.notes:

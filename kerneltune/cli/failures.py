@@ -19,7 +19,7 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from kerneltune.registry import UnknownName
+from kerneltune.seams.registry import UnknownName
 from kerneltune.tables.store import TableError
 from kerneltune.tuning.journal import JournalError
 from kerneltune.tuning.space import SpaceError

@@ -63,9 +63,12 @@ Playoff = Annotated[bool, typer.Option(
          "interleaved rounds (10, up to 40 while undecided) and decide the winner on paired ratios; --no-playoff "
          "keeps the sequential medians.")]
 EarlyStop = Annotated[bool, typer.Option(
-    help="Stop timing a candidate once it is 1.5x the bucket's best so far beyond its own noise (journaled as "
-         "stopped early; a batch too noisy to say so is timed on); --no-early-stop times every candidate to the "
-         "noise rule.")]
+    help="Stop timing a candidate once it is --early-stop-factor times the bucket's best so far beyond its own noise "
+         "(journaled as stopped early; a batch too noisy to say so is timed on); --no-early-stop times every "
+         "candidate to the noise rule.")]
+EarlyStopFactor = Annotated[float, typer.Option(
+    help="How many times the bucket's best so far a candidate's first batches must be, beyond their own noise, to "
+         "stop it early (above 1).")]
 Journal = Annotated[Path | None, typer.Option(help="Journal file (default: OUT/journals/NAME-MODE.jsonl).")]
 CompileWorkers = Annotated[int | None, typer.Option(
     help="Compile workers beside each timing worker (processes where the kernel's build can leave its process, "

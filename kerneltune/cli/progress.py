@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from kerneltune.safe_io import visible
-from kerneltune.wire import Status
+from kerneltune.files.records import Entry, Record
+from kerneltune.files.safe_io import visible
+from kerneltune.seams.wire import Status
 
 
 class RichObserver:
@@ -45,16 +46,16 @@ class RichObserver:
         self._best: float | None = None
         self._unit = "µs"
 
-    def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None:
-        if record.get("status") == Status.OK:
-            t = record["timing"]["median_us"] if "timing" in record else record.get("score")
-            self._unit = "µs" if "timing" in record else "µs (modelled)"
+    def on_record(self, bucket: str, record: Record, failures: Counter) -> None:
+        if record.status == Status.OK:
+            t = record.value
+            self._unit = "µs" if record.timing is not None else "µs (modelled)"
             if t is not None and (self._best is None or t < self._best):
                 self._best = t
         fails = " ".join(f"{k}:{v}" for k, v in sorted(failures.items()) if k != Status.CONSTRAINT and v)
         best = f"best {self._best:.1f} {self._unit}" if self._best is not None else ""
-        if record.get("status") != Status.CONSTRAINT:
+        if record.status != Status.CONSTRAINT:
             self.progress.update(self.task, advance=1, best=best, fails=fails)
 
-    def on_bucket_end(self, bucket: str, entry: dict[str, Any] | None) -> None:
+    def on_bucket_end(self, bucket: str, entry: Entry | None) -> None:
         self.progress.update(self.task, completed=self.progress.tasks[self.task].total)

@@ -13,12 +13,13 @@ from rich.table import Table
 
 from kerneltune.report.configs import config_text
 from kerneltune.report.rates import rate_text
-from kerneltune.wire import Status
+from kerneltune.seams.wire import Status
 
 from .terminal import SafeConsole, console_width
 
 if TYPE_CHECKING:
-    from kerneltune.protocols import EmulationCheck
+    from kerneltune.seams.protocols import EmulationCheck
+    from kerneltune.tuning.phases import BucketPhases
     from kerneltune.tuning.sweep import BucketResult
     from kerneltune.tuning.verify import EntryReport, VerifyReport
 
@@ -69,10 +70,10 @@ def sweep_summary(kernel: str, strategy: str, results: list[BucketResult], defau
         fails = ", ".join(f"{k} {v}" for k, v in sorted(r.failures.items())) or "-"
         table.add_row(r.bucket, str(r.measured), str(r.skipped), str(r.pruned_by_constraints),
                       str(r.stopped_early), fails,
-                      config_text(e["config"], defaults) if e else
-                      config_text(r.best["tiles"], defaults) if r.best else "-",
-                      f"{e['median_us']:.1f}" if e else f"modelled {r.best['score']:.1f}" if r.best else "-",
-                      rate_text(e.get("tflops")) if e else "-")
+                      config_text(e.config, defaults) if e else
+                      config_text(r.best.config, defaults) if r.best else "-",
+                      f"{e.median_us:.1f}" if e else f"modelled {r.best.score:.1f}" if r.best else "-",
+                      rate_text(e.tflops) if e else "-")
     console.print(table)
 
 
@@ -83,16 +84,16 @@ def playoffs(results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
         if r.playoff_note:
             note(f"playoff: {r.playoff_note}")
         p, e = r.playoff, r.entry
-        if e is not None and p is None and e.get("rivals"):
-            rival = e["rivals"][0]
+        if e is not None and p is None and e.rivals:
+            rival = e.rivals[0]
             line(f"{r.bucket}: the winner decided on separate medians (no playoff); its closest rival "
-                 f"{config_text(rival['config'], defaults) or 'the defaults'} ran {100 * rival['margin']:+.1f}% "
-                 f"(the entry keeps {len(e['rivals'])} rival(s); verify times them beside it)")
+                 f"{config_text(rival.config, defaults) or 'the defaults'} ran {100 * (rival.margin or 0.0):+.1f}% "
+                 f"(the entry keeps {len(e.rivals)} rival(s); verify times them beside it)")
         if p is None or e is None:
             continue
         lo, med, hi = min(p.ratios.values(), key=lambda v: v[1])
         interval = f"{100 * (med - 1):+.1f}%, 95% interval {100 * (lo - 1):+.1f}% to {100 * (hi - 1):+.1f}%"
-        winner = config_text(e["config"], defaults) or "the winner"
+        winner = config_text(e.config, defaults) or "the winner"
         verdict = (f"{winner} kept; {len(p.ties)} other leader(s) tie with it (the closest {interval}), kept as "
                    f"runner-ups" if p.ties else f"{winner} wins ({interval} for the closest other leader)")
         line(f"playoff {r.bucket}: {1 + len(p.ratios)} leaders over {p.rounds} interleaved rounds, "
@@ -101,7 +102,7 @@ def playoffs(results: list[BucketResult], defaults: Mapping[str, Any]) -> None:
 
 def unsettled(results: list[BucketResult]) -> None:
     """One line where timings did not settle: how many, and what this host shows of why."""
-    from kerneltune.tuning.noise import unsettled_line
+    from kerneltune.cli.unsettled import unsettled_line
 
     if text := unsettled_line([p for r in results for p in r.timings]):
         note(text)
@@ -134,8 +135,8 @@ def space_hint(journal: Path) -> str:
 
 
 def tables_written(results: list[BucketResult], journal: Path) -> None:
-    stale = sorted({r.bucket for r in results if r.entry and "replayed_from" in r.entry["stamps"]})
-    for path in sorted({r.entry["table"] for r in results if r.entry}):
+    stale = sorted({r.bucket for r in results if r.entry and r.entry.replayed_from is not None})
+    for path in sorted({str(r.table) for r in results if r.entry}):
         hint = "" if stale else f" (the runtime reads it once installed: kerneltune install {path})"
         line(f"table: {path}{hint}")
     if stale:
@@ -143,7 +144,7 @@ def tables_written(results: list[BucketResult], journal: Path) -> None:
     line(f"journal: {journal}")
 
 
-def phases(records: list[dict[str, Any]], compile_workers: int, prefix: str) -> None:
+def phases(records: list[BucketPhases], compile_workers: int, prefix: str) -> None:
     """Where the candidates' time went (``tuning/phases.py``), when any record carries its phases."""
     from kerneltune.tuning.phases import summarize
 
@@ -163,7 +164,7 @@ def modelled_ranking(journal: Path, buckets: list[str], defaults: Mapping[str, A
         for col in ("model rank", "config", "µs/layer", "of floor", "static-score rank", "static score"):
             out.add_column(col, overflow="fold")
         for r in rows:
-            out.add_row(str(r.rank), config_text(r.tiles, defaults), f"{r.us_per_layer:.1f}",
+            out.add_row(str(r.rank), config_text(r.config, defaults), f"{r.us_per_layer:.1f}",
                         f"{r.fraction_of_floor:.2f}", str(r.static_rank), f"{r.static_score:.0f}")
         console.print(out)
 

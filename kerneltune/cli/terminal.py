@@ -22,7 +22,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-from kerneltune.safe_io import visible
+from kerneltune.files.safe_io import visible
 
 # Narrower than this is no width a table fits in, wider no terminal: COLUMNS outside is not taken.
 MIN_COLUMNS, MAX_COLUMNS = 20, 10_000

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneltune.safe_io import MAX_BENCH_BYTES, BadJson, loads_bounded_json, read_regular_bytes
+from kerneltune.files.safe_io import MAX_BENCH_BYTES, BadJson, loads_bounded_json, read_regular_bytes
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from kerneltune.files.records import Entry
 from kerneltune.tables.stamps import device_kind
-from kerneltune.tuning.journal import Journal, pct_of_ceiling
+from kerneltune.tuning.journal import Journal
 
 # The CSV's fixed columns, in order; stamp_* columns follow (the stamps each record's backend matches tables on:
 # driver and CUDA for a GPU through JAX, torch and Triton for one through torch, ...), then problem_* and
@@ -52,29 +53,24 @@ def load_frame(results: Path) -> pd.DataFrame:
     for path in journal_files(results):
         run = run_of(path, results)
         for r in Journal(path).records():
-            if "bucket" not in r or "tiles" not in r:
-                continue
-            t = r.get("timing") or {}
-            s = r.get("stamps") or {}
+            s = r.stamped
+            status = str(r.status)
             row = {
-                "kernel": r.get("kernel"), "run": run, "bucket": r["bucket"], "strategy": r.get("strategy"),
-                "status": STATUS_WORDS.get(r.get("status", "unknown"), r.get("status", "unknown")),
-                "invalidity": STATUS_WORDS.get(r["status"], r["status"]) if r.get("status") in FAILURE_STATUSES
-                else "",
-                "error": (r.get("error") or "").replace("\n", " ")[:500],
-                "median_us": t.get("median_us"), "spread": t.get("spread"), "samples": t.get("samples"),
-                "score": r.get("score"),
-                "tflops": r.get("tflops"), "pct_ceiling": pct_of_ceiling(r), "device": record_device(s),
+                "kernel": r.kernel, "run": run, "bucket": r.bucket, "strategy": r.strategy,
+                "status": STATUS_WORDS.get(status, status),
+                "invalidity": STATUS_WORDS.get(status, status) if status in FAILURE_STATUSES else "",
+                "error": (r.error or "").replace("\n", " ")[:500],
+                "median_us": r.median_us, "spread": r.spread, "samples": r.samples, "score": r.score,
+                "tflops": r.tflops, "pct_ceiling": r.pct_of_ceiling(), "device": record_device(s),
                 "device_kind": s.get("device_kind") or device_kind(str(record_device(s))),
-                "kernel_hash": r.get("kernel_hash"), "time": r.get("time"), "journal": str(path),
+                "kernel_hash": r.kernel_hash, "time": r.time, "journal": str(path),
             }
             row.update({f"stamp_{k}": s.get(k) for k in s.get("matched") or () if k not in ("device", "kernel_hash")})
-            row.update({f"problem_{k}": v for k, v in (r.get("problem") or {}).items()})
-            row.update({f"config_{k}": v for k, v in r["tiles"].items()})
+            row.update({f"problem_{k}": v for k, v in (r.problem or {}).items()})
+            row.update({f"config_{k}": v for k, v in r.config.items()})
             # The check's own figures: a Triton autotuner checked against its first config says so here
             # (accuracy_error_vs_first_config), the weaker check it is.
-            accuracy = r.get("accuracy")
-            row.update({f"accuracy_{k}": v for k, v in (accuracy.items() if isinstance(accuracy, dict) else ())})
+            row.update({f"accuracy_{k}": v for k, v in (r.accuracy or {}).items()})
             rows.append(row)
     if not rows:  # a journal of another encoding, another tool's file, or only its torn last line
         raise ValueError(f"report: no record in {', '.join(str(p) for p in journal_files(results))} (each line that "
@@ -118,8 +114,8 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     """One CSV row per candidate, measured floats rounded to what the measurement resolves, no text cell a
     spreadsheet would run as a formula; the folder made as needed. Written whole or not at all, in UTF-8
     (``safe_io.atomic_writer``): a kill or a full disk leaves the previous CSV as it was."""
-    from kerneltune.paths import make_folder
-    from kerneltune.safe_io import atomic_writer
+    from kerneltune.files.paths import make_folder
+    from kerneltune.files.safe_io import atomic_writer
 
     make_folder(path.parent)
     out = frame.round({c: d for c, d in CSV_DECIMALS.items() if c in frame})
@@ -129,21 +125,21 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
         out.to_csv(f, index=False)
 
 
-def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
+def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, Entry]:
     """bucket name -> table entry, from one table file or every table under a folder; a file that is not a
     tuned table (or no regular file, or over ``MAX_TABLE_BYTES``, or JSON past ``safe_io``'s bounds), a table of
     another kernel or device than the journals', or an entry whose time is no positive finite number (the report
     would call a NaN or zero baseline "faster") is an error naming it."""
-    from kerneltune.safe_io import MAX_TABLE_BYTES, BadJson, brief, loads_bounded_json, read_regular_bytes
-    from kerneltune.tables.store import finite, positive_time
-    from kerneltune.trust import why_untrusted
+    from kerneltune.files.records import finite, positive_time
+    from kerneltune.files.safe_io import MAX_TABLE_BYTES, BadJson, brief, loads_bounded_json, read_regular_bytes
+    from kerneltune.files.trust import why_untrusted
 
     files = [path] if path.is_file() else sorted(path.rglob("*.json"))
     if not files:
         raise FileNotFoundError(f"--baseline {path}: no tuned table (*.json) there")
     kernels = {str(k) for k in frame["kernel"].dropna().unique()}
     kinds = {str(d) for d in frame["device_kind"].dropna().unique()}
-    out: dict[str, dict] = {}
+    out: dict[str, Entry] = {}
     for f in files:
         try:
             text = read_regular_bytes(f, MAX_TABLE_BYTES, "tuned table").decode("utf-8")
@@ -167,13 +163,14 @@ def load_baseline(path: Path, frame: pd.DataFrame) -> dict[str, dict]:
         if kinds and (not isinstance(table.get("device_kind"), str) or table["device_kind"] not in kinds):
             raise ValueError(f"--baseline {f}: a table for {brief(table.get('device_kind'))}, the journals were "
                              f"measured on {', '.join(sorted(kinds))}")
-        for key, e in entries:
+        for key, raw in entries:
             name = f"--baseline {f}: entry {brief(key)}"
-            if not isinstance(e, dict) or not isinstance(e.get("bucket_name", e.get("bucket")), str | dict):
+            e = Entry.build(raw) if isinstance(raw, dict) else None
+            if e is None or not (isinstance(e.bucket_name, str) or (e.bucket_name is None and e.bucket)):
                 raise ValueError(f"{name}: not an entry (no bucket_name or bucket)")
-            if not positive_time(e.get("median_us")):
-                raise ValueError(f"{name}: median_us {brief(e.get('median_us'))} is not a positive finite time")
-            if "spread" in e and not (finite(e["spread"]) and e["spread"] >= 0):
-                raise ValueError(f"{name}: spread {brief(e['spread'])} is not a finite number at or above 0")
-            out[e["bucket_name"] if "bucket_name" in e else json.dumps(e["bucket"], sort_keys=True)] = e
+            if not positive_time(e.median_us):
+                raise ValueError(f"{name}: median_us {brief(e.median_us)} is not a positive finite time")
+            if e.spread is not None and not (finite(e.spread) and e.spread >= 0):
+                raise ValueError(f"{name}: spread {brief(e.spread)} is not a finite number at or above 0")
+            out[e.bucket_name if e.bucket_name is not None else json.dumps(dict(e.bucket), sort_keys=True)] = e
     return out

@@ -14,10 +14,11 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
-from kerneltune.paths import make_folder
-from kerneltune.protocols import Capability, ReportView
-from kerneltune.registry import UnknownName, registered_kernel
-from kerneltune.safe_io import write_atomic
+from kerneltune.files.paths import make_folder
+from kerneltune.files.records import Entry
+from kerneltune.files.safe_io import write_atomic
+from kerneltune.seams.protocols import Capability, ReportView
+from kerneltune.seams.registry import UnknownName, registered_kernel
 
 from . import charts
 from .frame import row_config
@@ -159,7 +160,7 @@ def _ranking(df: pd.DataFrame, cols: list[str], defaults: Mapping[str, Any], tim
 
 def _bucket(kernel: Any, name: str, df: pd.DataFrame, config_cols: list[str], anchor: str) -> dict[str, Any]:
     """One bucket: the current kernel source's ranking, its charts and best; older sources' rankings apart."""
-    defaults: Mapping[str, Any] = kernel.tile_defaults if kernel is not None else {}
+    defaults: Mapping[str, Any] = kernel.config_defaults if kernel is not None else {}
     timed = df["median_us"].notna().any()
     df = df.sort_values(["median_us" if timed else "score", "time"])
     cols = [c for c in config_cols if df[c].notna().any()]
@@ -199,7 +200,7 @@ def _target_rows(verdicts: list[dict], source: str) -> dict:
     return {"source": source, "rows": rows}
 
 
-def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] | None, out: Path,
+def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, Entry] | None, out: Path,
                 bench: dict | None = None, bench_targets: tuple[list[dict], str] | None = None) -> None:
     """The report; ``bench`` is a `kerneltune bench` result, ``bench_targets`` its verdicts and their source."""
     config_cols = [c for c in frame.columns if c.startswith("config_")]
@@ -234,10 +235,10 @@ def render_html(frame: pd.DataFrame, n_journals: int, baseline: dict[str, dict] 
             base = baseline.get(b["name"])
             if base is None or b["best"] is None:
                 continue
-            noise = max(base.get("spread", 0.0), b["best_spread"], 0.01)
-            ratio = b["best"] / base["median_us"]
+            noise = max(base.spread or 0.0, b["best_spread"], 0.01)
+            ratio = b["best"] / base.median_us
             verdict = "faster" if ratio < 1 - noise else "slower" if ratio > 1 + noise else "same"
-            compare.append({"bucket": b["name"], "best": b["best"], "base": base["median_us"], "ratio": ratio,
+            compare.append({"bucket": b["name"], "best": b["best"], "base": base.median_us, "ratio": ratio,
                             "verdict": verdict})
     devices = ", ".join(sorted(str(d) for d in frame["device"].dropna().unique())) or "none"
     legend = [(f"{p:g}%", charts.slower_color(p)) for p in (0, 2, 5, 10, 15, 20)] + [

@@ -11,9 +11,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from kerneltune.paths import make_folder
-from kerneltune.protocols import EmulationCheck
-from kerneltune.safe_io import atomic_writer
+from kerneltune.files.paths import make_folder
+from kerneltune.files.safe_io import atomic_writer
+from kerneltune.seams.protocols import EmulationCheck
 from kerneltune.tuning.verify import EntryReport, VerifyReport
 
 

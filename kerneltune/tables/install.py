@@ -24,8 +24,7 @@ def install_table(source: Path, root: Path) -> tuple[Path, int]:
     kernel, kind = table.get("kernel"), table.get("device_kind")
     if not isinstance(kernel, str) or not isinstance(kind, str) or not kernel or not kind:
         raise TableError(f"{source}: fields 'kernel' and 'device_kind' must name the table's kernel and device")
-    replayed = sorted(str(e.get("bucket_name", k)) for k, e in table["entries"].items()
-                      if "replayed_from" in e.get("stamps", {}))
+    replayed = sorted(str(e.bucket_name or k) for k, e in table["entries"].items() if e.replayed_from is not None)
     if replayed:
         shown = ", ".join(replayed[:3]) + (f" and {len(replayed) - 3} more" if len(replayed) > 3 else "")
         raise TableError(f"{source}: not installed: a replay wrote {shown}; install a live sweep's table")

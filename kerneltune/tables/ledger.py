@@ -22,10 +22,18 @@ from typing import Any
 
 from filelock import FileLock
 
-from kerneltune.paths import make_folder, user_cache_dir
-from kerneltune.safe_io import MAX_LEDGER_BYTES, BadJson, UnsafeFile, brief, loads_bounded_json, read_regular_bytes
+from kerneltune.files.paths import make_folder, user_cache_dir
+from kerneltune.files.records import finite
+from kerneltune.files.safe_io import (
+    MAX_LEDGER_BYTES,
+    BadJson,
+    UnsafeFile,
+    brief,
+    loads_bounded_json,
+    read_regular_bytes,
+)
 
-from .store import finite, table_path
+from .store import table_path
 
 SCHEMA = 1
 MAX_RECORDS = 10_000  # problems (with how served) one ledger keeps: a service meets tens to thousands of shapes

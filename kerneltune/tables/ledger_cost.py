@@ -74,7 +74,7 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="kerneltune-ledger-bench-"))
     os.environ["KERNELTUNE_TABLES"] = str(scratch / "tables")  # read at each lookup: the scratch folders serve
     os.environ["KERNELTUNE_CACHE"] = str(scratch / "cache")
-    from kerneltune.registry import load_backend
+    from kerneltune.seams.registry import load_backend
 
     running = load_backend(KERNEL.backend).stamps()
     path = scratch / "tables" / running["device_kind"] / f"{KERNEL.name}.json"

@@ -13,11 +13,12 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune import logs
+from kerneltune.files import logs
+from kerneltune.files.records import Entry, Measured
 
 from . import recording
 from .locations import table_roots
@@ -33,24 +34,24 @@ def log_once(message: str, level: int = logging.WARNING) -> None:
     logs.log_once(log, message, level)
 
 
-def bucket_key(bucket: dict[str, Any]) -> str:
+def bucket_key(bucket: Mapping[str, Any]) -> str:
     """A stable text key: 'field=value' pairs in field order."""
     return ",".join(f"{k}={bucket[k]}" for k in bucket)
 
 
-def _categorical_mismatches(a: dict[str, Any], b: dict[str, Any]) -> int:
+def _categorical_mismatches(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
     """Differing non-numeric fields: between equally distant buckets, the one that shares the
     categories (a cap method, say) is the better proxy."""
     return sum(1 for k in a if a[k] != b.get(k) and not isinstance(a[k], int | float))
 
 
-def _key_like(entry_bucket: dict[str, Any], wanted: dict[str, Any]) -> str:
+def _key_like(entry_bucket: Mapping[str, Any], wanted: Mapping[str, Any]) -> str:
     """An entry's bucket key with its fields in the order of the wanted bucket's (tables store them
     sorted), so that the two read side by side in a message."""
     return bucket_key({k: entry_bucket[k] for k in wanted if k in entry_bucket} | entry_bucket)
 
 
-def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...]) -> float:
+def bucket_distance(a: Mapping[str, Any], b: Mapping[str, Any], hard: tuple[str, ...]) -> float:
     """inf if a hard field differs; else 1 per differing soft field plus |log2 ratio| per number."""
     if a.keys() != b.keys():
         return math.inf
@@ -73,78 +74,78 @@ def bucket_distance(a: dict[str, Any], b: dict[str, Any], hard: tuple[str, ...])
 
 # Why an entry's winner or fallback (its ``config``, and the ``accuracy`` measured of it where the kernel
 # records one) cannot be launched for the problem at hand, or None.
-Refusal = Callable[[dict[str, Any]], str | None]
+Refusal = Callable[[Entry | Measured], str | None]
 # How alike an entry's bucket is to the problem's beyond the distance (0: most alike): a kernel's own
 # knowledge, e.g. that one cap method is another's approximation, which breaks ties between entries.
 Kinship = Callable[[dict[str, Any]], int]
 
 
-def _changes(old: dict[str, Any], new: dict[str, Any]) -> str:
+def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={new[k]}" for k in new if old.get(k) != new[k])
 
 
-def _accepted(entry: dict[str, Any], refuses: Refusal | None) -> tuple[dict[str, Any] | None, str | None]:
+def _accepted(entry: Entry, refuses: Refusal | None) -> tuple[Entry | None, str | None]:
     """The entry's winner, else its fastest fallback, else its fastest runner-up, that ``refuses`` accepts (None
     if none), and why the winner was refused: each was measured in the entry's sweep, which no guess was."""
     why = refuses(entry) if refuses is not None else None
     if why is None:
         return entry, None
-    measured = sorted((*entry.get("fallbacks", ()), *entry.get("runner_ups", ())),
-                      key=lambda item: item.get("median_us", math.inf))
+    measured = sorted((*(entry.fallbacks or ()), *(entry.runner_ups or ())), key=lambda item: item.median_us)
     for fb in measured:
         if refuses(fb) is None:
             # What was measured of the fallback (config, time, spread, errors) replaces the winner's.
-            measured = {k: v for k, v in entry.items() if k != "accuracy"}
-            return {**measured, "spread": None, **fb}, why
+            return entry.replace(config=fb.config, median_us=fb.median_us, spread=fb.spread, accuracy=fb.accuracy,
+                                 program_digest=fb.program_digest), why
     return None, why
 
 
 def select_entry(table: dict[str, Any], bucket: dict[str, Any], running: dict[str, Any],
                  kernel_hash: str, hard: tuple[str, ...],
                  refuses: Refusal | None = None,
-                 kin: Kinship | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+                 kin: Kinship | None = None) -> tuple[Entry | None, list[str]]:
     """The entry to use for ``bucket`` and the misses met on the way (for logging): the nearest
     entry with matching stamps whose config, or one of its fallbacks, ``refuses`` (if given) accepts;
     between equally near ones, the closest kin, then the one sharing the most categories."""
-    entry, misses, _ = _select(table, bucket, running, kernel_hash, hard, refuses, kin)
+    typed = {"entries": {k: e if isinstance(e, Entry) else Entry.build(e) for k, e in table["entries"].items()}}
+    entry, misses, _ = _select(typed, bucket, running, kernel_hash, hard, refuses, kin)
     return entry, misses
 
 
 def _select(table: dict[str, Any], bucket: dict[str, Any], running: dict[str, Any], kernel_hash: str,
             hard: tuple[str, ...], refuses: Refusal | None,
-            kin: Kinship | None) -> tuple[dict[str, Any] | None, list[str], Served]:
+            kin: Kinship | None) -> tuple[Entry | None, list[str], Served]:
     """``select_entry``, and how the problem was served (the miss ledger's word for it)."""
     want = {**running, "kernel_hash": kernel_hash}
     misses: list[str] = []
-    valid = []
+    valid: list[Entry] = []
     for entry in table["entries"].values():
-        bad = mismatches(entry.get("stamps", {}), want)
-        if "replayed_from" in entry.get("stamps", {}):  # a replay's record of another run, never measured here
-            bad = [f"written by a replay of {entry['stamps']['replayed_from']}", *bad]
+        bad = mismatches(entry.stamps, want)
+        if entry.replayed_from is not None:  # a replay's record of another run, never measured here
+            bad = [f"written by a replay of {entry.replayed_from}", *bad]
         if bad:
-            if not math.isinf(bucket_distance(bucket, entry["bucket"], hard)):  # a candidate, passed over
-                misses.append(f"entry {_key_like(entry['bucket'], bucket)} not used for {bucket_key(bucket)}: "
+            if not math.isinf(bucket_distance(bucket, entry.bucket, hard)):  # a candidate, passed over
+                misses.append(f"entry {_key_like(entry.bucket, bucket)} not used for {bucket_key(bucket)}: "
                               + "; ".join(bad))
             continue
         valid.append(entry)
-    ranked = sorted(((bucket_distance(bucket, e["bucket"], hard), kin(e["bucket"]) if kin is not None else 0,
-                      _categorical_mismatches(bucket, e["bucket"]), i) for i, e in enumerate(valid)))
+    ranked = sorted(((bucket_distance(bucket, e.bucket, hard), kin(e.bucket) if kin is not None else 0,
+                      _categorical_mismatches(bucket, e.bucket), i) for i, e in enumerate(valid)))
     for dist, _, _, i in ranked:
         if math.isinf(dist):
             break
         entry, why = _accepted(valid[i], refuses)
-        name = _key_like(valid[i]["bucket"], bucket)
+        name = _key_like(valid[i].bucket, bucket)
         if entry is None:
             misses.append(f"entry {name} not used for {bucket_key(bucket)}: {why}")
             continue
         if why is not None:
-            winner_us = valid[i].get("median_us")
+            winner_us = valid[i].median_us
             against = f" against the winner's {winner_us:.1f} µs" if isinstance(winner_us, int | float) else ""
             misses.append(f"entry {name}'s winner not used for {bucket_key(bucket)}: {why}; using its fastest "
-                          f"measured config with {_changes(valid[i]['config'], entry['config'])} "
-                          f"({entry['median_us']:.1f} µs{against})")
+                          f"measured config with {_changes(valid[i].config, entry.config)} "
+                          f"({entry.median_us:.1f} µs{against})")
         if dist > 0:
-            misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {_key_like(entry['bucket'], bucket)}")
+            misses.append(f"bucket {bucket_key(bucket)} not tuned; using nearest {_key_like(entry.bucket, bucket)}")
         served = Served.NEIGHBOUR if dist > 0 else Served.FALLBACK if why is not None else Served.TUNED
         return entry, misses, served
     if valid:
@@ -254,7 +255,7 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
             log_once(f"{kernel}: {misses[-1]}")
     if entry is None:
         return None
-    if carried := entry.get("stamps", {}).get("rekeyed_from"):
+    if carried := entry.rekeyed_from:
         log_once(f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried to {kernel_hash} "
                  "by kerneltune rekey (its programs unchanged)", logging.INFO)
-    return dict(entry["config"])
+    return dict(entry.config)

@@ -26,7 +26,7 @@ from typing import Any
 
 from filelock import Timeout
 
-from kerneltune import logs
+from kerneltune.files import logs
 
 from .ledger import LedgerError, LedgerRecord, Served, add_to_ledger, ledger_folder, ledger_path
 

@@ -7,16 +7,15 @@ another user's table would choose what a launch runs. It is written whole or not
 from __future__ import annotations
 
 import json
-import math
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kerneltune.locks import BoundedLock
-from kerneltune.paths import make_folder
-from kerneltune.safe_io import (
+from kerneltune.files.locks import BoundedLock
+from kerneltune.files.paths import make_folder
+from kerneltune.files.records import Entry, RecordError, is_plain_name
+from kerneltune.files.safe_io import (
     MAX_JSON_DEPTH,
     MAX_TABLE_BYTES,
     BadJson,
@@ -27,25 +26,13 @@ from kerneltune.safe_io import (
     loads_bounded_json,
     read_regular_bytes,
 )
-from kerneltune.trust import why_untrusted
+from kerneltune.files.trust import why_untrusted
 
 SCHEMA = 1
-# How much deeper a journal record's fields sit in a table: table > entries > entry > runner_ups > item > field.
-TABLE_LEVELS = 4
 
 
 class TableError(ValueError):
     """A table file that cannot be used, with the file named."""
-
-
-# A device kind or kernel name becomes a folder and a file name under a table root, and both may come from a
-# file (a journal's stamps, a table's fields): only these names, so that none climbs out of the root.
-NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-
-
-def is_plain_name(value: object) -> bool:
-    """Whether ``value`` may name a table's folder or file (``NAME``, and no ``..``)."""
-    return isinstance(value, str) and NAME.fullmatch(value) is not None and ".." not in value
 
 
 def safe_name(value: object, what: str) -> str:
@@ -66,8 +53,8 @@ def empty_table(kernel: str, device_kind: str) -> dict[str, Any]:
 
 
 def read_table(path: Path) -> dict[str, Any] | None:
-    """The table at ``path``, None if absent; ``TableError`` if the file itself is unusable. An entry
-    that breaks the schema is left out alone, named (file, entry, field) in ``table["skipped"]``.
+    """The table at ``path``, None if absent; ``TableError`` if the file itself is unusable. Its entries are
+    ``Entry``s; one that breaks the schema is left out alone, named (file, entry, field) in ``table["skipped"]``.
 
     Whatever the file holds, nothing else is raised and nothing hangs (a launch's lookup reads the user's tables):
     a FIFO, a device, a socket, a file over ``MAX_TABLE_BYTES``, an integer past JSON's bounds is a TableError
@@ -98,7 +85,9 @@ def read_table(path: Path) -> dict[str, Any] | None:
         raise TableError(f"{path}: field 'entries' is missing or not an object")
     table["skipped"] = []
     for key, entry in list(table["entries"].items()):
-        if (why := entry_problem(entry)) is not None:
+        try:
+            table["entries"][key] = Entry.from_json(entry)
+        except RecordError as why:
             table["skipped"].append(f"{path}: entry {_key_text(key)}: {why}; entry skipped")
             del table["entries"][key]
     return table
@@ -118,80 +107,9 @@ def read_table_of(path: Path, kernel: str, purpose: str) -> dict[str, Any]:
     return table
 
 
-_SCALARS = (str, int, float, bool)
-
-
-def _number(x: Any) -> bool:
-    return type(x) in (int, float)
-
-
-def finite(x: Any) -> bool:
-    """A number float arithmetic can take: not NaN, not an infinity, not an integer past a float's range (one of
-    4,000 digits is valid JSON, and ``math.isfinite`` of it raises OverflowError)."""
-    if not _number(x):
-        return False
-    try:
-        return math.isfinite(x)
-    except OverflowError:
-        return False
-
-
-def positive_time(x: Any) -> bool:
-    """A measured time: a number, finite and above zero (NaN, infinities, zero and negatives are not)."""
-    return finite(x) and x > 0
-
-
 def _key_text(key: str) -> str:
     """An entry's key as a message names it: as written when short and printable, else quoted short."""
     return key if len(key) <= 80 and key.isprintable() else brief(key)
-
-
-def _scalars(name: str, d: Any) -> str | None:
-    if not isinstance(d, dict) or not d:
-        return f"field {name!r} is missing, empty or not an object"
-    for k, v in d.items():
-        if type(v) not in _SCALARS:
-            return f"{name}.{k}: {brief(v)} is not a string, number or bool"
-    return None
-
-
-def _measured(name: str, items: Any) -> str | None:
-    if not isinstance(items, list):
-        return f"field {name!r} is not a list"
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            return f"{name}[{i}] is not an object"
-        if (why := _scalars(f"{name}[{i}].config", item.get("config"))) is not None:
-            return why
-        if not positive_time(item.get("median_us")):
-            return f"{name}[{i}].median_us: {brief(item.get('median_us'))} is not a positive finite time"
-    return None
-
-
-def entry_problem(entry: Any) -> str | None:
-    """What makes an entry unusable, or None: the schema of what the lookup, a launch and verify read,
-    with exact types (a bool is not a number, a string is not a bool, null is nothing)."""
-    if not isinstance(entry, dict):
-        return "not an object"
-    for name in ("bucket", "config"):
-        if (why := _scalars(name, entry.get(name))) is not None:
-            return why
-    if "median_us" in entry and not positive_time(entry["median_us"]):
-        return f"median_us: {brief(entry['median_us'])} is not a positive finite time"
-    if "spread" in entry and not (finite(entry["spread"]) and entry["spread"] >= 0):
-        return f"spread: {brief(entry['spread'])} is not a finite number at or above 0"
-    if not isinstance(stamps := entry.get("stamps", {}), dict):
-        return "field 'stamps' is not an object"
-    if not isinstance(stamps.get("rekeyed_from", []), list):  # the lookup names its first item: a list, as rekey writes
-        return f"stamps.rekeyed_from: {brief(stamps['rekeyed_from'])} is not a list"
-    for name in ("fallbacks", "runner_ups", "rivals"):
-        if (why := _measured(name, entry.get(name, []))) is not None:
-            return why
-    for i, rival in enumerate(entry.get("rivals", [])):  # verify prints their margins
-        for k in ("margin", "margin_low", "margin_high"):
-            if k in rival and not finite(rival[k]):
-                return f"rivals[{i}].{k}: {brief(rival[k])} is not a finite number"
-    return None
 
 
 def _write_atomic(path: Path, table: dict[str, Any]) -> None:
@@ -199,10 +117,13 @@ def _write_atomic(path: Path, table: dict[str, Any]) -> None:
     or the new one, never a part (``safe_io.atomic_writer``). Sorted keys and one-space indents, so a table diffs
     line by line. A table no reader would take (an entry that breaks the schema, nesting past the bound) is
     refused before anything is written."""
+    entries = {}
     for key, entry in table["entries"].items():
-        if (why := entry_problem(entry)) is not None:
-            raise TableError(f"{path}: refusing to write entry {key}: {why}")
-    kept = {k: v for k, v in table.items() if k != "skipped"}
+        try:
+            entries[key] = Entry.from_json(entry).to_json()
+        except RecordError as why:
+            raise TableError(f"{path}: refusing to write entry {key}: {why}") from None
+    kept = {**{k: v for k, v in table.items() if k != "skipped"}, "entries": entries}
     if deeper_than(kept, MAX_JSON_DEPTH):
         raise TableError(f"{path}: refusing to write a table nested more than {MAX_JSON_DEPTH} levels, which no reader "
                          f"takes")

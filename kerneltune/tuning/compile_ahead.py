@@ -28,9 +28,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
-from kerneltune.build_cache import BuildCache
-from kerneltune.protocols import Capability, CheckPrograms, PortableBuild
-from kerneltune.wire import BuildReply, CompiledReply, Op, Request, Status
+from kerneltune.files.build_cache import BuildCache
+from kerneltune.seams.protocols import Capability, CheckPrograms, PortableBuild
+from kerneltune.seams.wire import BuildReply, CompiledReply, Op, Request, Status
 
 from .worker_process import COMPILE_WORKERS_ENV, WorkerDied, WorkerProcess
 
@@ -66,7 +66,7 @@ class CompileAhead:
 
     @staticmethod
     def key(req: Request) -> str:
-        return json.dumps([req.kernel, dict(req.problem), dict(req.tiles)], sort_keys=True)
+        return json.dumps([req.kernel, dict(req.problem), dict(req.config)], sort_keys=True)
 
     @staticmethod
     def _problem_key(req: Request) -> str:
@@ -75,7 +75,7 @@ class CompileAhead:
     def submit(self, req: Request) -> None:
         """Start compiling the candidate, after its problem's check programs if it is the problem's first; nothing
         where this worker's device cannot run the kernel (the engine hands compiles over before it knows)."""
-        from kerneltune.registry import load_kernel
+        from kerneltune.seams.registry import load_kernel
 
         kernel = load_kernel(req.kernel)
         if not runs_here(req.kernel):
@@ -119,21 +119,21 @@ class CompileAhead:
 @functools.cache
 def runs_here(kernel_name: str) -> bool:
     """Whether this process's device can run the kernel (``Kernel.supported_on`` its backend's stamps), asked once."""
-    from kerneltune.registry import load_backend, load_kernel
+    from kerneltune.seams.registry import load_backend, load_kernel
 
     kernel = load_kernel(kernel_name)
     return kernel.supported_on(load_backend(kernel.backend).stamps()) is None
 
 
 def _build_here(req: Request) -> Built:
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
 
     kernel = load_kernel(req.kernel)
     t0 = time.perf_counter()
     if req.op == Op.COMPILE_CHECK:
         cast(CheckPrograms, kernel).compile_check(kernel.problem(req.problem))
         return None, time.perf_counter() - t0
-    return kernel.build(kernel.problem(req.problem), req.tiles), time.perf_counter() - t0
+    return kernel.build(kernel.problem(req.problem), req.config), time.perf_counter() - t0
 
 
 class _CompileWorkers:
@@ -165,7 +165,7 @@ class _CompileWorkers:
                 future.set_exception(e)
 
     def _build(self, process: WorkerProcess, req: Request) -> Built:
-        from kerneltune.registry import load_kernel
+        from kerneltune.seams.registry import load_kernel
 
         try:
             reply = process.request(req, req.settings.compile_timeout)

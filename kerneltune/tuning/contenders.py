@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Kernel
+from kerneltune.seams.protocols import Kernel
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import read_table_of
 
@@ -28,10 +28,9 @@ def load_contenders(path: Path, kernel: Kernel) -> dict[str, list[dict[str, Any]
     table = read_table_of(path, kernel.name, "contenders")
     held: dict[str, list[dict[str, Any]]] = {}
     for entry in table["entries"].values():
-        key = _bucket_id(entry["bucket"])
-        configs = [entry["config"], *(r["config"] for r in entry.get("runner_ups", ())),
-                   *(r["config"] for r in entry.get("rivals", ())), *(f["config"] for f in entry.get("fallbacks", ()))]
-        unique = {json.dumps(c, sort_keys=True): c for c in ({**kernel.tile_defaults, **c} for c in configs)}
+        key = _bucket_id(entry.bucket)
+        configs = [entry.config, *(m.config for m in entry.measured())]
+        unique = {json.dumps(c, sort_keys=True): c for c in ({**kernel.config_defaults, **c} for c in configs)}
         held[key] = list(unique.values())
     return held
 
@@ -47,6 +46,6 @@ def held_for(held: dict[str, list[dict[str, Any]]], path: Path, kernel: Kernel, 
     return held[_bucket_id(bucket)]
 
 
-def is_contender(tiles: Mapping[str, Any], contenders: list[dict[str, Any]]) -> bool:
+def is_contender(config: Mapping[str, Any], contenders: list[dict[str, Any]]) -> bool:
     """Whether the space's config is one the table holds (on every field the space sets)."""
-    return any(all(c.get(k) == v for k, v in tiles.items()) for c in contenders)
+    return any(all(c.get(k) == v for k, v in config.items()) for c in contenders)

@@ -13,7 +13,6 @@ import errno
 import fcntl
 import json
 import logging
-import math
 import os
 import re
 import stat
@@ -24,119 +23,53 @@ from typing import IO, Any
 
 from filelock import Timeout
 
-from kerneltune.locks import BoundedLock, holder
-from kerneltune.logs import log_once
-from kerneltune.paths import SHARED_FILE, make_folder
-from kerneltune.safe_io import (
+from kerneltune.files.locks import BoundedLock, holder
+from kerneltune.files.logs import log_once
+from kerneltune.files.paths import SHARED_FILE, make_folder
+from kerneltune.files.records import Record, config_key, positive_time, record_defect
+from kerneltune.files.safe_io import (
     MAX_JOURNAL_BYTES,
-    MAX_JSON_DEPTH,
     BadJson,
     UnsafeFile,
-    brief,
-    deeper_than,
     loads_bounded_json,
     open_regular,
     size_text,
 )
+from kerneltune.files.trust import check_trusted
+from kerneltune.seams.wire import Status
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.tables.store import TABLE_LEVELS, finite, is_plain_name, positive_time
-from kerneltune.trust import check_trusted
-from kerneltune.wire import Status
-
-# A record's fields become a table entry's, which sits TABLE_LEVELS deeper in its table: a record nested deeper than
-# this would make a table past ``MAX_JSON_DEPTH``, which no reader takes (install refused it, and every later sweep
-# into that --out tripped on it).
-MAX_RECORD_DEPTH = MAX_JSON_DEPTH - TABLE_LEVELS
-_STATUSES = frozenset(s.value for s in Status)
 
 log = logging.getLogger("kerneltune.journal")
 
 
-def pct_of_ceiling(record: Mapping[str, Any]) -> float | None:
-    """Useful TFLOP/s as % of the bf16 matmul ceiling measured on the same GPU (in the stamps)."""
-    ceiling = (record.get("stamps") or {}).get("bf16_tflops_ceiling")
-    tflops = record.get("tflops")
-    return 100.0 * tflops / ceiling if tflops and ceiling else None
-
-
-def make_record(base: Mapping[str, Any], tiles: Mapping[str, Any], reply: Mapping[str, Any],
-                **extra: Any) -> dict[str, Any]:
+def make_record(base: Mapping[str, Any], config: Mapping[str, Any], reply: Mapping[str, Any],
+                **extra: Any) -> Record:
     """One finished candidate as journaled: the bucket's fields, the config, the worker's reply
-    (less its worker-restart marker), its time, and % of the measured ceiling."""
-    rec = {**base, "key": config_key(tiles), "tiles": dict(tiles), **reply, **extra}
-    rec["time"] = reply.get("time") or now_stamp()
-    rec.pop("restart", None)
-    timing = rec.get("timing")
-    median = timing.get("median_us") if isinstance(timing, dict) else None
+    (less its worker-restart marker), its time, and % of the measured ceiling. Checked where it is appended."""
+    record = Record.build({**base, "key": config_key(config), **reply, **extra})
+    record = record.replace(config=dict(config), time=record.time or now_stamp(),
+                            extra={k: v for k, v in record.extra.items() if k != "restart"})
+    median = record.median_us
     if median is not None and not positive_time(median):  # a broken timer's answer is no measurement
-        rec.update(status=Status.RUNTIME, error=f"the timing's median {median!r} us is not a positive finite time")
-        del rec["timing"]
-    if (pct := pct_of_ceiling(rec)) is not None:
-        rec["pct_ceiling"] = pct
-    return rec
+        record = record.replace(status=Status.RUNTIME, timing=None,
+                                error=f"the timing's median {median!r} us is not a positive finite time")
+    if (pct := record.pct_of_ceiling()) is not None:
+        record = record.replace(pct_ceiling=pct)
+    return record
 
 
-def merged_journals(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
+def merged_journals(path: Path) -> dict[tuple[str, str], Record]:
     """(bucket, config key) -> record over one journal or a folder of them (one per worker of a
     shared study): the earliest measurement of a config wins, then the journal's name."""
     paths = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-    best: dict[tuple[str, str], tuple[tuple[str, str], dict[str, Any]]] = {}
+    best: dict[tuple[str, str], tuple[tuple[str, str], Record]] = {}
     for p in paths:
         for r in Journal(p).records():
-            rank = (r.get("time", ""), str(p))
-            key = (r["bucket"], r["key"])
+            rank = (r.time or "", str(p))
+            key = (r.bucket, r.key)
             if key not in best or rank < best[key][0]:
                 best[key] = (rank, r)
     return {k: r for k, (_, r) in best.items()}
-
-
-_NUMBERS = ("tflops", "flops", "rel_error", "pct_ceiling", "compile_s", "score", "seed")
-_TIMING_NUMBERS = ("median_us", "spread", "noise", "samples", "min_us")
-
-
-def record_defect(rec: Any) -> str | None:
-    """What makes a journal line unusable as a record, or None: the fields the sweep, a replay, the table
-    writer and the report read, with their types; a time must be positive and finite; a device kind or kernel
-    name is a plain name (it names a table's folder and file)."""
-    if not isinstance(rec, dict):
-        return f"a JSON {type(rec).__name__}, not an object"
-    for name in ("bucket", "key"):
-        if not isinstance(rec.get(name), str):
-            return f"field {name!r} is missing or not a string"
-    for name in ("status", "kernel", "strategy", "error", "time"):
-        if name in rec and rec[name] is not None and not isinstance(rec[name], str):
-            return f"field {name!r}: {brief(rec[name])} is not a string"
-    for name in ("tiles", "problem", "stamps", "timing", "phases", "accuracy", "inputs"):
-        if name in rec and not isinstance(rec[name], dict):
-            return f"field {name!r} is not an object"
-    if any(isinstance(v, dict | list) for v in rec.get("tiles", {}).values()):
-        return "field 'tiles' holds a value that is not a string, number or bool"
-    numbers = [(name, rec[name]) for name in _NUMBERS if rec.get(name) is not None]
-    numbers += [(f"timing.{k}", v) for k, v in rec.get("timing", {}).items() if k in _TIMING_NUMBERS]
-    numbers += [(f"stamps.{k}", v) for k, v in rec.get("stamps", {}).items() if k.endswith("_ceiling")]
-    for name, value in numbers:
-        if type(value) not in (int, float):
-            return f"field {brief(name)}: {brief(value)} is not a number"
-        if type(value) is int and not finite(value):  # a ratio or a mean of it would raise OverflowError
-            return f"field {brief(name)}: an integer of {len(str(value))} digits, past a float's range"
-    timing = rec.get("timing", {})
-    if "median_us" in timing and not positive_time(timing["median_us"]):
-        return f"timing.median_us: {brief(timing['median_us'])} is not a positive finite time"
-    if rec.get("status") in (Status.OK, Status.PRUNED) and "score" not in rec and "median_us" not in timing:
-        return f"status {brief(rec['status'])} without a timing's median_us"
-    # What a table entry keeps of a timing: one such record would block its bucket's table.
-    if "spread" in timing and not (math.isfinite(timing["spread"]) and timing["spread"] >= 0):
-        return f"timing.spread: {brief(timing['spread'])} is not a spread (a finite number, 0 or more)"
-    if "samples" in timing and (type(timing["samples"]) is not int or timing["samples"] < 1):
-        return f"timing.samples: {brief(timing['samples'])} is not a count of samples"
-    kind = rec.get("stamps", {}).get("device_kind")
-    if kind is not None and not is_plain_name(kind):
-        return f"stamps.device_kind {brief(kind)} is not a plain name"
-    if rec.get("status") not in _STATUSES:  # a status of another version is no "done": measured again
-        return f"status {brief(rec.get('status'))} is none this kerneltune knows ({', '.join(sorted(_STATUSES))})"
-    if deeper_than(rec, MAX_RECORD_DEPTH):
-        return f"nested more than {MAX_RECORD_DEPTH} levels (its table entry would pass a table's {MAX_JSON_DEPTH})"
-    return None
 
 
 def whole_record(raw: bytes) -> bool:
@@ -181,11 +114,6 @@ def cut_torn_tail(path: Path, whole: Callable[[bytes], bool] | None = None) -> i
                 return 0
         f.truncate(keep)
     return size - keep
-
-
-def config_key(tiles: Mapping[str, Any]) -> str:
-    """Canonical text of a config: sorted JSON, the identity of a candidate in a bucket."""
-    return json.dumps(dict(tiles), sort_keys=True, separators=(",", ":"))
 
 
 class JournalError(ValueError):
@@ -325,7 +253,7 @@ class Journal:
         """The lock a sweep holds while it writes this journal (taken at once or not at all)."""
         return WriterLock(self.path)
 
-    def records(self) -> Iterator[dict[str, Any]]:
+    def records(self) -> Iterator[Record]:
         """Every usable record. A torn final line (a kill mid-write) is skipped in silence; any other line that
         is not a record (``record_defect``), or is JSON past ``safe_io``'s bounds, is skipped with a warning naming
         the file and line (the first ``NAMED_BAD_LINES`` of a file, then how many more). A journal that is no
@@ -342,7 +270,7 @@ class Journal:
         with f:
             yield from self._parsed(f)
 
-    def _parsed(self, f: IO[bytes]) -> Iterator[dict[str, Any]]:
+    def _parsed(self, f: IO[bytes]) -> Iterator[Record]:
         """The records of the opened journal ``f``, a line at a time, each line bounded by what is left of the
         journal's bound (a file can grow while it is read: another worker appends to it)."""
         bad = read = n = 0
@@ -364,7 +292,7 @@ class Journal:
                 if _SURROGATE.search(raw) and not _encodes(rec):  # "\\ud800": JSON, but no text any output takes
                     why = "a string holds a lone surrogate (\\ud800-\\udfff), which is no text"
                 elif (why := record_defect(rec)) is None:
-                    yield rec
+                    yield Record.build(rec)
                     continue
             bad += 1
             if bad <= NAMED_BAD_LINES:
@@ -372,14 +300,16 @@ class Journal:
         if bad > NAMED_BAD_LINES:
             log_once(log, f"{self.path}: {bad - NAMED_BAD_LINES} more lines that are not records skipped")
 
-    def done(self) -> dict[tuple[str, str], dict[str, Any]]:
+    def done(self) -> dict[tuple[str, str], Record]:
         """(bucket, config key) -> record, the last one winning."""
-        return {(r["bucket"], r["key"]): r for r in self.records()}
+        return {(r.bucket, r.key): r for r in self.records()}
 
-    def append(self, record: Mapping[str, Any]) -> None:
-        if (why := record_defect(record)) is not None:
+    def append(self, record: Record | Mapping[str, Any]) -> None:
+        """One record, as a line: a ``Record``, or its JSON object (checked alike)."""
+        obj = record.to_json() if isinstance(record, Record) else record
+        if (why := record_defect(obj)) is not None:
             raise JournalError(f"{self.path}: refusing to journal a record that could not be read back: {why}")
-        line = json.dumps(record, sort_keys=True) + "\n"
+        line = json.dumps(obj, sort_keys=True) + "\n"
         with self._lock:
             self._repair_torn_tail()
             try:

@@ -12,10 +12,11 @@ import json
 import math
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Kernel
+from kerneltune.seams.protocols import Kernel
 from kerneltune.tables.ledger import LedgerRecord, Served, read_ledgers
 from kerneltune.tables.lookup import bucket_key
 
@@ -49,6 +50,15 @@ def _canonical(problem: Mapping[str, Any]) -> str:
     return json.dumps(dict(problem), sort_keys=True)
 
 
+@dataclass
+class _Group:
+    """The recorded problems of one bucket not served by their own entry, and their calls."""
+
+    bucket: dict[str, Any]
+    calls: int = 0
+    problems: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+
 def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
                      wanted: list[dict[str, Any]] | None = None) -> tuple[list[Bucket], str]:
     """The buckets the ledger(s) at ``where`` call for, the most called first (``top`` of them), and a line
@@ -62,7 +72,7 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
     by_problem: dict[str, list[LedgerRecord]] = defaultdict(list)
     for r in records:
         by_problem[_canonical(r.problem)].append(r)
-    groups: dict[str, dict[str, Any]] = {}
+    groups: dict[str, _Group] = {}
     served_own = refused = 0
     for items in by_problem.values():
         latest = max(items, key=lambda r: r.last_seen)
@@ -79,10 +89,10 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
             continue
         bucket = {k: bucket[k] for k in sorted(bucket, key=lambda k: order.get(k, len(order)))}
         calls = sum(r.count for r in items if r.served != Served.TUNED)
-        group = groups.setdefault(bucket_key(bucket), {"bucket": bucket, "calls": 0, "problems": []})
-        group["calls"] += calls
-        group["problems"].append((calls, kernel.problem_dict(problem)))
-    ranked = sorted(groups.items(), key=lambda kv: (-kv[1]["calls"], kv[0]))[:top]
+        group = groups.setdefault(bucket_key(bucket), _Group(bucket))
+        group.calls += calls
+        group.problems.append((calls, kernel.problem_dict(problem)))
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1].calls, kv[0]))[:top]
     named = {}
     for b in space.buckets:
         try:
@@ -91,10 +101,10 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
             continue  # a malformed bucket of the space: named where the space's buckets are swept
     buckets = []
     for key, group in ranked:
-        problem = max(group["problems"], key=lambda cp: cp[0])[1]  # the most called call of the bucket
-        own = named.get(_canonical(group["bucket"]))
+        problem = max(group.problems, key=lambda cp: cp[0])[1]  # the most called call of the bucket
+        own = named.get(_canonical(group.bucket))
         buckets.append(Bucket(own.name if own is not None else key, problem, dict(own.bounds) if own else {},
-                              f"{where} ({group['calls']} calls)"))
+                              f"{where} ({group.calls} calls)"))
     left = [f"{served_own} served by their own entry"] if served_own else []
     if refused:
         left.append(f"{refused} whose fields {kernel.name} no longer takes")
@@ -103,7 +113,7 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
         raise ValueError(f"--from-ledger: {where} holds no problem of {kernel.name}{which} to tune "
                          f"({len(by_problem)} recorded" + (f": {', '.join(left)}" if left else "") + ")")
     note = (f"{len(buckets)} bucket(s) from the ledger {where}, the most called first: "
-            + ", ".join(f"{b.name} ({groups[k]['calls']} calls)" for b, (k, _) in zip(buckets, ranked, strict=True))
+            + ", ".join(f"{b.name} ({groups[k].calls} calls)" for b, (k, _) in zip(buckets, ranked, strict=True))
             + (f"; of {len(by_problem)} recorded problems, left out: {', '.join(left)}" if left else ""))
     return buckets, note
 

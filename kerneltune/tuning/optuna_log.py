@@ -14,7 +14,7 @@ import logging
 import os
 from pathlib import Path
 
-from kerneltune.safe_io import MAX_JOURNAL_BYTES, read_regular_bytes
+from kerneltune.files.safe_io import MAX_JOURNAL_BYTES, read_regular_bytes
 from kerneltune.tables.stamps import now_stamp
 
 from .journal import cut_torn_tail

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kerneltune.files.records import Record
+
 WORKER = ("compile_s", "compile_wait_s", "inputs_s", "reference_s", "check_s", "timing_s")
 ENGINE = ("ask_s", "tell_s", "journal_s", "wall_s")
 BUSY = ("inputs_s", "reference_s", "check_s", "timing_s")  # the timing worker's own work on the device
@@ -91,28 +93,41 @@ class PhaseSummary:
         ]
 
 
-def summarize(records: Iterable[Mapping[str, Any]], compile_workers: int) -> PhaseSummary | None:
-    """The phases of the measured records (constraint records and replays carry none); None if none has any."""
-    timed = [r for r in records if isinstance(r.get("phases"), Mapping) and "wall_s" in r["phases"]]
+@dataclass(frozen=True)
+class BucketPhases:
+    """One candidate's phases (a record's ``phases``), with its bucket: what ``summarize`` reads."""
+
+    bucket: str
+    seconds: Mapping[str, Any]
+
+    @staticmethod
+    def of_records(records: Iterable[Record]) -> list[BucketPhases]:
+        """The phases of the records that carry them."""
+        return [BucketPhases(r.bucket, r.phases) for r in records if r.phases]
+
+
+def summarize(candidates: Iterable[BucketPhases], compile_workers: int) -> PhaseSummary | None:
+    """The phases of the measured candidates (constraint records and replays carry none); None if none has any."""
+    timed = [c.seconds for c in candidates if "wall_s" in c.seconds]
+    buckets = [c.bucket for c in candidates if "wall_s" in c.seconds]
     if not timed:
         return None
     seen: set[str] = set()
     steady = []
-    for r in timed:
-        if r.get("bucket") in seen:
+    for bucket, r in zip(buckets, timed, strict=True):
+        if bucket in seen:
             steady.append(r)
-        seen.add(str(r.get("bucket")))
+        seen.add(bucket)
     steady = steady or timed
-    medians = {k: statistics.median(float(r["phases"].get(k, 0.0)) for r in steady)
-               for k in (*WORKER, *ENGINE) if any(k in r["phases"] for r in steady)}
-    wall = sum(float(r["phases"]["wall_s"]) for r in steady)
-    busy = sum(float(r["phases"].get(k, 0.0)) for r in steady for k in BUSY)
-    starts = [float(r["phases"]["since_start_s"]) for r in timed if "since_start_s" in r["phases"]]
+    medians = {k: statistics.median(float(r.get(k, 0.0)) for r in steady)
+               for k in (*WORKER, *ENGINE) if any(k in r for r in steady)}
+    wall = sum(float(r["wall_s"]) for r in steady)
+    busy = sum(float(r.get(k, 0.0)) for r in steady for k in BUSY)
+    starts = [float(r["since_start_s"]) for r in timed if "since_start_s" in r]
     workers = max(compile_workers, 1)
     bound = max(medians.get("compile_s", 0.0) / workers,
                 medians.get("check_s", 0.0) + medians.get("timing_s", 0.0))
-    totals = {k: sum(float(r["phases"].get(k, 0.0)) for r in timed)
-              for k in (*WORKER, *ENGINE) if any(k in r["phases"] for r in timed)}
+    totals = {k: sum(float(r.get(k, 0.0)) for r in timed) for k in (*WORKER, *ENGINE) if any(k in r for r in timed)}
     return PhaseSummary(len(timed), len(steady), 60.0 * len(steady) / wall if wall > 0 else 0.0,
                         busy / wall if wall > 0 else 0.0, medians, min(starts) if starts else None, bound, workers,
                         totals)

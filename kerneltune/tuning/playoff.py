@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.wire import Status
+from kerneltune.files.records import Record
+from kerneltune.seams.wire import Status
 
 LEADERS = 5  # at most this many are timed again
 WITHIN = 0.03  # a leader is within the best's noise, or this much of it, whichever is more
@@ -30,33 +31,32 @@ MAX_BATCH = 10
 CONFIDENCE = 0.95
 
 
-def _noise(timing: Mapping[str, Any]) -> float:
+def _noise(record: Record) -> float:
     """A timing's own noise (the half-width of its median's 95% interval), 1 (100%) where it is missing or wider:
     a median known to no better than itself."""
-    noise = timing.get("noise")
+    noise = record.timed.get("noise")
     return min(float(noise), 1.0) if isinstance(noise, int | float) and noise >= 0 else 1.0
 
 
-def leaders(records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def leaders(records: Sequence[Record]) -> list[Record]:
     """The records worth a playoff, fastest first: the timed ones (``ok``) whose median is within the best's noise
     (its spread or the noise at its stop) or ``WITHIN`` of it, and the ones stopped early (``pruned``) whose first
     batch's interval reached that far down (a busy host's batch wide enough to hide the true winner), at most
     ``LEADERS``; none where fewer than two."""
-    timed = [r for r in records if r.get("status") in (Status.OK, Status.PRUNED) and isinstance(r.get("timing"), dict)]
-    ok = sorted((r for r in timed if r["status"] == Status.OK), key=lambda r: (r["timing"]["median_us"], r["key"]))
+    timed = [r for r in records if r.status in (Status.OK, Status.PRUNED) and r.median_us is not None]
+    ok = sorted((r for r in timed if r.status == Status.OK), key=lambda r: (r.median_us, r.key))
     if not ok:
         return []
-    t = ok[0]["timing"]
-    limit = t["median_us"] * (1 + max(WITHIN, t.get("spread", 0.0), t.get("noise", 0.0)))
+    best = ok[0]
+    limit = best.median_us * (1 + max(WITHIN, best.spread or 0.0, best.noise))
 
-    def reach(r: Mapping[str, Any]) -> float:  # how fast the record may be: its median, less its noise if stopped
-        m = r["timing"]["median_us"]
-        return m * (1 - _noise(r["timing"])) if r["status"] == Status.PRUNED else m
+    def reach(r: Record) -> float:  # how fast the record may be: its median, less its noise if stopped
+        return r.median_us * (1 - _noise(r)) if r.status == Status.PRUNED else r.median_us
 
     # The fastest median first (the incumbent a playoff must unseat beyond doubt), then the others by how fast they
     # may be, so that a stopped candidate within reach is not crowded out by settled ones behind it.
-    others = sorted((r for r in timed if r is not ok[0] and reach(r) <= limit), key=lambda r: (reach(r), r["key"]))
-    chosen = [ok[0], *others[:LEADERS - 1]]
+    others = sorted((r for r in timed if r is not best and reach(r) <= limit), key=lambda r: (reach(r), r.key))
+    chosen = [best, *others[:LEADERS - 1]]
     return chosen if len(chosen) >= 2 else []
 
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Capability, Kernel
-from kerneltune.registry import load_backend, load_kernel
+from kerneltune.files.records import Entry, Measured
+from kerneltune.seams.protocols import Capability, Kernel
+from kerneltune.seams.registry import load_backend, load_kernel
 from kerneltune.tables.store import read_table_of, update_table
 
 RECORDED, CURRENT, CARRIED = "recorded", "current", "carried"  # the entry is current after the run
 CHANGED, UNKNOWN, FOREIGN, INCONSISTENT = "changed", "unknown", "foreign", "inconsistent"  # it is not
-DIGEST = "program_digest"
 
 
 @dataclass
@@ -57,38 +57,38 @@ class RekeyReport:
         return [i.bucket for i in self.items if not i.current]
 
 
-def _measured_configs(entry: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(name, the dict holding ``config``) for the winner, each runner-up and each fallback."""
+def _measured_configs(entry: Entry) -> list[tuple[str, Entry | Measured]]:
+    """(name, what holds its config and digest) for the winner, each runner-up and each fallback."""
     return [("winner", entry),
-            *((f"runner-up {i + 1}", r) for i, r in enumerate(entry.get("runner_ups", ()))),
-            *((f"fallback {i + 1}", f) for i, f in enumerate(entry.get("fallbacks", ())))]
+            *((f"runner-up {i + 1}", r) for i, r in enumerate(entry.runner_ups or ())),
+            *((f"fallback {i + 1}", f) for i, f in enumerate(entry.fallbacks or ()))]
 
 
-def _judge(kernel: Any, entry: dict[str, Any], current: str, running: dict[str, Any]) -> tuple[str, str, list[str]]:
+def _judge(kernel: Any, entry: Entry, current: str, running: dict[str, Any]) -> tuple[str, str, list[str]]:
     """(outcome, detail, the digest of each measured config: empty where none was computed). ``kernel`` is a
     ``Kernel`` that is a ``ProgramDigest`` too."""
-    stamps = entry.get("stamps", {})
+    stamps = entry.stamps
     foreign = [f"{k} {stamps.get(k)!r} (running {running.get(k)!r})" for k in kernel.digest_stamps
                if str(stamps.get(k)) != str(running.get(k))]
     if foreign:
         return FOREIGN, "measured under " + ", ".join(foreign) + ": its digests do not compare here", []
-    if not isinstance(entry.get("problem"), dict):
+    if not isinstance(entry.problem, dict):
         return UNKNOWN, "the entry records no problem to lower", []
     configs = _measured_configs(entry)
-    recorded = [item.get(DIGEST) for _, item in configs]
-    old = stamps.get("kernel_hash")
+    recorded = [item.program_digest for _, item in configs]
+    old = entry.stamp_hash
     is_current = old == current
     if not is_current and None in recorded:
         return UNKNOWN, f"measured under {old} before its programs were digested", []
     # A problem or config the current source cannot take is a finding about this entry, not a crash.
     try:
-        problem = kernel.problem(entry["problem"])
+        problem = kernel.problem(entry.problem)
     except Exception as e:
         return UNKNOWN, f"its problem is not one this source takes: {type(e).__name__}: {e}"[:500], []
     digests = []
     for name, item in configs:
         try:
-            digests.append(kernel.program_digest(problem, item["config"], stamps))
+            digests.append(kernel.program_digest(problem, item.config, stamps))
         except Exception as e:
             return UNKNOWN, f"its {name} does not lower here: {type(e).__name__}: {e}"[:500], []
     if is_current:
@@ -114,10 +114,10 @@ def rekey_table(kernel_name: str, path: Path, on_item: Callable[[RekeyItem], Non
     current = kernel.source_hash()
     running = load_backend(kernel.backend).stamps()
     report = RekeyReport(path, current, notes=list(table["skipped"]))  # read_table_of lists them, maybe none
-    updates: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # key -> (entry as read, entry to write)
-    for key, entry in sorted(table["entries"].items(), key=lambda kv: str(kv[1].get("bucket_name", kv[0]))):
+    updates: dict[str, tuple[Entry, Entry]] = {}  # key -> (entry as read, entry to write)
+    for key, entry in sorted(table["entries"].items(), key=lambda kv: str(kv[1].bucket_name or kv[0])):
         outcome, detail, digests = _judge(kernel, entry, current, running)
-        item = RekeyItem(str(entry.get("bucket_name", key)), key, outcome, detail)
+        item = RekeyItem(str(entry.bucket_name or key), key, outcome, detail)
         report.items.append(item)
         if outcome in (RECORDED, CARRIED):
             updates[key] = (entry, _updated(entry, digests, current))
@@ -135,16 +135,12 @@ def rekey_table(kernel_name: str, path: Path, on_item: Callable[[RekeyItem], Non
     return report
 
 
-def _updated(entry: dict[str, Any], digests: list[str], current: str) -> dict[str, Any]:
+def _updated(entry: Entry, digests: list[str], current: str) -> Entry:
     """The entry with its configs' digests (in ``_measured_configs``'s order) and the current hash."""
-    new = {**entry, DIGEST: digests[0]}
     rest = iter(digests[1:])
-    for name in ("runner_ups", "fallbacks"):
-        if name in entry:
-            new[name] = [{**item, DIGEST: next(rest)} for item in entry[name]]
-    stamps = dict(entry.get("stamps", {}))
-    if stamps.get("kernel_hash") != current:
-        stamps["rekeyed_from"] = [*stamps.get("rekeyed_from", ()), stamps.get("kernel_hash")]
-        stamps["kernel_hash"] = current
-    new["stamps"] = stamps
-    return new
+    runner_ups, fallbacks = (None if items is None else tuple(m.replace(program_digest=next(rest)) for m in items)
+                             for items in (entry.runner_ups, entry.fallbacks))
+    stamps = dict(entry.stamps)
+    if entry.stamp_hash != current:
+        stamps.update(rekeyed_from=[*entry.rekeyed_from, entry.stamp_hash], kernel_hash=current)
+    return entry.replace(program_digest=digests[0], runner_ups=runner_ups, fallbacks=fallbacks, stamps=stamps)

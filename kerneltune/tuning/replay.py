@@ -3,7 +3,7 @@ measurement and the record's own stamps (kernel hash included), so that a table 
 replay is stamped as what it is: a measurement made then, by that kernel source.
 
 ``journal_path`` is one journal, or a folder whose journals (one per worker of a shared study) are
-merged as the shared study's table is. A record that lacks a tunable of ``tile_defaults`` was
+merged as the shared study's table is. A record that lacks a tunable of ``config_defaults`` was
 measured before that tunable existed, at its default value.
 """
 
@@ -15,12 +15,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.wire import MeasureReply, Reply, Request, Status, failed
+from kerneltune.files.records import Record, config_key
+from kerneltune.seams.wire import MeasureReply, Reply, Request, Status, failed
 
-from .journal import config_key, merged_journals
-
-KEEP = ("status", "error", "timing", "tflops", "flops", "rel_error", "accuracy", "compile_s", "pct_ceiling", "time",
-        "kernel_hash")
+from .journal import merged_journals
 
 
 class ReplayRunner:
@@ -29,41 +27,44 @@ class ReplayRunner:
     compiles_ahead = queues_ahead = 0
 
     def __init__(self, journal_path: Path, seconds_per_candidate: float = 0.0,
-                 tile_defaults: Mapping[str, Any] | None = None, kernel: str | None = None):
+                 config_defaults: Mapping[str, Any] | None = None, kernel: str | None = None):
         self.seconds_per_candidate = seconds_per_candidate
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
-        self.defaults = dict(tile_defaults or {})
-        self.recorded = {}
-        for (bucket, key), rec in sorted(merged_journals(journal_path).items(), key=lambda kv: kv[1].get("time", "")):
-            self.recorded.setdefault((bucket, self._key(rec["tiles"]) if "tiles" in rec else key), rec)
+        self.defaults = dict(config_defaults or {})
+        self.recorded: dict[tuple[str, str], Record] = {}
+        for (bucket, key), rec in sorted(merged_journals(journal_path).items(), key=lambda kv: kv[1].time or ""):
+            self.recorded.setdefault((bucket, self._key(rec.config) if rec.config else key), rec)
         if not self.recorded:
             raise ValueError(f"replay: {journal_path} holds no records")
-        others = sorted({str(r.get("kernel")) for r in self.recorded.values()} - {kernel}) if kernel else []
+        others = sorted({str(r.kernel) for r in self.recorded.values()} - {kernel}) if kernel else []
         if others:  # another kernel's measurements would answer for configs of the same name
             raise ValueError(f"replay: {journal_path} holds records of kernel {', '.join(others)}, not of {kernel}")
         self.path = journal_path
 
-    def _key(self, tiles: Mapping[str, Any]) -> str:
-        return config_key({**self.defaults, **tiles})
+    def _key(self, config: Mapping[str, Any]) -> str:
+        return config_key({**self.defaults, **config})
 
     def stamps(self) -> dict[str, Any]:
         first = next(iter(self.recorded.values()))
-        return {**first.get("stamps", {}), "replayed_from": str(self.path)}
+        return {**first.stamped, "replayed_from": str(self.path)}
 
     def prefetch(self, req: Request, route: int) -> None:
         pass
 
     def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]:
         done: cf.Future[Reply] = cf.Future()
-        rec = self.recorded.get((req.bucket, self._key(req.tiles)))
+        rec = self.recorded.get((req.bucket, self._key(req.config)))
         if rec is None:
             done.set_result(MeasureReply(Status.UNSUPPORTED, f"not in the replayed journal {self.path}"))
             return done
         time.sleep(self.seconds_per_candidate)
         # The record's own stamps: a folder of per-worker journals holds several GPUs' ceilings.
-        stamps = {**rec.get("stamps", {}), "replayed_from": str(self.path)}
-        done.set_result(MeasureReply.from_json({**{k: rec[k] for k in KEEP if k in rec}, "stamps": stamps}))
+        stamps = {**rec.stamped, "replayed_from": str(self.path)}
+        done.set_result(MeasureReply(rec.status, rec.error, timing=rec.timing, tflops=rec.tflops, flops=rec.flops,
+                                     rel_error=rec.rel_error, accuracy=rec.accuracy, compile_s=rec.compile_s,
+                                     pct_ceiling=rec.pct_ceiling, time=rec.time, kernel_hash=rec.kernel_hash,
+                                     stamps=stamps))
         return done
 
     def request(self, req: Request) -> Reply:

@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from kerneltune.limits import COMPILE_QUEUE
-from kerneltune.paths import make_folder, user_cache_dir
-from kerneltune.protocols import Capability
-from kerneltune.registry import load_backend, load_kernel
-from kerneltune.safe_io import MAX_TABLE_BYTES, loads_bounded_json, read_regular_bytes, write_atomic
-from kerneltune.wire import Op, Reply, Request, StampsReply, failed
+from kerneltune.files.paths import make_folder, user_cache_dir
+from kerneltune.files.safe_io import MAX_TABLE_BYTES, loads_bounded_json, read_regular_bytes, write_atomic
+from kerneltune.seams.limits import COMPILE_QUEUE
+from kerneltune.seams.protocols import Capability
+from kerneltune.seams.registry import load_backend, load_kernel
+from kerneltune.seams.wire import Op, Reply, Request, StampsReply, failed
 
 from .worker_process import WorkerDied, WorkerProcess, worker_env
 

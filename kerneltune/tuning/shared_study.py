@@ -25,11 +25,12 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from kerneltune.locks import BoundedLock
-from kerneltune.protocols import Runner
-from kerneltune.wire import MeasureReply, Reply, Request, Status
+from kerneltune.files.locks import BoundedLock
+from kerneltune.files.records import Record, config_key
+from kerneltune.seams.protocols import Runner
+from kerneltune.seams.wire import MeasureReply, Reply, Request, Status
 
-from .journal import config_key, merged_journals
+from .journal import merged_journals
 from .space import Space
 
 log = logging.getLogger("kerneltune.shared_study")
@@ -107,9 +108,9 @@ def prepare_queue(storage: Any, name: str, space: Space, feasible: list[dict[str
     with exclusive(storage, name):
         study = optuna.create_study(study_name=name, storage=storage, direction="minimize", load_if_exists=True)
         if not study.user_attrs.get("queued"):
-            for tiles in feasible:
-                study.enqueue_trial({n: space.params[n].index(tiles[n]) for n in space.params},
-                                    user_attrs={"key": config_key(tiles)})
+            for config in feasible:
+                study.enqueue_trial({n: space.params[n].index(config[n]) for n in space.params},
+                                    user_attrs={"key": config_key(config)})
             study.set_user_attr("queued", len(feasible))
     return study
 
@@ -237,7 +238,7 @@ class QueueWorker:
 
     def run(self, make_request: Callable[[dict[str, Any]], Request],
             on_reply: Callable[[dict[str, Any], Reply, int], Any]) -> int:
-        """Measure trials until the queue is drained; ``on_reply(tiles, reply, trial number)`` journals
+        """Measure trials until the queue is drained; ``on_reply(config, reply, trial number)`` journals
         each after its trial is told. Returns how many this worker measured."""
         import optuna
 
@@ -258,15 +259,15 @@ class QueueWorker:
                         return measured
                     time.sleep(self.heartbeat / 2)  # another worker's trial may still go stale and come back
                     continue
-                trial, tiles = held.popleft()
-                reply = self.runner.measure(make_request(tiles)).result()
+                trial, config = held.popleft()
+                reply = self.runner.measure(make_request(config)).result()
                 timed = reply.status in (Status.OK, Status.PRUNED) and isinstance(reply, MeasureReply)
                 self._tell(trial, reply.median_us if timed else None)
                 beats.release(trial._trial_id)
-                on_reply(tiles, reply, trial.number)
+                on_reply(config, reply, trial.number)
                 measured += 1
 
 
-def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[dict[str, Any]]:
+def merged_records(journal_dir: Path, kernel: str, bucket: str) -> list[Record]:
     """Every worker's records of a bucket; one per config, the earliest measurement winning."""
-    return [r for (b, _), r in merged_journals(journal_dir).items() if b == bucket and r.get("kernel") == kernel]
+    return [r for (b, _), r in merged_journals(journal_dir).items() if b == bucket and r.kernel == kernel]

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kerneltune.registry import canonical_name
-from kerneltune.safe_io import brief
+from kerneltune.files.safe_io import brief
+from kerneltune.seams.registry import canonical_name
 
 _ALLOWED_NODES = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.Compare,

@@ -20,27 +20,29 @@ from typing import Any, Protocol, cast
 
 from filelock import Timeout
 
-from kerneltune.limits import RUN_TIMEOUT_S
-from kerneltune.measure import MeasureSettings
-from kerneltune.paths import SPACES
-from kerneltune.protocols import Capability, Kernel, OwnSpace, Runner, StrategyContext
-from kerneltune.registry import load_kernel, module_file
+from kerneltune.files.paths import SPACES
+from kerneltune.files.records import Entry, Record, config_key
+from kerneltune.files.trust import SAFE_FOLDERS_ENV, why_untrusted
+from kerneltune.seams.limits import RUN_TIMEOUT_S
+from kerneltune.seams.measure import MeasureSettings
+from kerneltune.seams.protocols import Capability, Kernel, OwnSpace, Runner, StrategyContext
+from kerneltune.seams.registry import load_kernel, module_file
+from kerneltune.seams.wire import MeasureReply, Op, PlayoffReply, Reply, Request, Status, candidate_request
 from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
-from kerneltune.trust import SAFE_FOLDERS_ENV, why_untrusted
-from kerneltune.wire import Op, PlayoffReply, Reply, Request, Status, candidate_request
 
 from .compile_ahead import default_compile_workers
 from .contenders import held_for, is_contender, load_contenders
-from .journal import Journal, config_key, make_record
+from .journal import Journal, make_record
+from .phases import BucketPhases
 from .playoff import MAX_ROUNDS, Playoff, batch_for, decide, leaders, undecided
+from .pruning import EarlyStop, Pruner
 from .space import PROVED_CONFIGS, Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
 from .table_writer import write_bucket_table
 from .warm_start import warm_start
 
 FAILURES = (Status.COMPILE, Status.RUNTIME, Status.TIMEOUT, Status.CORRECTNESS, Status.UNSUPPORTED)
-EARLY_STOP = 1.5  # a candidate timed this many times the bucket's best so far, beyond its own noise, stops there
 FEW_CONTENDERS = 3  # a bucket --contenders holds fewer configs for is said to get no search to speak of
 
 
@@ -50,8 +52,8 @@ class Observer(Protocol):
         first candidate."""
         ...
     def on_bucket_start(self, bucket: str, total: int, done: int) -> None: ...
-    def on_record(self, bucket: str, record: dict[str, Any], failures: Counter) -> None: ...
-    def on_bucket_end(self, bucket: str, entry: dict[str, Any] | None) -> None: ...
+    def on_record(self, bucket: str, record: Record, failures: Counter) -> None: ...
+    def on_bucket_end(self, bucket: str, entry: Entry | None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,8 @@ class SearchOptions:
     strategy: str = "exhaustive"
     budget: int | None = None  # candidates measured per bucket (default: all feasible)
     seed: int = 0
-    # Stop timing a candidate whose first batch is this much slower than the best (None: every candidate is timed to
-    # the noise rule; ``--no-early-stop``).
-    prune_factor: float | None = EARLY_STOP
+    # Asked, per candidate, when its timing may stop early (``pruning``; ``NoPruning``: ``--no-early-stop``).
+    pruner: Pruner = field(default_factory=EarlyStop)
     contenders: Path | None = None  # a tuned table: time only the configs it holds per bucket (``contenders``)
     warm_start: bool = True  # measure the nearest tuned buckets' winners and runner-ups first (``warm_start``)
     playoff: bool = True  # time the bucket's leaders again head to head before its entry is written (``playoff``)
@@ -162,13 +163,14 @@ class BucketResult:
     first_errors: dict[str, str] = field(default_factory=dict)  # failure kind -> the first such candidate's error
     stopped_early: int = 0  # timed only until its first batch was clearly slower than the best (``--early-stop``)
     remeasured: Counter = field(default_factory=Counter)  # journal records not resumed, by why
-    best: dict[str, Any] | None = None
-    entry: dict[str, Any] | None = None
+    best: Record | None = None
+    entry: Entry | None = None
+    table: Path | None = None  # the table its entry was written into
     static_only: str | None = None  # ranked by the offline compile: why no timings here (the hardware needed)
     playoff: Playoff | None = None  # the leaders timed again head to head, where they were
     playoff_s: float = 0.0  # its wall on the timing worker
     playoff_note: str | None = None  # why the leaders were not timed again, where they were not
-    phases: list[dict[str, Any]] = field(default_factory=list)  # this run's records' bucket and phases
+    phases: list[BucketPhases] = field(default_factory=list)  # this run's records' bucket and phases
     timings: list[dict[str, Any]] = field(default_factory=list)  # this run's timings measured to the noise rule
     prior: list[str] = field(default_factory=list)  # where its prior knowledge came from (``Observer.on_prior``)
 
@@ -177,11 +179,11 @@ class HardwareMissing(RuntimeError):
     """The sweep cannot time here; the message names the hardware it needs."""
 
 
-def refusal(kernel: Kernel, problem: Any, tiles: dict[str, Any]) -> str | None:
-    """Why the kernel refuses ``tiles`` for ``problem``, or None; a check that raises (a block of 0, a field of the
+def refusal(kernel: Kernel, problem: Any, config: dict[str, Any]) -> str | None:
+    """Why the kernel refuses ``config`` for ``problem``, or None; a check that raises (a block of 0, a field of the
     wrong type from a space file) is this config's refusal, named, never a traceback that ends the sweep."""
     try:
-        return kernel.infeasibility(problem, tiles)
+        return kernel.infeasibility(problem, config)
     except Exception as e:
         return f"{kernel.name}'s feasibility check raised {type(e).__name__}: {e}"
 
@@ -191,11 +193,22 @@ def inputs_seed(bucket: str, purpose: str, seed: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{bucket}|{purpose}|{seed}".encode()).digest()[:4], "little")
 
 
-def record_value(rec: dict[str, Any]) -> float | None:
-    """What a strategy minimises: the median time, or the static score of a compile-only sweep."""
-    if rec.get("status") not in (Status.OK, Status.PRUNED):
-        return None
-    return rec["timing"]["median_us"] if "timing" in rec else rec.get("score")
+@dataclass(frozen=True)
+class BucketFields:
+    """What every record of a bucket shares in this sweep (``journal.make_record`` adds each candidate's own)."""
+
+    kernel: str
+    bucket: str
+    problem: dict[str, Any]
+    inputs: dict[str, Any]
+    stamps: dict[str, Any]
+    kernel_hash: str
+    strategy: str
+    seed: int
+    cold_l2: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -335,11 +348,11 @@ def _compile_first(opts: SweepOptions, kernel: Kernel, runner: Runner, bucket: B
         return
     try:
         problem = kernel.problem(bucket.problem)
-        tiles = kernel.heuristic(problem)
+        config = kernel.heuristic(problem)
     except (TypeError, ValueError):
         return  # a bad bucket is reported, naming it, where the bucket is swept
-    if refusal(kernel, problem, tiles) is None:
-        runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), tiles, {}, 0,
+    if refusal(kernel, problem, config) is None:
+        runner.prefetch(candidate_request(opts.kernel, bucket.name, kernel.problem_dict(problem), config, {}, 0,
                                           opts.settings),
                         0)
 
@@ -362,7 +375,7 @@ def default_runner(opts: SweepOptions, kernel: Kernel) -> Runner:
     if opts.replay is not None:
         from .replay import ReplayRunner
 
-        return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.tile_defaults, kernel.name)
+        return ReplayRunner(opts.replay.journal, opts.replay.seconds, kernel.config_defaults, kernel.name)
     from .runners import LiveRunner, device_groups
 
     w = opts.workers
@@ -383,14 +396,14 @@ class _Sweep:
         self._mark = self.started  # when the last record's write began: each record's wall runs from there
         self._journal_s = 0.0  # the last record's write, booked in the next record
 
-    def request(self, bucket: Bucket, fields: dict[str, Any], tiles: dict[str, Any]) -> Request:
+    def request(self, bucket: Bucket, fields: dict[str, Any], config: dict[str, Any]) -> Request:
         """A worker request for one candidate. Every candidate of a bucket is checked and timed on the same
         inputs, fresh per bucket and sweep seed: a worker computes the bucket's references (and the ranker's
         no-cap twin) once, not once per candidate (most of a D=128 candidate's 26 s,
         results/ranker_attention/2026-12-02-h200-run-p/), and the candidates' error figures compare like with
         like. `verify` checks the winners on other inputs."""
         seed = self.opts.search.seed
-        return candidate_request(self.opts.kernel, bucket.name, fields, tiles,
+        return candidate_request(self.opts.kernel, bucket.name, fields, config,
                                  {**bucket.bounds, "timing_seed": inputs_seed(bucket.name, "timing inputs", seed)},
                                  inputs_seed(bucket.name, "check inputs", seed), self.opts.settings,
                                  Op.STATIC if self.static else Op.MEASURE)
@@ -402,9 +415,8 @@ class _Sweep:
         problem = _bucket_problem(kernel, bucket)
         fields = kernel.problem_dict(problem)
         result = BucketResult(bucket.name, static_only=self.static)
-        base = {"kernel": kernel.name, "bucket": bucket.name, "problem": fields, "inputs": bucket.bounds,
-                "stamps": self.stamps, "kernel_hash": kernel.source_hash(), "strategy": self.opts.search.strategy,
-                "seed": self.opts.search.seed, "cold_l2": self.opts.settings.cold_l2}
+        base = BucketFields(kernel.name, bucket.name, fields, bucket.bounds, self.stamps, kernel.source_hash(),
+                            self.opts.search.strategy, self.opts.search.seed, self.opts.settings.cold_l2)
         done = self._resumable(bucket, base, result)
         search = self.opts.search
         held = None if self.held is None else self.held[bucket.name]
@@ -416,26 +428,26 @@ class _Sweep:
                                  f"it without enumerating)")
             feasible = []
             allowed = 0  # configs the space's constraints let through: the rest are counted as refused
-            for tiles in self.space.configs(fields):
+            for config in self.space.configs(fields):
                 allowed += 1
-                if held is not None and not is_contender(tiles, held):
+                if held is not None and not is_contender(config, held):
                     continue
-                key = config_key(tiles)
-                why = refusal(kernel, problem, tiles)
+                key = config_key(config)
+                why = refusal(kernel, problem, config)
                 if why is None:
-                    feasible.append(tiles)
+                    feasible.append(config)
                     continue
                 result.pruned_by_constraints += 1
                 if key not in done:
-                    rec = {**base, "key": key, "tiles": tiles, "status": Status.CONSTRAINT, "error": why,
-                           "time": now_stamp()}
+                    rec = Record(**base.to_json(), key=key, config=config, status=Status.CONSTRAINT, error=why,
+                                 time=now_stamp())
                     self.journal.append(rec)
                     done[key] = rec
             if not feasible and held is not None:
                 raise ValueError(f"contenders {search.contenders}: none of the {len(held)} configs it holds for "
                                  f"bucket {bucket.name!r} is a feasible config of {self.space.path}")
             if not feasible:
-                whys = Counter(r.get("error") for r in done.values() if r.get("status") == Status.CONSTRAINT)
+                whys = Counter(r.error for r in done.values() if r.status == Status.CONSTRAINT)
                 commonest = f"; the commonest refusal: {whys.most_common(1)[0][0]}" if whys else ""
                 raise ValueError(f"{self.space.path}: bucket {bucket.name!r}: no feasible config (every config "
                                  f"breaks a constraint of the space or is refused by the kernel{commonest})")
@@ -458,12 +470,14 @@ class _Sweep:
             if not queued:
                 self._playoff(bucket, base, records, result)
             try:
-                result.entry = write_bucket_table(self.opts.out, kernel, bucket.name, records,
-                                                  self.opts.settings.rel_noise, result.playoff)
+                written = write_bucket_table(self.opts.out, kernel, bucket.name, records,
+                                             self.opts.settings.rel_noise, result.playoff)
             except OSError as e:
                 raise OSError(e.errno, f"{e.strerror}; the table of bucket {bucket.name!r} was not written, the "
                                        f"journal {self.journal.path} keeps every measurement and a rerun with a "
                                        f"writable --out resumes from it", e.filename) from None
+            if written is not None:
+                result.entry, result.table = written.entry, written.table
         if self.observer:
             self.observer.on_bucket_end(bucket.name, result.entry)
         return result
@@ -478,20 +492,20 @@ class _Sweep:
                     f"(without --contenders) times up to {allowed} configs the space allows")
         return f"{given}; a full sweep times up to {allowed}"
 
-    def _playoff(self, bucket: Bucket, base: dict[str, Any], records: list[dict[str, Any]],
+    def _playoff(self, bucket: Bucket, base: BucketFields, records: list[Record],
                  result: BucketResult) -> None:
         """The bucket's leaders (``playoff.leaders``, of this source's records) timed again in interleaved rounds
         on the timing worker; the decision in ``result.playoff``, or why there was none in ``playoff_note``."""
         if self.opts.replay is not None or not self.opts.search.playoff:
             return
-        latest = {r["key"]: r for r in records if r.get("bucket") == bucket.name and r.get("kernel") == self.kernel.name
-                  and r.get("kernel_hash") == base["kernel_hash"]}
+        latest = {r.key: r for r in records if r.bucket == bucket.name and r.kernel == self.kernel.name
+                  and r.kernel_hash == base.kernel_hash}
         top = leaders(list(latest.values()))
         if not top:
             return
-        settings = dataclasses.replace(self.opts.settings, batch=batch_for(top[0]["timing"]["median_us"]))
-        req = dataclasses.replace(self.request(bucket, base["problem"], top[0]["tiles"]), op=Op.PLAYOFF,
-                                  settings=settings, rivals=tuple(r["tiles"] for r in top))
+        settings = dataclasses.replace(self.opts.settings, batch=batch_for(top[0].median_us))
+        req = dataclasses.replace(self.request(bucket, base.problem, top[0].config), op=Op.PLAYOFF,
+                                  settings=settings, rivals=tuple(r.config for r in top))
         started = time.perf_counter()
         rows: list[list[float]] = [[] for _ in top]
         while True:  # ROUNDS at a time while a leader is undecided (``playoff.undecided``), MAX_ROUNDS at most
@@ -504,7 +518,7 @@ class _Sweep:
             for row, t in zip(rows, times, strict=True):
                 row.extend(t)
             try:
-                decided = decide({r["key"]: row for r, row in zip(top, rows, strict=True)}, settings.batch)
+                decided = decide({r.key: row for r, row in zip(top, rows, strict=True)}, settings.batch)
             except ValueError as e:
                 result.playoff_note = f"{bucket.name}: {e}"
                 return
@@ -512,9 +526,9 @@ class _Sweep:
                 break
         result.playoff_s = time.perf_counter() - started
         # top[0]: the fastest sequential median, kept unless another leader beats it beyond doubt
-        result.playoff = dataclasses.replace(decided.kept_for(top[0]["key"]), seconds=result.playoff_s)
+        result.playoff = dataclasses.replace(decided.kept_for(top[0].key), seconds=result.playoff_s)
 
-    def _resumable(self, bucket: Bucket, base: dict[str, Any], result: BucketResult) -> dict[str, dict[str, Any]]:
+    def _resumable(self, bucket: Bucket, base: BucketFields, result: BucketResult) -> dict[str, Record]:
         """The journal's records of this bucket that a resumed sweep may keep: measured under this kernel source,
         on this bucket's problem and inputs, with the same cold-L2 setting, and none stopped early where this sweep
         times every candidate fully. The others are measured again (the journal keeps both) and counted, by why, in
@@ -526,31 +540,31 @@ class _Sweep:
             why = self._not_resumed(rec, base)
             if why is None:
                 done[key] = rec
-            elif rec.get("status") != Status.CONSTRAINT:
+            elif rec.status != Status.CONSTRAINT:
                 result.remeasured[why] += 1
         return done
 
-    def _not_resumed(self, rec: dict[str, Any], base: dict[str, Any]) -> str | None:
+    def _not_resumed(self, rec: Record, base: BucketFields) -> str | None:
         """Why a journal record does not stand for this sweep's measurement of its config, or None."""
-        if rec.get("kernel_hash") != base["kernel_hash"] and self.opts.replay is None:
+        if rec.kernel_hash != base.kernel_hash and self.opts.replay is None:
             return "another kernel source"
-        if (rec.get("problem"), rec.get("inputs", {})) != (base["problem"], base["inputs"]):
+        if (rec.problem, rec.inputs if rec.inputs is not None else {}) != (base.problem, base.inputs):
             return "another problem or inputs"
-        if rec.get("cold_l2", False) != base["cold_l2"]:
+        if bool(rec.cold_l2) != base.cold_l2:
             return "another cold-L2 setting"
-        if rec.get("status") == Status.PRUNED and self.opts.search.prune_factor is None:
+        if rec.status == Status.PRUNED and not self.opts.search.pruner.stops_early:
             return "a candidate stopped early, now timed fully (--no-early-stop)"
         return None
 
     def _strategy(self, bucket: Bucket, problem: Any, feasible: list[dict[str, Any]] | None,
-                  done: dict[str, dict[str, Any]], result: BucketResult) -> Any:
+                  done: dict[str, Record], result: BucketResult) -> Any:
         heuristic = self.kernel.heuristic(problem)
         fields = self.kernel.problem_dict(problem)
 
-        def check(tiles: dict[str, Any]) -> str | None:
-            if not self.space.allows(tiles, fields):
+        def check(config: dict[str, Any]) -> str | None:
+            if not self.space.allows(config, fields):
                 return "excluded by a constraint of the space"
-            return refusal(self.kernel, problem, tiles)
+            return refusal(self.kernel, problem, config)
 
         warm: tuple[dict[str, Any], ...] = ()
         if self.opts.search.warm_start and self.held is None:
@@ -564,7 +578,7 @@ class _Sweep:
                                     f"sweep)")
         ctx = StrategyContext(
             bucket=bucket.name, params=self.space.params, feasible=feasible, check=check,
-            known={k: record_value(r) for k, r in done.items()}, seed=self.opts.search.seed,
+            known={k: r.value for k, r in done.items()}, seed=self.opts.search.seed,
             start={n: heuristic.get(n, values[0]) for n, values in self.space.params.items()},
             study_name=f"{self.kernel.name}:{bucket.name}:{self.opts.search.strategy}:{self.opts.search.seed}",
             storage=self._optuna_storage, warm=warm)
@@ -592,21 +606,21 @@ class _Sweep:
         usable_study_log(path)
         return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path)))
 
-    def _local(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]] | None,
-               done: dict[str, dict[str, Any]], result: BucketResult) -> None:
+    def _local(self, bucket: Bucket, base: BucketFields, feasible: list[dict[str, Any]] | None,
+               done: dict[str, Record], result: BucketResult) -> None:
         """Propose, compile ahead and measure on every route, one candidate in flight per route."""
         strategy = self._strategy(bucket, self.kernel.problem(bucket.problem), feasible, done, result)
-        ok = [record_value(r) for r in done.values() if r["status"] == Status.OK]
+        ok = [r.value for r in done.values() if r.status == Status.OK]
         best = min((v for v in ok if v is not None), default=None)
         search = self.opts.search
         if feasible is not None:
             budget = search.budget if search.budget is not None else len(feasible)
-            already = sum(1 for t in feasible if config_key(t) in done)
+            already = sum(1 for c in feasible if config_key(c) in done)
             total = min(budget, len(feasible))
         else:  # a budgeted search: every candidate the journal holds counts against the budget
             assert search.budget is not None
             budget = total = search.budget
-            already = sum(1 for r in done.values() if r["status"] != Status.CONSTRAINT)
+            already = sum(1 for r in done.values() if r.status != Status.CONSTRAINT)
         result.skipped = already
         if self.observer:
             if result.prior:
@@ -619,47 +633,47 @@ class _Sweep:
         ahead = self.runner.compiles_ahead if strategy.learns else self.runner.queues_ahead
         in_flight = routes * (1 + ahead)
         waiting: list[tuple[dict[str, Any], int, float]] = []  # proposed and compiling ahead, not yet measured
-        busy: dict[int, tuple[cf.Future[dict[str, Any]], dict[str, Any], float]] = {}
+        busy: dict[int, tuple[cf.Future[Reply], dict[str, Any], float]] = {}
         exhausted = False
         self._mark = max(self._mark, time.perf_counter())  # the bucket's enumeration is its first record's wall
 
-        def request(tiles: dict[str, Any]) -> Request:
-            req = self.request(bucket, base["problem"], tiles)
-            if not self.static and self.opts.search.prune_factor and best is not None:
-                req = dataclasses.replace(req, prune_above_us=best * self.opts.search.prune_factor)
+        def request(config: dict[str, Any]) -> Request:
+            req = self.request(bucket, base.problem, config)
+            if not self.static and (bound := self.opts.search.pruner.bound_us(best)) is not None:
+                req = dataclasses.replace(req, prune_above_us=bound)
             return req
 
         while True:
             while not exhausted and remaining > 0 and len(waiting) + len(busy) < in_flight:
                 asked = time.perf_counter()
-                tiles = strategy.propose()
+                config = strategy.propose()
                 ask_s = time.perf_counter() - asked
-                if tiles is None:
+                if config is None:
                     exhausted = True
                     break
                 remaining -= 1
                 load = Counter(r for _, r, _ in waiting) + Counter(busy)
                 route = min(range(routes), key=lambda r: load[r])
-                self.runner.prefetch(request(tiles), route)
-                waiting.append((tiles, route, ask_s))
+                self.runner.prefetch(request(config), route)
+                waiting.append((config, route, ask_s))
             for item in list(waiting):
-                tiles, route, ask_s = item
+                config, route, ask_s = item
                 if route not in busy:
-                    busy[route] = (self.runner.measure(request(tiles), route), tiles, ask_s)
+                    busy[route] = (self.runner.measure(request(config), route), config, ask_s)
                     waiting.remove(item)
             if not busy:
                 return
             finished, _ = cf.wait([f for f, _, _ in busy.values()], return_when=cf.FIRST_COMPLETED)
-            for route, (fut, tiles, ask_s) in list(busy.items()):
+            for route, (fut, config, ask_s) in list(busy.items()):
                 if fut in finished:
                     del busy[route]
-                    rec = self._finish(base, tiles, fut.result(), result, strategy=strategy, ask_s=ask_s)
-                    v = record_value(rec) if rec["status"] == Status.OK else None
+                    rec = self._finish(base, config, fut.result(), result, strategy=strategy, ask_s=ask_s)
+                    v = rec.value if rec.status == Status.OK else None
                     if v is not None and (best is None or v < best):
                         best = v
                         result.best = rec
 
-    def _shared(self, bucket: Bucket, base: dict[str, Any], feasible: list[dict[str, Any]],
+    def _shared(self, bucket: Bucket, base: BucketFields, feasible: list[dict[str, Any]],
                 result: BucketResult) -> None:
         """This worker's share of an exhaustive sweep queued in a shared study."""
         from .shared_study import QueueWorker, make_storage, prepare_queue, study_name
@@ -674,45 +688,45 @@ class _Sweep:
                 self.observer.on_prior(bucket.name, result.prior)
             self.observer.on_bucket_start(bucket.name, len(feasible), 0)
         QueueWorker(study, storage, self.space.params, self.runner, shared.heartbeat).run(
-            lambda tiles: self.request(bucket, base["problem"], tiles),
-            lambda tiles, reply, trial: self._finish(base, tiles, reply, result, trial=trial))
+            lambda config: self.request(bucket, base.problem, config),
+            lambda config, reply, trial: self._finish(base, config, reply, result, trial=trial))
 
-    def _finish(self, base: dict[str, Any], tiles: dict[str, Any], reply: Reply, result: BucketResult,
-                strategy: Any = None, ask_s: float | None = None, **extra: Any) -> dict[str, Any]:
+    def _finish(self, base: BucketFields, config: dict[str, Any], reply: Reply, result: BucketResult,
+                strategy: Any = None, ask_s: float | None = None, **extra: Any) -> Record:
         """Journal one candidate with its phases (``phases.py``), after telling the strategy: a kill between
         the two costs one re-measured candidate on resume, never a record the strategy was not told."""
         now = time.perf_counter()
         engine = {"journal_s": self._journal_s, "wall_s": now - self._mark, "since_start_s": now - self.started}
         if ask_s is not None:
             engine["ask_s"] = ask_s
-        measured = reply.to_json()
-        phases = {**(measured.get("phases") or {}), **{k: round(v, 6) for k, v in engine.items()}}
-        rec = make_record(base, tiles, {**measured, "phases": phases}, **extra)
+        measured = reply.phases if isinstance(reply, MeasureReply) else None
+        phases = {**(measured or {}), **{k: round(v, 6) for k, v in engine.items()}}
+        rec = make_record(base.to_json(), config, {**reply.to_json(), "phases": phases}, **extra)
         if strategy is not None:
             told = time.perf_counter()
             try:
-                strategy.observe(tiles, record_value(rec))
+                strategy.observe(config, rec.value)
             except OSError as e:  # the sampler's study log (a full disk): named, the measurement journaled first
                 self.journal.append(rec)
                 log = e.filename or self.journal.path.with_suffix(".optuna.log")
                 raise OSError(e.errno, f"{e.strerror or e}; the study log could not be written; the journal "
                                        f"{self.journal.path} keeps every measurement, this one included", str(log)
                               ) from None
-            rec["phases"]["tell_s"] = round(time.perf_counter() - told, 6)
+            rec = rec.replace(phases={**phases, "tell_s": round(time.perf_counter() - told, 6)})
         self._mark = time.perf_counter()
         self.journal.append(rec)
         self._journal_s = time.perf_counter() - self._mark
-        result.phases.append({"bucket": rec["bucket"], "phases": rec["phases"]})
+        result.phases.append(BucketPhases(rec.bucket, rec.phases or {}))
         result.measured += 1
-        if rec["status"] in FAILURES:
-            result.failures[rec["status"]] += 1
-            result.first_errors.setdefault(rec["status"], f"{config_key(tiles)}: {rec.get('error') or '?'}")
-        elif rec["status"] == Status.PRUNED:
+        if rec.status in FAILURES:
+            result.failures[rec.status] += 1
+            result.first_errors.setdefault(rec.status, f"{config_key(config)}: {rec.error or '?'}")
+        elif rec.status == Status.PRUNED:
             result.stopped_early += 1
-            if isinstance(rec.get("timing"), dict):  # counted in the noise line: its median is one of the sweep's
-                result.timings.append({**rec["timing"], "stopped_early": True})
-        elif rec["status"] == Status.OK and isinstance(rec.get("timing"), dict):
-            result.timings.append(rec["timing"])
+            if rec.timing is not None:  # counted in the noise line: its median is one of the sweep's
+                result.timings.append({**rec.timing, "stopped_early": True})
+        elif rec.status == Status.OK and rec.timing is not None:
+            result.timings.append(rec.timing)
         if self.observer:
             self.observer.on_record(result.bucket, rec, result.failures)
         return rec

@@ -36,17 +36,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from kerneltune.limits import REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
-from kerneltune.measure import MeasureSettings
-from kerneltune.protocols import Capability, Kernel, Runner, VoidTimings
-from kerneltune.registry import load_kernel
+from kerneltune.files.records import Entry
+from kerneltune.seams.limits import REMEASURE_MAX_SECONDS, RUN_TIMEOUT_S
+from kerneltune.seams.measure import MeasureSettings
+from kerneltune.seams.protocols import Capability, Kernel, Runner, VoidTimings
+from kerneltune.seams.registry import load_kernel
+from kerneltune.seams.wire import MeasureReply, Op, PlayoffReply, Reply, Request, candidate_request
 from kerneltune.tables.locations import shipped_tables_dir, table_roots
 from kerneltune.tables.stamps import mismatches
 from kerneltune.tables.store import TableError, read_table
 from kerneltune.tables.store import table_path as stored_table_path
-from kerneltune.wire import MeasureReply, Op, PlayoffReply, Reply, Request, candidate_request
 
 from .compile_ahead import default_compile_workers
+from .phases import BucketPhases
 from .playoff import ROUNDS, batch_for, median_interval
 from .runners import LiveRunner, device_groups
 from .sweep import refusal
@@ -94,7 +96,7 @@ class VerifyReport:
     exit_code: int
     notes: list[str]
     timing_absent: str | None = None  # why timing could not be checked here (the hardware it needs)
-    phases: list[dict[str, Any]] = field(default_factory=list)  # each measurement's bucket and phases
+    phases: list[BucketPhases] = field(default_factory=list)  # each measurement's bucket and phases
 
     @property
     def interrupted(self) -> bool:
@@ -190,15 +192,15 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     if table.get("kernel") != kernel.name:
         return VerifyReport(table_path, [], EXIT_BAD_INPUT,
                             [f"{table_path}: a table of kernel {table.get('kernel')!r}, not of {kernel.name!r}"])
-    entries = [e for e in table["entries"].values() if not buckets or e.get("bucket_name") in buckets]
+    entries: list[Entry] = [e for e in table["entries"].values() if not buckets or e.bucket_name in buckets]
     if unmeasurable := _without_problem(kernel, entries):
         return VerifyReport(table_path, [], EXIT_BAD_INPUT, [f"{table_path}: {unmeasurable}"])
     schema_failures = [EntryReport("?", {}, correctness="not checked", verdict=why, failed=True)
                        for why in table["skipped"]]
-    if missing := sorted(set(buckets) - {e.get("bucket_name") for e in entries}):
+    if missing := sorted(set(buckets) - {e.bucket_name for e in entries}):
         return VerifyReport(table_path, [], EXIT_BAD_INPUT,
                             [f"{table_path}: no entry for bucket {', '.join(missing)} (have "
-                             f"{sorted(str(e.get('bucket_name')) for e in table['entries'].values())})"])
+                             f"{sorted(str(e.bucket_name) for e in table['entries'].values())})"])
     owned = runner is None
     if runner is None:
         _seed_ceilings(table, work_dir / "logs")
@@ -209,8 +211,8 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         # Every config starts compiling now, in the order it is timed, while the worker starts and reads its
         # stamps; a worker whose device cannot run the kernel drops them.
         for (_, item), configs in zip(items, timed, strict=True):
-            for _, tiles in configs:
-                runner.prefetch(_measure_request(kernel_name, item, tiles, settings), 0)
+            for _, config in configs:
+                runner.prefetch(_measure_request(kernel_name, item, config, settings), 0)
         running = runner.stamps()
         need = kernel.supported_on(running)
         can_small = Capability.CHECK_SMALL in kernel.capabilities
@@ -236,7 +238,7 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
                     on_entry(reports[-1])
         except KeyboardInterrupt:
             done = len(reports)
-            reports += [EntryReport(str(checked.get("bucket_name", "?")), dict(checked.get("config", {})),
+            reports += [EntryReport(str(checked.bucket_name or "?"), dict(checked.config),
                                     verdict=NOT_CHECKED_INTERRUPTED, checked=False) for _, checked in items[done:]]
             return VerifyReport(table_path, schema_failures + reports, EXIT_INTERRUPTED,
                                 [*notes, f"interrupted after {done} of {len(items)} items"],
@@ -252,16 +254,16 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
     return VerifyReport(table_path, reports, code, notes, absent, measured.phases)
 
 
-def _without_problem(kernel: Kernel, entries: list[dict[str, Any]]) -> str | None:
+def _without_problem(kernel: Kernel, entries: list[Entry]) -> str | None:
     """Why an entry cannot be re-measured: it lacks the problem it was measured at, or the kernel refuses it."""
     for e in entries:
-        name = e.get("bucket_name", "?")
-        if not isinstance(e.get("problem"), dict):
+        name = e.bucket_name or "?"
+        if not isinstance(e.problem, dict):
             return f"entry {name}: no 'problem' (the shape it was measured at), so verify cannot re-measure it"
         try:
-            kernel.problem(e["problem"])
+            kernel.problem(e.problem)
         except (TypeError, ValueError) as why:
-            return f"entry {name}: problem {e['problem']} is not one of {kernel.name}'s ({why})"
+            return f"entry {name}: problem {e.problem} is not one of {kernel.name}'s ({why})"
     return None
 
 
@@ -274,26 +276,26 @@ class _Measurements:
     def __init__(self, kernel_name: str, runner: Runner, settings: MeasureSettings):
         self.kernel_name, self.runner, self.settings = kernel_name, runner, settings
         self._replies: dict[str, MeasureReply] = {}
-        self.phases: list[dict[str, Any]] = []
+        self.phases: list[BucketPhases] = []
         self._start = self._mark = time.perf_counter()
 
-    def __call__(self, item: dict[str, Any], tiles: dict[str, Any], op: Op = Op.MEASURE) -> MeasureReply:
+    def __call__(self, item: Entry, config: dict[str, Any], op: Op = Op.MEASURE) -> MeasureReply:
         """``op``: ``MEASURE`` (checked, then timed), or ``CHECK`` (checked only)."""
-        req = _measure_request(self.kernel_name, item, tiles, self.settings, op)
-        key = json.dumps([str(op), dict(req.problem), dict(req.inputs), dict(req.tiles)], sort_keys=True)
+        req = _measure_request(self.kernel_name, item, config, self.settings, op)
+        key = json.dumps([str(op), dict(req.problem), dict(req.inputs), dict(req.config)], sort_keys=True)
         if key not in self._replies:
             reply = cast(MeasureReply, self.runner.measure(req).result())
             now = time.perf_counter()
             phases = {**(reply.phases or {}), "wall_s": now - self._mark, "since_start_s": now - self._start}
             self._mark = now
-            self.phases.append({"bucket": req.bucket, "phases": phases})
+            self.phases.append(BucketPhases(req.bucket, phases))
             self._replies[key] = reply
         return self._replies[key]
 
     def request(self, req: Request) -> Reply:
         return self.runner.request(req)
 
-    def rounds(self, item: dict[str, Any], configs: list[dict[str, Any]], median_us: float) -> PlayoffReply:
+    def rounds(self, item: Entry, configs: list[dict[str, Any]], median_us: float) -> PlayoffReply:
         """``configs`` (the item's first) timed in ``ROUNDS`` interleaved rounds on the item's inputs, by the
         sweep's playoff op: each config's median per round, in µs."""
         settings = dataclasses.replace(self.settings, batch=batch_for(median_us))
@@ -315,17 +317,17 @@ def _live_runner(kernel_name: str, kernel: Kernel, work_dir: Path) -> Runner:
                       None, RUN_TIMEOUT_S)
 
 
-def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _timed_configs(kernel: Kernel, against_heuristic: bool, item: Entry) -> list[tuple[str, dict[str, Any]]]:
     """What verify times for an item, in order: the item's config, then for an entry the heuristic's (where it
     differs) and its rivals' (an entry older than rivals: its first runner-ups'), ``RIVALS_TIMED`` at most, each
     named as its verdict names it."""
-    timed = [("the item", dict(item["config"]))]
+    timed = [("the item", dict(item.config))]
     if against_heuristic:
-        heur = kernel.heuristic(kernel.problem(item.get("problem") or {}))
-        if heur != item["config"]:
+        heur = kernel.heuristic(kernel.problem(item.problem or {}))
+        if heur != item.config:
             timed.append((HEURISTIC, heur))
-        rivals = [(f"rival {i + 1}", dict(r["config"])) for i, r in enumerate(item.get("rivals", []))]
-        rivals += [(f"runner-up {i + 1}", dict(up["config"])) for i, up in enumerate(item.get("runner_ups", []))]
+        rivals = [(f"rival {i + 1}", dict(r.config)) for i, r in enumerate(item.rivals or ())]
+        rivals += [(f"runner-up {i + 1}", dict(up.config)) for i, up in enumerate(item.runner_ups or ())]
         added = 0
         for name, config in rivals:
             if added < RIVALS_TIMED and config not in [c for _, c in timed]:
@@ -334,20 +336,23 @@ def _timed_configs(kernel: Kernel, against_heuristic: bool, item: dict[str, Any]
     return timed
 
 
-def _measure_request(kernel_name: str, item: dict[str, Any], tiles: dict[str, Any],
+def _measure_request(kernel_name: str, item: Entry, config: dict[str, Any],
                      settings: MeasureSettings, op: Op = Op.MEASURE) -> Request:
     """The entry, its fallbacks and its rivals all run on one seed's inputs, so a kernel may keep what it
     computed for them (its references, say)."""
-    return candidate_request(kernel_name, str(item.get("bucket_name", "?")), item.get("problem") or {}, tiles,
-                             item.get("inputs", {}), VERIFY_SEED, settings, op)
+    return candidate_request(kernel_name, str(item.bucket_name or "?"), item.problem or {}, config,
+                             item.inputs or {}, VERIFY_SEED, settings, op)
 
 
-def _items(entries: list[dict[str, Any]]) -> Iterator[tuple[bool, dict[str, Any]]]:
-    """(timed against the heuristic, item): each entry, then its fallbacks, checked as the entry is."""
+def _items(entries: list[Entry]) -> Iterator[tuple[bool, Entry]]:
+    """(timed against the heuristic, item): each entry, then its fallbacks, checked as the entry is: a fallback
+    is its entry with the fallback's config and what was measured of it."""
     for e in entries:
         yield True, e
-        for fb in e.get("fallbacks", ()):
-            yield False, {**e, **fb, "bucket_name": f"{e.get('bucket_name', '?')} (fallback)"}
+        for fb in e.fallbacks or ():
+            yield False, e.replace(config=fb.config, median_us=fb.median_us,
+                                   spread=e.spread if fb.spread is None else fb.spread,
+                                   accuracy=fb.accuracy or e.accuracy, bucket_name=f"{e.bucket_name or '?'} (fallback)")
 
 
 def worst_exit_code(codes: list[int]) -> int:
@@ -363,22 +368,22 @@ def _seed_ceilings(table: dict[str, Any], log_dir: Path) -> bool:
     """Hand the timing worker the ceilings the table recorded: it reuses them when GPU and driver
     match (measuring them again takes ~20 s and verify reports no % of ceiling). Whether it had any."""
     for entry in table["entries"].values():
-        stamps = entry.get("stamps", {})
+        stamps = entry.stamps
         if "bf16_tflops_ceiling" in stamps:
             log_dir.mkdir(parents=True, exist_ok=True)
-            (log_dir / "ceilings.json").write_text(json.dumps(stamps))
+            (log_dir / "ceilings.json").write_text(json.dumps(dict(stamps)))
             return True
     return False
 
 
-def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], want: dict[str, Any],
+def _verify_entry(kernel: Kernel, runner: _Measurements, entry: Entry, want: dict[str, Any],
                   on_gpu: bool, settings: MeasureSettings, against_heuristic: bool,
                   timed: list[tuple[str, dict[str, Any]]], table: Path | str = "TABLE",
                   void: str | None = None) -> EntryReport:
     """Checked and timed as any entry; one tuned for another kernel source fails as stale whatever its checks
     say, and its verdict says so first (it was once overwritten by a later "ok; warning")."""
     rep = _check_and_time(kernel, runner, entry, on_gpu, settings, against_heuristic, timed, void)
-    rep.stamps = mismatches(entry.get("stamps", {}), want)
+    rep.stamps = mismatches(entry.stamps, want)
     if any(s.startswith("kernel_hash") for s in rep.stamps):
         rep.failed = True
         carry = (f"`kerneltune rekey {runner.kernel_name}` carries it if its programs did not change, else "
@@ -394,23 +399,23 @@ def _verify_entry(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], 
     return rep
 
 
-def _label(name: str, tiles: dict[str, Any]) -> str:
+def _label(name: str, config: dict[str, Any]) -> str:
     """A rival as a verdict names it: ``rival 1 (block_k=64 unroll=4)``."""
-    return f"{name} ({' '.join(f'{k}={v}' for k, v in tiles.items())})"
+    return f"{name} ({' '.join(f'{k}={v}' for k, v in config.items())})"
 
 
-def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any], on_gpu: bool,
+def _check_and_time(kernel: Kernel, runner: _Measurements, entry: Entry, on_gpu: bool,
                     settings: MeasureSettings, against_heuristic: bool,
                     timed: list[tuple[str, dict[str, Any]]], void: str | None = None) -> EntryReport:
     """``timed``: the item's config, then the rivals it is timed beside (``_timed_configs``). ``void``: why its
     times here mean nothing: it is checked only."""
-    rep = EntryReport(entry.get("bucket_name", "?"), entry["config"], recorded_us=entry.get("median_us"))
-    problem_fields = entry.get("problem") or {}
-    if (why := refusal(kernel, kernel.problem(problem_fields), entry["config"])) is not None:
+    rep = EntryReport(entry.bucket_name or "?", dict(entry.config), recorded_us=entry.median_us)
+    problem_fields = entry.problem or {}
+    if (why := refusal(kernel, kernel.problem(problem_fields), dict(entry.config))) is not None:
         rep.failed, rep.verdict, rep.correctness = True, f"config refused by the kernel: {why}", "not run"
         return rep
     if not on_gpu:
-        reply = runner.request(_measure_request(runner.kernel_name, entry, entry["config"], settings,
+        reply = runner.request(_measure_request(runner.kernel_name, entry, dict(entry.config), settings,
                                                 Op.CHECK_SMALL))
         if reply.ok:
             rep.correctness = "ok (interpret mode, small shape)"
@@ -420,7 +425,7 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
         return rep
     # One measurement: the worker checks the outputs on fresh inputs and several bound sets
     # (random and adversarial) before it times them.
-    reply = runner(entry, entry["config"], Op.MEASURE if void is None else Op.CHECK)
+    reply = runner(entry, dict(entry.config), Op.MEASURE if void is None else Op.CHECK)
     if not reply.ok:
         rep.failed, rep.verdict = True, f"{reply.status}: {(reply.error or '')[:300]}"
         rep.correctness = reply.status
@@ -432,25 +437,25 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
     if reply.timing is None:
         rep.failed, rep.verdict, rep.correctness = True, f"{reply.status}: no timing came back", reply.status
         return rep
-    rep.now_us = reply.timing["median_us"]
+    rep.now_us = reply.median_us
     # Each rival checked and timed as the item was; one that fails its check is no rival.
     rivals: dict[str, float] = {}
-    spreads = [reply.timing["spread"], settings.rel_noise]
-    settled = {"the item": reply.timing.get("converged", True)}
+    spreads = [reply.spread, settings.rel_noise]
+    settled = {"the item": reply.settled}
     if against_heuristic and HEURISTIC not in dict(timed[1:]):
         rep.heuristic_us, rep.heuristic_is_tuned = rep.now_us, True
-    for name, tiles in timed[1:]:
-        r = runner(entry, tiles)
+    for name, config in timed[1:]:
+        r = runner(entry, config)
         if r.ok and r.timing is not None:
-            rivals[name] = r.timing["median_us"]
-            spreads.append(r.timing["spread"])
-            settled[name] = r.timing.get("converged", True)
+            rivals[name] = r.median_us
+            spreads.append(r.spread)
+            settled[name] = r.settled
     rep.heuristic_us = rivals.get(HEURISTIC, rep.heuristic_us)
     rep.rivals_us = dict(rivals)
     noise = max(spreads)
     if rivals:
         names = [n for n, _ in timed[1:] if n in rivals]
-        paired = _paired(runner, entry, [entry["config"], *(dict(timed)[n] for n in names)], names, rep.now_us)
+        paired = _paired(runner, entry, [dict(entry.config), *(dict(timed)[n] for n in names)], names, rep.now_us)
         if isinstance(paired, str):
             _by_medians(rep, rivals, settled, noise, dict(timed))
             rep.verdict += f"; {paired}"
@@ -461,14 +466,14 @@ def _check_and_time(kernel: Kernel, runner: _Measurements, entry: dict[str, Any]
             return rep
     if rep.recorded_us:
         drift = rep.now_us / rep.recorded_us - 1.0
-        recorded_noise = max(entry.get("spread", 0.0), noise, DRIFT_SPREAD)
+        recorded_noise = max(entry.spread or 0.0, noise, DRIFT_SPREAD)
         if abs(drift) > 2 * recorded_noise:
             rep.verdict += (f"; warning: {100 * drift:+.1f}% against the recorded time (beyond twice the "
                             f"{100 * recorded_noise:.1f}% spread across devices and runs)")
     return rep
 
 
-def _paired(runner: _Measurements, entry: dict[str, Any], configs: list[dict[str, Any]], names: list[str],
+def _paired(runner: _Measurements, entry: Entry, configs: list[dict[str, Any]], names: list[str],
             median_us: float) -> tuple[dict[str, tuple[float, float, float]], int] | str:
     """Each rival's per-round ratio of the item's time to its own, (low, median, high) over interleaved rounds:
     ``ROUNDS`` at a time, more while a rival's interval straddles the bound and rounds are left

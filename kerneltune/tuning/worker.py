@@ -22,10 +22,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kerneltune.build_cache import BuildCache, build_key
-from kerneltune.process import die_with_parent, parent_pid_from_env
-from kerneltune.protocols import Backend, Capability, CheckPrograms, Kernel, PortableBuild, SmallCheck, StaticRanking
-from kerneltune.wire import (
+from kerneltune.files.build_cache import BuildCache, build_key
+from kerneltune.seams.process import die_with_parent, parent_pid_from_env
+from kerneltune.seams.protocols import (
+    Backend,
+    Capability,
+    CheckPrograms,
+    Kernel,
+    PortableBuild,
+    SmallCheck,
+    StaticRanking,
+)
+from kerneltune.seams.wire import (
     BuildReply,
     CompiledReply,
     MeasureReply,
@@ -85,13 +93,13 @@ def _export(kernel: Kernel, backend: Backend, problem: Any, req: Request) -> tup
     portable = cast(PortableBuild, kernel)
 
     def compile_() -> bytes:
-        built = kernel.build(problem, req.tiles)
+        built = kernel.build(problem, req.config)
         try:
             return portable.export_build(built)
         finally:
             kernel.release(built)
 
-    key = build_key(req.kernel, kernel.source_hash(), req.problem, req.tiles, backend.stamps(),
+    key = build_key(req.kernel, kernel.source_hash(), req.problem, req.config, backend.stamps(),
                     backend.matched_stamps)
     return BuildCache.from_env().build(key, compile_, portable.import_build)
 
@@ -110,7 +118,7 @@ class _Job:
 
 def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> Reply:
     """The answer to one request (checked first: ``Request.from_json``), by its op's handler (``HANDLERS``)."""
-    from kerneltune.registry import load_backend, load_kernel
+    from kerneltune.seams.registry import load_backend, load_kernel
 
     req = request if isinstance(request, Request) else Request.from_json(request)
     kernel = load_kernel(req.kernel)
@@ -127,7 +135,7 @@ def _static(job: _Job) -> Reply:
     if Capability.STATIC_RANK not in job.kernel.capabilities:
         return MeasureReply(Status.UNSUPPORTED, f"{job.kernel.name} has no static ranking")
     try:
-        ranked = cast(StaticRanking, job.kernel).static_rank(job.problem, job.req.tiles)
+        ranked = cast(StaticRanking, job.kernel).static_rank(job.problem, job.req.config)
     except Exception as e:  # an offline compile that fails is this candidate's compile error
         return MeasureReply(Status.COMPILE, _error_text(e))
     return MeasureReply.from_json(ranked)
@@ -137,7 +145,7 @@ def _check_small(job: _Job) -> Reply:
     if Capability.CHECK_SMALL not in job.kernel.capabilities:
         return Reply(Status.UNSUPPORTED, f"{job.kernel.name} has no small-shape check")
     try:
-        result = cast(SmallCheck, job.kernel).check_small(job.problem, job.req.tiles)
+        result = cast(SmallCheck, job.kernel).check_small(job.problem, job.req.config)
     except Exception as e:  # a small-shape check that cannot even run is a failure of the entry
         return Reply(Status.RUNTIME, _error_text(e))
     return Reply(Status.OK) if result.error is None else Reply(Status.CORRECTNESS, result.error)
@@ -173,7 +181,7 @@ def _measure(job: _Job) -> Reply:
         if ahead is not None:
             built, compile_s = ahead.result()
         else:
-            built = kernel.build(problem, req.tiles)
+            built = kernel.build(problem, req.config)
             compile_s = time.perf_counter() - t0
     except BuildFailed as e:  # a compile worker's verdict, in its own words
         return MeasureReply(e.status, str(e), compile_s=time.perf_counter() - t0)
@@ -183,7 +191,7 @@ def _measure(job: _Job) -> Reply:
     wait_s = time.perf_counter() - t0
     phases = Phases(compile_s=compile_s, compile_wait_s=wait_s)
 
-    from kerneltune.measure import time_with
+    from kerneltune.seams.measure import time_with
 
     def reply(status: Status, error: str | None = None, **measured: Any) -> MeasureReply:
         return MeasureReply(status, error, compile_s=compile_s, compile_wait_s=wait_s, phases=phases.to_dict(),
@@ -219,7 +227,7 @@ def _measure(job: _Job) -> Reply:
 def _playoff(job: _Job) -> Reply:
     """The leaders (``req.rivals``) built, then timed in interleaved rounds on one set of inputs
     (``measure.take_turns``): each leader's median time per round, in µs."""
-    from kerneltune.measure import take_turns
+    from kerneltune.seams.measure import take_turns
 
     from .playoff import ROUNDS
 
@@ -228,12 +236,12 @@ def _playoff(job: _Job) -> Reply:
     built: list[Any] = []
     portable = Capability.PORTABLE_BUILD in kernel.capabilities
     try:
-        for tiles in req.rivals:  # a portable build from the user's build cache: the sweep compiled it there
+        for config in req.rivals:  # a portable build from the user's build cache: the sweep compiled it there
             if portable:
-                data, _ = _export(kernel, backend, problem, dataclasses.replace(req, tiles=tiles))
+                data, _ = _export(kernel, backend, problem, dataclasses.replace(req, config=config))
                 built.append(cast(PortableBuild, kernel).import_build(data))
             else:
-                built.append(kernel.build(problem, tiles))
+                built.append(kernel.build(problem, config))
         inputs = kernel.make_inputs(problem, req.inputs, req.seed)
         samplers = {}
         for i, b in enumerate(built):

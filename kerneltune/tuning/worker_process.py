@@ -16,13 +16,13 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from kerneltune.build_cache import ENV as BUILD_CACHE_ENV
-from kerneltune.limits import FROZEN_WORKER_S
-from kerneltune.paths import user_cache_dir
-from kerneltune.process import child_env
-from kerneltune.protocols import Backend
-from kerneltune.reference_cache import ENV as REFERENCE_CACHE_ENV
-from kerneltune.wire import REPLIES, Reply, Request, Status, WireError
+from kerneltune.files.build_cache import ENV as BUILD_CACHE_ENV
+from kerneltune.files.paths import user_cache_dir
+from kerneltune.files.reference_cache import ENV as REFERENCE_CACHE_ENV
+from kerneltune.seams.limits import FROZEN_WORKER_S
+from kerneltune.seams.process import child_env
+from kerneltune.seams.protocols import Backend
+from kerneltune.seams.wire import REPLIES, Reply, Request, Status, WireError
 
 COMPILE_CACHE_ENV = "KERNELTUNE_COMPILE_CACHE"  # the folder a backend keeps compiled programs in (``prepare_worker``)
 COMPILE_WORKERS_ENV = "KERNELTUNE_COMPILE_WORKERS"  # a timing worker's compile processes (0: it compiles itself)

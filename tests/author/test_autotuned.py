@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("triton")
 
 from kerneltune.author.autotuned import CALL, NEEDS, Autotuned, check_note
-from kerneltune.registry import load_kernel
+from kerneltune.seams.registry import load_kernel
 
 SOURCE = textwrap.dedent('''
     import triton
@@ -85,7 +85,7 @@ CHECKS = textwrap.dedent('''
     import json, sys, torch
     from kerneltune.author.autotuned import Autotuned, WEAKER
     from kerneltune.author.fields import Config
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
     bare = load_kernel(sys.argv[1]).autotuner
     x, y = torch.randn(64), torch.empty(64)
     def reference(y, x, n):

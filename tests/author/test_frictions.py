@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from kerneltune.author.listed import config_fields
-from kerneltune.registry import UnknownName, load_kernel
+from kerneltune.seams.registry import UnknownName, load_kernel
 from kerneltune.tuning.space import SpaceError, load_space
 
 KERNEL_HEAD = """

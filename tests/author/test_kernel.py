@@ -8,7 +8,7 @@ import pytest
 
 import kerneltune as kt
 from kerneltune.author.check import compare, tolerance_for
-from kerneltune.protocols import Capability
+from kerneltune.seams.protocols import Capability
 
 from .numpy_kernels import Allocates, OffByAThousandth, RefusesLoudly, ReturnsNothing, RowScale, SkipsARow
 

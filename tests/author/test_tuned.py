@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from kerneltune.measure import MeasureSettings
-from kerneltune.registry import load_backend
+from kerneltune.seams.measure import MeasureSettings
+from kerneltune.seams.registry import load_backend
 from kerneltune.tables.install import install_table
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tuning.sweep import SweepOptions, WorkerOptions, run_sweep

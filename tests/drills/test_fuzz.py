@@ -10,11 +10,12 @@ import traceback
 
 import pytest
 
+from kerneltune.files.records import is_plain_name, positive_time, record_defect
 from kerneltune.kernels.ranker_attention.plugin import PLUGIN
 from kerneltune.report.frame import load_frame
 from kerneltune.tables.lookup import tuned_config
-from kerneltune.tables.store import TableError, is_plain_name, positive_time, read_table, table_path
-from kerneltune.tuning.journal import Journal, record_defect
+from kerneltune.tables.store import TableError, read_table, table_path
+from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.space import SpaceError, load_space
 from kerneltune.tuning.sweep import _bucket_problem
 from kerneltune.tuning.table_writer import bucket_entry
@@ -153,7 +154,7 @@ def test_fuzz_drills(tmp_path, monkeypatch, record_property):
             load_frame(journal)
             for bucket in {r["bucket"] for r in records}:
                 bucket_entry([r for r in records if r["bucket"] == bucket], PLUGIN, 0.01)
-            bad = [r for r in records if record_defect(r) is not None]
+            bad = [r for r in records if record_defect(dict(r)) is not None]
             kinds = [r.get("stamps", {}).get("device_kind") for r in records]
             bad += [k for k in kinds if k is not None and not is_plain_name(k)]
             nan = [r for r in records if isinstance(r.get("timing"), dict)

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kerneltune import logs
+from kerneltune.files import logs
+from kerneltune.files.records import Record, entry_problem, record_defect
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import tuned_config
-from kerneltune.tables.store import TableError, entry_problem, read_table, table_path
-from kerneltune.tuning.journal import Journal, JournalError, record_defect
+from kerneltune.tables.store import TableError, read_table, table_path
+from kerneltune.tuning.journal import Journal, JournalError
 
 from ..paths import FIXTURES, REPO
 from ..tables.test_tables import BUCKET, HARD, MATCHED, RUNNING
@@ -164,7 +165,7 @@ def _records_hold(path: Path, data: bytes) -> None:
     path.write_bytes(data)
     try:
         for rec in Journal(path).records():
-            assert isinstance(rec, dict) and record_defect(rec) is None
+            assert isinstance(rec, Record) and record_defect(rec.to_json()) is None
     except JournalError as e:  # pragma: no cover - a regular file within the bound is never refused
         pytest.fail(f"a regular journal refused: {e}")
 

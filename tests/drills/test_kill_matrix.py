@@ -30,7 +30,7 @@ problem = { n = 4 }
 # while the sweep still runs; the drill counts any run that finished first.
 KILL_AFTER = {"exhaustive": (0, 1, 3, 5, 6), "tpe": (0, 1, 2, 3, 4)}
 CODE = """import pathlib, sys
-from kerneltune.measure import MeasureSettings
+from kerneltune.seams.measure import MeasureSettings
 from kerneltune.tuning.sweep import SearchOptions, SweepOptions, WorkerOptions, run_sweep
 out = pathlib.Path(sys.argv[1])
 budget = None if sys.argv[3] == "exhaustive" else 6

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kerneltune import logs
 from kerneltune.cli import app
+from kerneltune.files import logs
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import bucket_key, tuned_config
 from kerneltune.tables.store import TableError, read_table, table_path, update_table
@@ -114,7 +114,7 @@ def test_no_resume_keeps_the_journal_locked_so_a_second_sweep_is_refused(tmp_pat
 
 def test_a_lock_wait_names_its_holder_and_gives_up_in_bounded_time(tmp_path, monkeypatch, caplog):
     """An install stopped (Ctrl-Z) while it held the table's lock made every other install wait for ever."""
-    from kerneltune import locks
+    from kerneltune.files import locks
 
     src = tmp_path / "src/nvidia-h200/ranker_attention.json"
     src.parent.mkdir(parents=True)
@@ -132,7 +132,7 @@ def test_a_lock_wait_names_its_holder_and_gives_up_in_bounded_time(tmp_path, mon
         now = [0.0]
         lock = locks.BoundedLock(f"{dest}.lock", "the table", wait_s=60, notice_s=2, clock=lambda: now[0],
                                  sleep=lambda s: now.__setitem__(0, now[0] + s))
-        with caplog.at_level(logging.WARNING, logger="kerneltune.locks"), pytest.raises(locks.LockTimeout) as e:
+        with caplog.at_level(logging.WARNING, logger="kerneltune.files.locks"), pytest.raises(locks.LockTimeout) as e:
             lock.acquire()
         assert 60 <= now[0] < 61 and str(e.value).count("\n") == 0
         assert f"process {holder.pid}" in str(e.value) and "stopped" in str(e.value)
@@ -154,7 +154,7 @@ def test_a_lock_wait_names_its_holder_and_gives_up_in_bounded_time(tmp_path, mon
 def test_a_report_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch, what, how):
     """report wrote --csv and --html in place: a kill truncated 5 of 5 CSVs and emptied 4 of 4 HTMLs; a full disk
     destroyed the previous report and named no file."""
-    from kerneltune import safe_io
+    from kerneltune.files import safe_io
 
     target = tmp_path / f"r.{what}"
     target.write_text("the previous report\n")
@@ -217,7 +217,7 @@ def test_the_journal_reader_and_writer_agree_on_a_last_line_without_its_newline(
 def _plant_build(folder: Path, key: dict, data: bytes) -> None:
     """A build file as the cache writes one, with the right key and digest, but not signed (as another user, who
     cannot read the key, would write it)."""
-    from kerneltune.array_cache import ArrayCache
+    from kerneltune.files.array_cache import ArrayCache
 
     class Unsigned(ArrayCache):
         pass
@@ -228,7 +228,7 @@ def _plant_build(folder: Path, key: dict, data: bytes) -> None:
 
 def test_the_build_cache_never_loads_what_another_user_could_write(tmp_path, caplog, other_uid):
     """A build planted in the user's build cache ran code when loaded (JAX unpickles it)."""
-    from kerneltune.build_cache import BuildCache
+    from kerneltune.files.build_cache import BuildCache
 
     folder = tmp_path / "builds"
     key = {"kernel": "k", "source": "s"}
@@ -476,8 +476,8 @@ def test_a_record_of_an_unknown_status_is_measured_again_not_taken_as_done(tmp_p
 
 def test_verify_fails_an_entry_the_runtime_here_never_uses():
     """verify exited 0 for an entry whose device stamps differ from the running system's."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import _Measurements, _verify_entry
 
     from ..tuning.test_verify import _entry, _ok, _Scripted
@@ -495,8 +495,8 @@ def test_verify_fails_an_entry_the_runtime_here_never_uses():
 def test_a_record_the_table_could_not_hold_is_no_record(tmp_path):
     """A record within the journal's nesting bound made a table past the table's bound, which install refused and
     every later sweep into that --out tripped on."""
-    from kerneltune.safe_io import MAX_JSON_DEPTH
-    from kerneltune.tuning.journal import MAX_RECORD_DEPTH, record_defect
+    from kerneltune.files.records import MAX_RECORD_DEPTH, record_defect
+    from kerneltune.files.safe_io import MAX_JSON_DEPTH
 
     def nested(levels):
         value: object = 1
@@ -524,9 +524,9 @@ def test_a_record_the_table_could_not_hold_is_no_record(tmp_path):
 def test_a_stopped_worker_is_killed_soon_and_its_pipes_and_log_are_closed(tmp_path, monkeypatch):
     """A frozen timing worker was killed only after compile timeout plus run timeout; worker log files and pipes
     were never closed."""
+    from kerneltune.seams.wire import Op, Request, Status
     from kerneltune.tuning import worker_process
     from kerneltune.tuning.worker_process import WorkerDied, WorkerProcess
-    from kerneltune.wire import Op, Request, Status
 
     monkeypatch.setattr(worker_process, "FROZEN_WORKER_S", 0.5)
     env = {**os.environ, "PYTHONPATH": str(REPO)}

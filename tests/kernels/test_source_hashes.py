@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kerneltune.registry import load_kernel
+from kerneltune.seams.registry import load_kernel
 from kerneltune.tables import stamps
 
 # The module each kernel's compiled code starts from.

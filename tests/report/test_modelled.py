@@ -18,6 +18,6 @@ def test_ranked_by_the_model_beside_the_static_scores_rank():
     assert [r.us_per_layer for r in rows] == sorted(r["modelled"]["us_per_layer"] for r in mine)
     assert sorted(r.static_rank for r in rows) == list(range(1, len(mine) + 1))
     best_static = min(mine, key=lambda r: r["static"]["isa_score"])
-    assert next(r for r in rows if r.static_rank == 1).tiles == best_static["tiles"]
+    assert next(r for r in rows if r.static_rank == 1).config == best_static["tiles"]
     assert len(modelled_ranking(JOURNAL, bucket)) == min(10, len(mine))
     assert modelled_ranking(JOURNAL, "no such bucket") == []

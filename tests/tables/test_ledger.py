@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from kerneltune import logs
+from kerneltune.files import logs
 from kerneltune.tables import ledger as ledger_module
 from kerneltune.tables import recording
 from kerneltune.tables.ledger import (

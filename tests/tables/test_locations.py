@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from kerneltune import logs
+from kerneltune.files import logs
 from kerneltune.tables import locations, lookup
 from kerneltune.tables.lookup import read_overlaid, tuned_config
 from kerneltune.tables.store import table_path
@@ -85,8 +85,10 @@ def test_a_wheel_installed_outside_the_checkout_finds_a_shipped_entry(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True)
     py = venv / "bin/python"
+    # Without PYTHONPATH: a checkout on it (its egg-info, which the wheel's build leaves) is "already installed".
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", wheel], check=True,
-                   capture_output=True)
+                   capture_output=True, env=bare)
     # What the lookup imports besides the standard library, copied in (the venv has no network).
     site = next((venv / "lib").glob("python3*/site-packages"))
     import filelock

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from kerneltune import logs
+from kerneltune.files import logs
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import bucket_distance, read_overlaid, select_entry, tuned_config
 from kerneltune.tables.store import table_path

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from kerneltune import logs
+from kerneltune.files import logs
 from kerneltune.tables.lookup import bucket_key, select_entry, tuned_config
 from kerneltune.tables.store import TableError, read_table, table_path, update_table
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kerneltune import logs
-from kerneltune.safe_io import MAX_INT_DIGITS, MAX_JSON_DEPTH, MAX_TABLE_BYTES
+from kerneltune.files import logs
+from kerneltune.files.safe_io import MAX_INT_DIGITS, MAX_JSON_DEPTH, MAX_TABLE_BYTES
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import tuned_config
 from kerneltune.tables.store import TableError, read_table, table_path

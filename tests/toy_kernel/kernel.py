@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import CheckResult
+from kerneltune.seams.protocols import CheckResult
 from kerneltune.tables.lookup import tuned_config
 
 from .backend import BACKEND
@@ -30,8 +30,8 @@ class ToyKernel:
     tunables = frozenset({"block", "unroll"})
     problem_fields = frozenset({"n"})
     hard_bucket_fields = ()
-    tile_defaults: Mapping[str, Any] = MappingProxyType({})
-    gated_tiles: tuple[str, ...] = ()
+    config_defaults: Mapping[str, Any] = MappingProxyType({})
+    gated_params: tuple[str, ...] = ()
 
     def problem(self, fields: Mapping[str, Any]) -> ToyProblem:
         return ToyProblem(**fields)

@@ -10,7 +10,7 @@ from typing import Any
 
 from kerneltune.author import Kernel
 from kerneltune.backends.host import Host
-from kerneltune.protocols import CheckResult
+from kerneltune.seams.protocols import CheckResult
 
 DRIFT_PER_CALL = 0.1
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import Capability, CheckResult
+from kerneltune.seams.protocols import Capability, CheckResult
 
 MODES = ("good", "slow", "compile_error", "compile_crash", "compile_hang", "crash", "hang", "garbage", "unwritten")
 
@@ -33,8 +33,8 @@ class FakeKernel:
     devices = 1
     capabilities: frozenset = frozenset({Capability.PORTABLE_BUILD})
     tunables = frozenset({"mode", "work"})
-    tile_defaults = MappingProxyType({"work": 1})  # as if ``work`` were once fixed at 1
-    gated_tiles = ("mode",)
+    config_defaults = MappingProxyType({"work": 1})  # as if ``work`` were once fixed at 1
+    gated_params = ("mode",)
     problem_fields = frozenset({"n"})
     hard_bucket_fields = ("n",)
 
@@ -193,8 +193,8 @@ class WideKernel(FakeKernel):
 
     name = "wide"
     tunables = frozenset(f"p{i}" for i in range(7))
-    tile_defaults = MappingProxyType({})
-    gated_tiles = ()
+    config_defaults = MappingProxyType({})
+    gated_params = ()
 
     def infeasibility(self, problem: FakeProblem, tiles: Mapping[str, Any]) -> str | None:
         return "p0 equals p1" if tiles["p0"] == tiles["p1"] else None

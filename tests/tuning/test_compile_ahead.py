@@ -5,9 +5,9 @@ import os
 
 import pytest
 
-from kerneltune.settings import MeasureSettings
+from kerneltune.seams.settings import MeasureSettings
+from kerneltune.seams.wire import candidate_request
 from kerneltune.tuning.compile_ahead import BuildFailed, CompileAhead, default_compile_workers
-from kerneltune.wire import candidate_request
 
 from ..paths import REPO
 
@@ -79,7 +79,7 @@ CHECKING = "tests.tuning.fake_kernel:CHECK_PROGRAMS"
 @pytest.fixture
 def marks(tmp_path, monkeypatch):
     """Where the fake check programs leave their marks, and a build cache to carry them over."""
-    from kerneltune.build_cache import ENV
+    from kerneltune.files.build_cache import ENV
 
     monkeypatch.setenv("FAKE_CHECK_PROGRAMS", str(tmp_path / "marks"))
     monkeypatch.setenv(ENV, str(tmp_path / "builds"))
@@ -116,7 +116,7 @@ def test_check_programs_that_fail_to_compile_are_a_warning_and_their_candidates_
 def test_without_a_build_cache_no_compile_worker_compiles_check_programs(marks, monkeypatch):
     """Another process's programs would reach the check only through the build cache: with none, the check
     compiles its own and no compile worker spends a turn on them."""
-    from kerneltune.build_cache import ENV
+    from kerneltune.files.build_cache import ENV
 
     monkeypatch.setenv(ENV, "")
     ahead = CompileAhead(1)

@@ -84,7 +84,7 @@ def test_a_record_holds_the_bucket_the_config_the_reply_and_its_time():
                    "worker": "w1", "pct_ceiling": 25.0}
     tiles["a"] = 9
     assert rec["tiles"] == {"b": 2, "a": 1}  # a copy
-    fresh = make_record({"bucket": "x"}, {"a": 1}, {"status": "wrong"})
+    fresh = make_record({"bucket": "x"}, {"a": 1}, {"status": "runtime"})
     assert fresh["time"].startswith("20") and "pct_ceiling" not in fresh and "restart" not in fresh
 
 

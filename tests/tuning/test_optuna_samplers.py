@@ -6,7 +6,7 @@ import warnings
 import optuna
 import pytest
 
-from kerneltune.protocols import StrategyContext
+from kerneltune.seams.protocols import StrategyContext
 from kerneltune.tuning.journal import config_key
 from kerneltune.tuning.strategies import make_strategy
 from kerneltune.tuning.strategies.optuna_samplers import _MAX_REJECTS, OptunaStrategy, make_sampler

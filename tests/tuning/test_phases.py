@@ -6,7 +6,7 @@ import json
 import pytest
 
 from kerneltune.tuning.journal import Journal
-from kerneltune.tuning.phases import Phases, summarize
+from kerneltune.tuning.phases import BucketPhases, Phases, summarize
 from kerneltune.tuning.sweep import run_sweep
 
 from .test_sweep import options
@@ -16,13 +16,13 @@ def _rec(bucket, wall, check=0.1, timing=0.2, compile_s=4.0, since=None, **more)
     phases = {"wall_s": wall, "check_s": check, "timing_s": timing, "compile_s": compile_s, **more}
     if since is not None:
         phases["since_start_s"] = since
-    return {"bucket": bucket, "phases": phases}
+    return BucketPhases(bucket, phases)
 
 
 def test_the_summary_is_the_steady_state_of_each_bucket():
     """The first candidate of a bucket (worker start, references) is out of the medians and the rates."""
     records = [_rec("a", 30.0, since=31.0), _rec("a", 1.0), _rec("a", 1.0), _rec("b", 20.0), _rec("b", 1.0),
-               {"bucket": "a", "status": "constraint"}]
+               BucketPhases("a", {})]
     s = summarize(records, compile_workers=8)
     assert (s.candidates, s.steady) == (5, 3)
     assert s.per_minute == pytest.approx(60.0)  # 3 steady candidates in 3 s of wall
@@ -54,7 +54,7 @@ def test_the_wall_per_candidate_is_the_rate_not_the_median():
 
 
 def test_no_phases_no_summary():
-    assert summarize([{"bucket": "a", "status": "ok"}], 4) is None
+    assert summarize([BucketPhases("a", {})], 4) is None
 
 
 def test_a_check_s_references_are_booked_apart():

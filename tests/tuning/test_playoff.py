@@ -5,16 +5,19 @@ import json
 import numpy as np
 import pytest
 
-from kerneltune.measure import MeasureSettings
+from kerneltune.files.records import Record
+from kerneltune.seams.measure import MeasureSettings
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.playoff import batch_for, decide, leaders, median_interval
+from kerneltune.tuning.pruning import NoPruning
 from kerneltune.tuning.sweep import SearchOptions, SweepOptions, WorkerOptions, run_sweep
 
 from ..paths import REPO
 
 
 def rec(key, median, spread=0.0, status="ok", noise=0.0):
-    return {"key": key, "status": status, "timing": {"median_us": median, "spread": spread, "noise": noise}}
+    return Record.from_json({"bucket": "b", "key": key, "status": status,
+                             "timing": {"median_us": median, "spread": spread, "noise": noise}})
 
 
 def test_leaders_are_within_the_noise_or_three_percent_and_at_most_five():
@@ -34,7 +37,8 @@ def test_a_candidate_stopped_on_a_batch_whose_noise_reached_the_best_joins_the_l
     assert [r["key"] for r in leaders([narrow, wide, best])] == ["best", "wide"]
     assert leaders([best, narrow]) == []
     # An old journal's stopped record (no noise written) is known to no better than itself: it joins.
-    old = {"key": "old", "status": "pruned", "timing": {"median_us": 3000.0, "spread": 0.0}}
+    old = Record.from_json({"bucket": "b", "key": "old", "status": "pruned",
+                            "timing": {"median_us": 3000.0, "spread": 0.0}})
     assert [r["key"] for r in leaders([best, old])] == ["best", "old"]
     # Five settled leaders do not crowd out a stopped one that may be faster than all of them.
     settled = [rec(f"s{i}", 1990.0 + i) for i in range(6)]
@@ -75,7 +79,7 @@ def test_a_sweep_on_a_drifting_clock_writes_the_playoffs_winner_and_its_margin(t
     one (1.0, measured while the clock had slowed further); the playoff's interleaved rounds pick the cheaper,
     and the entry keeps the margin (about 20%) and the rounds."""
     opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
-                        search=SearchOptions(prune_factor=None, warm_start=False),
+                        search=SearchOptions(pruner=NoPruning(), warm_start=False),
                         workers=WorkerOptions(compile_workers=0, run_timeout=60),
                         settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
     [result] = run_sweep(opts)
@@ -92,7 +96,7 @@ def test_a_sweep_on_a_drifting_clock_writes_the_playoffs_winner_and_its_margin(t
 
 def test_no_playoff_leaves_the_sequential_winner(tmp_path):
     opts = SweepOptions(kernel=str(REPO / "tests/tuning/drifting.py:KERNEL"), space_path=None, out=tmp_path,
-                        search=SearchOptions(prune_factor=None, warm_start=False, playoff=False),
+                        search=SearchOptions(pruner=NoPruning(), warm_start=False, playoff=False),
                         workers=WorkerOptions(compile_workers=0, run_timeout=60),
                         settings=MeasureSettings(rel_noise=0.5, min_samples=3, batch=3, warmup=0))
     [result] = run_sweep(opts)

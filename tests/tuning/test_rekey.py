@@ -6,6 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kerneltune.cli import app
+from kerneltune.files.records import Entry
 from kerneltune.tables.lookup import bucket_key, select_entry
 from kerneltune.tables.store import update_table
 from kerneltune.tuning.rekey import CARRIED, CHANGED, CURRENT, FOREIGN, INCONSISTENT, RECORDED, UNKNOWN, rekey_table
@@ -229,12 +230,12 @@ def test_every_foreign_stamp_is_named_and_the_digest_is_taken_under_the_entry_s_
     monkeypatch.setattr(DigestingKernel, "digest_stamps", ("numpy", "jax"))
     e = entry(2, numpy="0.1")
     e["stamps"]["jax"] = "0.2"
-    outcome, detail, _ = _judge(kernel, e, "hash-a", {"numpy": "1.0", "jax": "2.0"})
+    outcome, detail, _ = _judge(kernel, Entry.from_json(e), "hash-a", {"numpy": "1.0", "jax": "2.0"})
     assert (outcome, detail) == (FOREIGN, "measured under numpy '0.1' (running '1.0'), jax '0.2' (running '2.0'): "
                                           "its digests do not compare here")
     seen = []
     monkeypatch.setattr(DigestingKernel, "program_digest", lambda self, p, tiles, stamps: seen.append(stamps) or "d")
-    assert _judge(kernel, e, "hash-a", dict(e["stamps"]))[0] == RECORDED
+    assert _judge(kernel, Entry.from_json(e), "hash-a", dict(e["stamps"]))[0] == RECORDED
     assert seen == [e["stamps"]]
 
 
@@ -243,12 +244,12 @@ def test_a_long_reason_is_cut_to_500_characters(monkeypatch):
 
     alien = entry(2)
     alien["problem"] = {"m" * 1000: 2}
-    outcome, detail, _ = _judge(DigestingKernel(), alien, "hash-a", dict(alien["stamps"]))
+    outcome, detail, _ = _judge(DigestingKernel(), Entry.from_json(alien), "hash-a", dict(alien["stamps"]))
     assert outcome == UNKNOWN and len(detail) == 500 and detail.startswith("its problem is not one this source")
     lowering = entry(3, winner="unlowerable")
     def unlowerable(*_):
         raise ValueError("x" * 1000)
 
     monkeypatch.setattr(DigestingKernel, "program_digest", unlowerable)
-    outcome, detail, _ = _judge(DigestingKernel(), lowering, "hash-a", dict(lowering["stamps"]))
+    outcome, detail, _ = _judge(DigestingKernel(), Entry.from_json(lowering), "hash-a", dict(lowering["stamps"]))
     assert outcome == UNKNOWN and len(detail) == 500 and detail.startswith("its winner does not lower here")

@@ -10,11 +10,11 @@ import warnings
 
 import pytest
 
-from kerneltune.settings import MeasureSettings
+from kerneltune.seams.settings import MeasureSettings
+from kerneltune.seams.wire import MeasureReply, Status, candidate_request
 from kerneltune.tuning.journal import Journal, config_key
 from kerneltune.tuning.shared_study import QueueWorker, make_storage, prepare_queue, study_name
 from kerneltune.tuning.space import Space
-from kerneltune.wire import MeasureReply, Status, candidate_request
 
 PG_URL = os.environ.get("KERNELTUNE_TEST_PG_URL")
 
@@ -27,14 +27,14 @@ class RecordingRunner:
         self.events = []
 
     def prefetch(self, req, route):
-        self.events.append(("compile", req.tiles["work"]))
+        self.events.append(("compile", req.config["work"]))
 
     def measure(self, req, route=0):
         running = [t for s in self.storage.get_all_studies()
                    for t in self.storage.get_all_trials(s._study_id) if t.state.name == "RUNNING"]
-        self.events.append(("measure", req.tiles["work"], len(running)))
+        self.events.append(("measure", req.config["work"], len(running)))
         done = cf.Future()
-        done.set_result(MeasureReply(Status.OK, timing={"median_us": 10.0 + req.tiles["work"], "spread": 0.0,
+        done.set_result(MeasureReply(Status.OK, timing={"median_us": 10.0 + req.config["work"], "spread": 0.0,
                                                         "samples": 1}))
         return done
 
@@ -143,7 +143,7 @@ def test_a_trial_failed_as_stale_under_its_worker_is_journaled_and_the_worker_go
 
     class ReapedRunner(RecordingRunner):
         def measure(self, req, route=0):
-            if req.tiles["work"] == 1:  # another worker took this trial for dead while it was measured
+            if req.config["work"] == 1:  # another worker took this trial for dead while it was measured
                 trial = next(t for t in study.get_trials() if t.state.name == "RUNNING" and t.params["work"] == 0)
                 storage.set_trial_state_values(trial._trial_id, state=trial.state.FAIL)
             return super().measure(req, route)

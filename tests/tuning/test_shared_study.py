@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from kerneltune.registry import load_kernel
+from kerneltune.seams.registry import load_kernel
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.replay import ReplayRunner
 from kerneltune.tuning.sweep import ReplayOptions, SweepOptions, run_sweep
@@ -60,7 +60,7 @@ def test_four_workers_one_killed_mid_trial(tmp_path):
 
     records = [r for path in (out / "journals").glob("*.jsonl") for r in measured(path)]
     keys = Counter(r["key"] for r in records)
-    recorded = ReplayRunner(JOURNAL, tile_defaults=load_kernel("ranker_attention").tile_defaults).recorded.items()
+    recorded = ReplayRunner(JOURNAL, config_defaults=load_kernel("ranker_attention").config_defaults).recorded.items()
     feasible = {k for (b, k), r in recorded if b == BUCKET and r["status"] != "constraint"}
     answered = {r["key"] for r in records if r["status"] != "unsupported"}
     assert answered == feasible and set(keys.values()) == {1}

@@ -5,7 +5,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kerneltune.cli import app
-from kerneltune.protocols import StrategyContext
+from kerneltune.seams.protocols import StrategyContext
 from kerneltune.tuning import strategies
 from kerneltune.tuning.journal import config_key
 from kerneltune.tuning.strategies import make_strategy

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from kerneltune.measure import MeasureSettings
+from kerneltune.seams.measure import MeasureSettings
+from kerneltune.seams.wire import MeasureReply, Op, PlayoffReply, Status
 from kerneltune.tuning.journal import Journal
+from kerneltune.tuning.pruning import EarlyStop, NoPruning
 from kerneltune.tuning.sweep import ReplayOptions, SearchOptions, SweepOptions, WorkerOptions, run_sweep
-from kerneltune.wire import MeasureReply, Op, PlayoffReply, Status
 
 from ..paths import REPO
 
@@ -68,7 +69,7 @@ def test_what_a_check_measures_reaches_the_journal_the_table_and_a_replay(tmp_pa
     verified record keeps its own, and the entry's winner and fallbacks carry theirs, live and replayed."""
     # twin: another gated setting, as fast as good. No pruning: on a loaded machine one 1 ms sleep can take 1.5x
     # another's, and a pruned candidate is no fallback (CI saw the entry without one).
-    unpruned = SearchOptions(prune_factor=None)
+    unpruned = SearchOptions(pruner=NoPruning())
     opts = options(tmp_path, ["good", "twin"], search=unpruned)
     [result] = run_sweep(opts)
     checked = [r for r in Journal(opts.journal_path).records() if r["status"] in ("ok", "pruned")]
@@ -144,7 +145,7 @@ KILL_SETTINGS = {"max_seconds": 2.0, "min_samples": 100, "batch": 20}
 def test_sigkill_mid_sweep_then_resume_measures_each_candidate_once(tmp_path):
     opts = options(tmp_path, ["good", "slow", "garbage", "unwritten"], settings=MeasureSettings(**KILL_SETTINGS))
     code = (f"from tests.tuning.test_sweep import KILL_SETTINGS, options; "
-            f"from kerneltune.tuning.sweep import run_sweep; from kerneltune.measure import MeasureSettings; "
+            f"from kerneltune.tuning.sweep import run_sweep; from kerneltune.seams.measure import MeasureSettings; "
             f"import pathlib; run_sweep(options(pathlib.Path({str(tmp_path)!r}), "
             f"['good', 'slow', 'garbage', 'unwritten'], settings=MeasureSettings(**KILL_SETTINGS)))")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, start_new_session=True)
@@ -221,7 +222,7 @@ class SlowRunner:
         return {"backend": "host", "matched": ["device"], "device": "test", "device_kind": "cpu"}
 
     def prefetch(self, req, route):
-        self.prefetched.append(req.tiles)
+        self.prefetched.append(req.config)
 
     def measure(self, req, route=0):
         import concurrent.futures as cf
@@ -229,7 +230,7 @@ class SlowRunner:
 
         fut = cf.Future()
         self.measured.append(req)
-        median = 10.0 + sum(v for v in req.tiles.values() if type(v) is int)
+        median = 10.0 + sum(v for v in req.config.values() if type(v) is int)
         reply = MeasureReply(Status.OK, timing={"median_us": median, "spread": 0.0, "samples": 3, "noise": 0.0})
         if self.seconds:
             threading.Timer(self.seconds, fut.set_result, args=(reply,)).start()
@@ -258,7 +259,7 @@ def test_the_sweep_sleeps_while_a_candidate_is_measured(tmp_path):
     assert cpu / wall < 0.05, f"{cpu:.3f} s of CPU over {wall:.2f} s"
     # Each candidate was handed over to compile before it was measured, the first bucket's heuristic first of all,
     # before the stamps (its compile overlaps the worker's start): it is proposed again and measured first.
-    assert len(runner.prefetched) == 5 and runner.prefetched[0] == runner.measured[0].tiles
+    assert len(runner.prefetched) == 5 and runner.prefetched[0] == runner.measured[0].config
 
 
 class CountingRunner(SlowRunner):
@@ -300,7 +301,7 @@ def test_a_buckets_candidates_share_inputs_fresh_per_bucket_and_sweep_seed(tmp_p
         space_path.write_text(space(where, ["good", "slow"]).read_text().replace('"small"', f'"{bucket}"'))
         run_sweep(options(where, ["good", "slow"], seed=seed, space_path=space_path),
                   runner_factory=lambda o, k: runner)
-        assert len({str(r.tiles) for r in runner.measured}) >= 4
+        assert len({str(r.config) for r in runner.measured}) >= 4
         return {(r.seed, r.inputs["timing_seed"]) for r in runner.measured}
 
     [(check, timing)] = seeds(0)
@@ -321,7 +322,7 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
     runner = SlowRunner(0.0)
     [result] = run_sweep(options(tmp_path, ["good", "slow", "garbage"], search=SearchOptions(contenders=held)),
                          runner_factory=lambda o, k: runner)
-    assert sorted((r.tiles["mode"], r.tiles["work"]) for r in runner.measured) == [
+    assert sorted((r.config["mode"], r.config["work"]) for r in runner.measured) == [
         ("good", 1), ("good", 2), ("slow", 1)]
     assert result.entry is not None
     assert result.prior == [f"small: --contenders {held} holds 3 configs for it (3 feasible here), and only those are "
@@ -509,7 +510,7 @@ class _Scripted:
         import concurrent.futures as cf
 
         self.requests.append(req)
-        us = self.times_us[(req.tiles["mode"], req.tiles["work"])]
+        us = self.times_us[(req.config["mode"], req.config["work"])]
         done = cf.Future()
         bound = req.prune_above_us
         done.set_result(MeasureReply(Status.PRUNED if bound is not None and us > bound else Status.OK,
@@ -531,15 +532,41 @@ TIMES = {("good", 1): 100.0, ("good", 2): 50.0, ("slow", 1): 70.0, ("slow", 2): 
 
 def test_each_candidate_is_pruned_at_the_factor_over_the_best_so_far(tmp_path):
     runner = _Scripted(TIMES)
-    opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(prune_factor=1.5))
+    opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(pruner=EarlyStop(1.5)))
     run_sweep(opts, runner_factory=lambda o, k: runner)
-    order = [(r.tiles["mode"], r.tiles["work"]) for r in runner.requests]
+    order = [(r.config["mode"], r.config["work"]) for r in runner.requests]
     bounds = [r.prune_above_us for r in runner.requests]
     best = [min(TIMES[c] for c in order[:i]) if i else None for i in range(len(order))]
     assert bounds == [None if b is None else 1.5 * b for b in best]
     status = {(r["tiles"]["mode"], r["tiles"]["work"]): r["status"] for r in Journal(opts.journal_path).records()}
     for c, b in zip(order, best, strict=True):
         assert status[c] == ("pruned" if b is not None and TIMES[c] > 1.5 * b else "ok"), c
+
+
+class _Margin:
+    """A pruner of one's own: a fixed margin over the best so far, not a factor."""
+
+    stops_early = True
+
+    def bound_us(self, best_us):
+        return None if best_us is None else best_us + 15.0
+
+
+def test_the_sweep_asks_its_pruner_for_each_bound(tmp_path):
+    runner = _Scripted(TIMES)
+    opts = options(tmp_path, ["good", "slow", "twin"], search=SearchOptions(pruner=_Margin()))
+    run_sweep(opts, runner_factory=lambda o, k: runner)
+    order = [(r.config["mode"], r.config["work"]) for r in runner.requests]
+    best = [min(TIMES[c] for c in order[:i]) if i else None for i in range(len(order))]
+    assert [r.prune_above_us for r in runner.requests] == [None if b is None else b + 15.0 for b in best]
+
+
+def test_the_early_stop_takes_its_factor_and_no_pruning_bounds_nothing():
+    assert EarlyStop(2.0).bound_us(10.0) == 20.0 and EarlyStop().bound_us(None) is None
+    assert NoPruning().bound_us(10.0) is None and not NoPruning().stops_early and EarlyStop().stops_early
+    for bad in (1.0, 0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="early-stop-factor"):
+            EarlyStop(bad)
 
 
 @pytest.mark.parametrize("strategy", ["random", "exhaustive"])
@@ -553,7 +580,7 @@ def test_a_resumed_budgeted_search_measures_only_what_its_budget_has_left(tmp_pa
     more = options(tmp_path, ["good", "slow", "twin"], strategy=strategy, budget=5)
     run_sweep(more, runner_factory=lambda o, k: runner)
     assert len(runner.requests) == 5
-    assert len({json.dumps(dict(r.tiles), sort_keys=True) for r in runner.requests}) == 5
+    assert len({json.dumps(dict(r.config), sort_keys=True) for r in runner.requests}) == 5
 
 
 def test_a_sweep_without_resume_keeps_the_old_journal_aside_and_measures_again(tmp_path):
@@ -571,10 +598,11 @@ def test_a_sweep_without_resume_keeps_the_old_journal_aside_and_measures_again(t
 
 
 def test_a_pruned_candidate_still_tells_the_strategy_its_first_batch_time():
-    from kerneltune.tuning.sweep import record_value
+    from kerneltune.files.records import Record
 
-    assert record_value({"status": "pruned", "timing": {"median_us": 180.0}}) == 180.0
-    assert record_value({"status": "correctness", "error": "x"}) is None
+    pruned = {"bucket": "b", "key": "k", "status": "pruned", "timing": {"median_us": 180.0}}
+    assert Record.from_json(pruned).value == 180.0
+    assert Record.from_json({"bucket": "b", "key": "k", "status": "correctness", "error": "x"}).value is None
 
 
 def test_a_resume_never_measures_a_failed_candidate_again(tmp_path):
@@ -631,7 +659,7 @@ def test_an_undecided_playoff_times_on_ten_rounds_at_a_time_and_decides_on_them_
             import concurrent.futures as cf
 
             self.requests.append(req)
-            us = self.times_us[(req.tiles["mode"], req.tiles["work"])]
+            us = self.times_us[(req.config["mode"], req.config["work"])]
             done = cf.Future()
             done.set_result(MeasureReply(Status.OK, timing={"median_us": us, "spread": 0.01, "samples": 3,
                                                             "noise": 0.01}))
@@ -646,7 +674,7 @@ def test_an_undecided_playoff_times_on_ten_rounds_at_a_time_and_decides_on_them_
                 b * (0.8 if n else (0.5 if i % 2 else 1.4)) for i, b in enumerate(base))))
 
     runner = Noisy()
-    opts = options(tmp_path, ["good", "slow"], search=SearchOptions(prune_factor=None, warm_start=False))
+    opts = options(tmp_path, ["good", "slow"], search=SearchOptions(pruner=NoPruning(), warm_start=False))
     [result] = run_sweep(opts, runner_factory=lambda o, k: runner)
     assert result.playoff is not None and result.playoff.rounds == 20 and next(runner.rounds) == 2
     assert result.entry["config"] == {"mode": "good", "work": 2}  # beat the incumbent beyond doubt in 20 rounds

@@ -1,11 +1,20 @@
 import pytest
 
+from kerneltune.files.records import Record, config_key
 from kerneltune.tables.store import read_table, table_path
-from kerneltune.tuning.journal import config_key, pct_of_ceiling
-from kerneltune.tuning.table_writer import bucket_entry, write_bucket_table
+from kerneltune.tuning import table_writer
 from tests.tuning.fake_kernel import PLUGIN
 
 STAMPS = {"gpu": "NVIDIA H200", "sm_count": 132, "driver": "1", "cuda": "13.0", "jax": "0.11.2", "jaxlib": "0.11.2"}
+
+
+def bucket_entry(records, *args, **kwargs):
+    """The writer's entry of these records, written as their journal lines."""
+    return table_writer.bucket_entry([Record.from_json(r) for r in records], *args, **kwargs)
+
+
+def write_bucket_table(out, kernel, bucket, records, *args):
+    return table_writer.write_bucket_table(out, kernel, bucket, [Record.from_json(r) for r in records], *args)
 
 
 def record(mode, work, median_us, status="ok"):
@@ -18,7 +27,7 @@ def test_entry_keeps_the_fastest_config_of_each_other_gated_setting_as_its_fallb
     """The fake kernel gates ``mode``: a launch that refuses the winner's mode must find the fastest
     measured config of every other mode, and only measured, verified ones."""
     records = [record("good", 1, 10.0), record("good", 2, 30.0), record("slow", 2, 40.0), record("slow", 1, 20.0),
-               record("garbage", 1, 5.0, status="wrong"), record("odd", 3, 50.0)]
+               record("garbage", 1, 5.0, status="correctness"), record("odd", 3, 50.0)]
     e = bucket_entry(records, PLUGIN, rel_noise=0.01)
     assert e["config"] == {"mode": "good", "work": 1}
     assert [(f["config"], f["median_us"]) for f in e["fallbacks"]] == [
@@ -141,8 +150,8 @@ def test_a_replay_of_an_older_kernel_writes_the_newest_recorded_source():
                                                          (200.0, None, None), (None, 800.0, None)])
 def test_percent_of_ceiling(tflops, ceiling, pct):
     stamps = {} if ceiling is None else {"bf16_tflops_ceiling": ceiling}
-    assert pct_of_ceiling({"tflops": tflops, "stamps": stamps}) == pct
-    assert pct_of_ceiling({"tflops": tflops}) is None
+    assert Record("b", "k", "ok", tflops=tflops, stamps=stamps).pct_of_ceiling() == pct
+    assert Record("b", "k", "ok", tflops=tflops).pct_of_ceiling() is None
 
 
 def test_write_bucket_table_writes_the_buckets_entry_where_the_runtime_reads_it(tmp_path):
@@ -152,13 +161,13 @@ def test_write_bucket_table_writes_the_buckets_entry_where_the_runtime_reads_it(
     other_kernel = {**record("good", 3, 1.0), "kernel": "wide"}
     e = write_bucket_table(tmp_path, PLUGIN, "b", [mine, other_bucket, other_kernel], 0.01)
     path = table_path(tmp_path / "tables", "gpu-x", "fake")
-    assert e["table"] == str(path) and e["config"] == {"mode": "good", "work": 1}
+    assert e.table == path and e.entry.config == {"mode": "good", "work": 1}
     [written] = read_table(path)["entries"].values()
     assert written["config"] == {"mode": "good", "work": 1} and written["bucket_name"] == "b"
     no_kind = {**mine, "stamps": STAMPS}  # older journals: the kind from the GPU's name
-    assert write_bucket_table(tmp_path, PLUGIN, "b", [no_kind], 0.01)["table"] == str(
-        table_path(tmp_path / "tables", "nvidia-h200", "fake"))
-    assert write_bucket_table(tmp_path, PLUGIN, "b", [{**mine, "status": "wrong"}], 0.01) is None
+    assert write_bucket_table(tmp_path, PLUGIN, "b", [no_kind], 0.01).table == table_path(
+        tmp_path / "tables", "nvidia-h200", "fake")
+    assert write_bucket_table(tmp_path, PLUGIN, "b", [{**mine, "status": "runtime"}], 0.01) is None
 
 
 def test_an_entry_holds_every_field_the_runtime_and_the_report_read():
@@ -193,7 +202,7 @@ def test_the_written_table_names_its_kernel_and_device_kind(tmp_path):
 def test_a_record_an_entry_cannot_keep_is_passed_over_not_allowed_to_stop_the_table():
     """A record without a spread, samples or a device (or a NaN spread, which the journal refuses) loses; the
     bucket's other records still make its entry."""
-    from kerneltune.tuning.journal import record_defect
+    from kerneltune.files.records import record_defect
 
     good = record("good", 1, 20.0)
     no_spread = record("good", 2, 10.0)

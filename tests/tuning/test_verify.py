@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+from kerneltune.files.records import Entry
+from kerneltune.seams.wire import REPLIES, MeasureReply, Status
 from kerneltune.tables.locations import shipped_tables_dir
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import update_table
@@ -19,7 +21,6 @@ from kerneltune.tuning.verify import (
     verify_table,
     worst_exit_code,
 )
-from kerneltune.wire import REPLIES, MeasureReply, Status
 
 from ..paths import REPO
 from .fake_kernel import FAKE_GPU, NEED
@@ -102,7 +103,7 @@ def test_an_interrupted_run_keeps_its_verdicts_and_claims_nothing_it_did_not_che
     assert r.entries[0].verdict.startswith("ok") and r.entries[2].verdict == NOT_CHECKED_INTERRUPTED
     assert r.entries[2].config == {"mode": "unwritten", "work": 1}
     assert r.notes == ["interrupted after 1 of 3 items"] and r.timing_absent is None
-    assert [p["bucket"] for p in r.phases] == ["small"], "the measurement made before the interrupt is kept"
+    assert [p.bucket for p in r.phases] == ["small"], "the measurement made before the interrupt is kept"
     assert worst_exit_code([EXIT_OK, EXIT_FAIL, EXIT_INTERRUPTED, EXIT_BAD_INPUT]) == EXIT_INTERRUPTED
 
 
@@ -122,10 +123,10 @@ def test_each_items_configs_and_the_nexts_compile_before_they_are_timed(tmp_path
             return {"backend": "host", "matched": ["kernel_hash"], "device_kind": "cpu"}
 
         def prefetch(self, req, route):
-            events.append(("compile", req.bucket, config_key(req.tiles)))
+            events.append(("compile", req.bucket, config_key(req.config)))
 
         def measure(self, req, route=0):
-            events.append(("time", req.bucket, config_key(req.tiles)))
+            events.append(("time", req.bucket, config_key(req.config)))
             done = cf.Future()
             done.set_result(MeasureReply(Status.OK, timing={"median_us": 1000.0, "spread": 0.01}))
             return done
@@ -186,18 +187,18 @@ def test_shipped_ranker_table_is_correct_in_interpret_mode(tmp_path):
 def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path):
     """So a kernel's check may keep what it computed for those inputs (the ranker's float32 references,
     about 50 s of a long bucket's item on the H200, run Q) instead of computing it for every item."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import _Measurements, _timed_configs, _verify_entry
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
-    entry = {"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "slow", "work": 1},
-             "median_us": 10.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"},
-             "runner_ups": [{"config": {"mode": "good", "work": 2}}]}
+    entry = Entry.build({"bucket_name": "small", "problem": {"n": 2}, "config": {"mode": "slow", "work": 1},
+                         "median_us": 10.0, "spread": 0.01, "stamps": {"kernel_hash": "fakehash"},
+                         "runner_ups": [{"config": {"mode": "good", "work": 2}, "median_us": 12.0}]})
     want = {"matched": ["kernel_hash"], "kernel_hash": "fakehash"}
     runner = _Scripted({w: {"status": "ok", "timing": {"median_us": 10.0, "spread": 0.01}} for w in (1, 2)})
     measured = _Measurements("fake", runner, MeasureSettings())
-    for i, checked in enumerate([entry, {**entry, "config": {"mode": "good", "work": 2}}]):
+    for i, checked in enumerate([entry, entry.replace(config={"mode": "good", "work": 2})]):
         _verify_entry(kernel, measured, checked, want, True, MeasureSettings(), i == 0,
                       _timed_configs(kernel, i == 0, checked))
     seeds = [r.seed for r in runner.requests]
@@ -205,8 +206,8 @@ def test_an_entry_its_rivals_and_its_fallbacks_run_on_one_seeds_inputs(tmp_path)
     # runner-up, and their interleaved rounds
     # The fallback's config is the runner-up's: measured once on the bucket's one seed of inputs, its reply
     # serves both, and every measurement's phases are kept with its wall.
-    assert [dict(r.tiles) for r in runner.requests if r.op == "measure"].count({"mode": "good", "work": 2}) == 1
-    assert len(measured.phases) == 3 and all("wall_s" in p["phases"] for p in measured.phases)
+    assert [dict(r.config) for r in runner.requests if r.op == "measure"].count({"mode": "good", "work": 2}) == 1
+    assert len(measured.phases) == 3 and all("wall_s" in p.seconds for p in measured.phases)
 
 
 class _Scripted:
@@ -222,7 +223,7 @@ class _Scripted:
         self.requests, self.prefetched, self.closed = [], [], False
 
     def _reply(self, req):
-        work = req.tiles["work"]
+        work = req.config["work"]
         reply = self.replies[work] if self.default is None else self.replies.get(work, self.default)
         return REPLIES[req.op].from_json({k: v for k, v in reply.items() if k != "rounds"})
 
@@ -265,7 +266,7 @@ class _Scripted:
 def _host_stamps():
     """The stamps this machine's host backend matches on: an entry the runtime here uses carries them (verify
     fails an entry of another system as stale)."""
-    from kerneltune.registry import load_backend
+    from kerneltune.seams.registry import load_backend
 
     running = load_backend("host").stamps()
     return {k: running.get(k) for k in running["matched"] if k != "kernel_hash"}
@@ -276,14 +277,14 @@ def _entry(name="small", n=2, **over):
          "median_us": 100.0, "spread": 0.01, "inputs": {"spec": "ragged"},
          "stamps": {**_host_stamps(), "kernel_hash": "fakehash"}}
     e.update(over)
-    return e
+    return Entry.build(e)
 
 
 def _judge(replies, recorded_us=100.0, on_gpu=True, entry=None, timed=None, playoff_error=None):
     """``_check_and_time`` of ``entry`` (by default the small bucket's, work 1) on scripted replies; ``timed``: the
     item and its rivals (by default the item, then each other reply's config as a runner-up)."""
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import HEURISTIC, _check_and_time, _Measurements
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
@@ -325,7 +326,7 @@ def test_a_rival_1_2x_faster_is_named_even_where_the_winner_beats_the_heuristic(
                                                                "median_us": 100.0, "margin": 0.2}])
     replies = {2: {**_ok(120.0), "rounds": list(120.0 * load)}, 3: {**_ok(100.0), "rounds": list(100.0 * load)},
                1: {**_ok(150.0), "rounds": list(150.0 * load)}}
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import _timed_configs
 
     timed = _timed_configs(load_kernel(FAKE), True, entry)
@@ -423,8 +424,6 @@ def test_drift_is_judged_against_the_entry_s_own_spread(spread, now_us, warned):
     """Twice the largest of the entry's recorded spread, this run's noise and 4%: at exactly twice, no warning.
     An entry without a spread is judged on the other two."""
     entry = _entry(spread=spread)
-    if spread is None:
-        del entry["spread"]
     rep = _judge({1: _ok(now_us)}, entry=entry)
     assert rep.verdict.startswith("ok; warning") is warned, rep.verdict
     if warned:
@@ -462,25 +461,25 @@ def test_a_failed_reply_s_error_is_cut_and_one_without_an_error_still_names_its_
 
 
 def test_each_request_carries_the_entry_s_bucket_problem_and_inputs_on_verify_s_seed():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
     from kerneltune.tuning.verify import VERIFY_SEED, _measure_request
 
     req = _measure_request("fake", _entry(), {"mode": "good", "work": 1}, MeasureSettings())
     assert (req.bucket, dict(req.problem), dict(req.inputs), req.seed) == ("small", {"n": 2}, {"spec": "ragged"},
                                                                           VERIFY_SEED)
-    bare = _measure_request("fake", {"config": {}}, {"mode": "good", "work": 1}, MeasureSettings())
+    bare = _measure_request("fake", Entry(), {"mode": "good", "work": 1}, MeasureSettings())
     assert (bare.bucket, dict(bare.problem), dict(bare.inputs)) == ("?", {}, {})
 
 
 def test_fallbacks_are_named_after_their_entry_and_an_entry_may_have_none():
     from kerneltune.tuning.verify import _items, _timed_configs
 
-    named = _entry(fallbacks=[{"config": {"mode": "good", "work": 2}}])
-    unnamed = {k: v for k, v in named.items() if k != "bucket_name"}
+    named = _entry(fallbacks=[{"config": {"mode": "good", "work": 2}, "median_us": 90.0}])
+    unnamed = named.replace(bucket_name=None)
     items = list(_items([named, unnamed, _entry()]))
     assert [(h, i.get("bucket_name")) for h, i in items] == [
         (True, "small"), (False, "small (fallback)"), (True, None), (False, "? (fallback)"), (True, "small")]
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
     assert _timed_configs(kernel, True, _entry(config={"mode": "good", "work": 2})) == [
@@ -488,24 +487,24 @@ def test_fallbacks_are_named_after_their_entry_and_an_entry_may_have_none():
 
 
 def test_each_measurement_keeps_its_bucket_the_worker_s_phases_and_its_wall():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
     from kerneltune.tuning.verify import _Measurements
 
     reply = {**_ok(100.0), "phases": {"check_s": 0.5}}
     measured = _Measurements("fake", _Scripted({1: reply}), MeasureSettings())
     measured(_entry(), {"mode": "good", "work": 1})
     [p] = measured.phases
-    assert p["bucket"] == "small" and p["phases"]["check_s"] == 0.5
-    assert 0 <= p["phases"]["wall_s"] <= p["phases"]["since_start_s"] < 60
+    assert p.bucket == "small" and p.seconds["check_s"] == 0.5
+    assert 0 <= p.seconds["wall_s"] <= p.seconds["since_start_s"] < 60
 
 
 def test_an_unstamped_entry_is_verified_and_its_missing_stamps_named(tmp_path):
-    from kerneltune.measure import MeasureSettings
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.registry import load_kernel
     from kerneltune.tuning.verify import _Measurements, _verify_entry
 
     kernel = load_kernel("tests.tuning.fake_kernel:PLUGIN")
-    entry = {k: v for k, v in _entry().items() if k != "stamps"}
+    entry = Entry.build({k: v for k, v in _entry().items() if k != "stamps"})
     settings = MeasureSettings(rel_noise=0.01)
     rep = _verify_entry(kernel, _Measurements("fake", _Scripted({1: _ok(100.0)}), settings), entry,
                         {"kernel_hash": "fakehash", "matched": ["kernel_hash"]}, True, settings, False,
@@ -607,9 +606,9 @@ def test_every_config_is_prefetched_in_the_order_it_is_timed_and_a_kept_runner_s
     runner = StampsLast({}, default=_ok(100.0))
     r = verify.verify_table(FAKE, path, tmp_path / "w", runner=runner)
     assert r.exit_code == EXIT_OK
-    assert [dict(q.tiles) for q in runner.prefetched] == [{"mode": "slow", "work": 2}, {"mode": "good", "work": 1},
+    assert [dict(q.config) for q in runner.prefetched] == [{"mode": "slow", "work": 2}, {"mode": "good", "work": 1},
                                                           {"mode": "good", "work": 2}]
-    assert [dict(q.tiles) for q in runner.requests if q.op == "measure"] == [dict(q.tiles) for q in runner.prefetched]
+    assert [dict(q.config) for q in runner.requests if q.op == "measure"] == [dict(q.config) for q in runner.prefetched]
     assert not runner.closed, "a runner handed in belongs to the caller"
 
 
@@ -625,10 +624,11 @@ def test_the_tables_ceilings_are_handed_to_the_worker_from_the_first_entry_that_
     logs = tmp_path / "logs"
     table = {"entries": {"a": {"stamps": {"gpu": "x"}}, "b": {"stamps": {"bf16_tflops_ceiling": 700.0, "gpu": "y"}},
                          "c": {"stamps": {"bf16_tflops_ceiling": 1.0}}}}
+    table["entries"] = {k: Entry.build(e) for k, e in table["entries"].items()}
     assert verify._seed_ceilings(table, logs) is True
     assert json.loads((logs / "ceilings.json").read_text()) == {"bf16_tflops_ceiling": 700.0, "gpu": "y"}
     assert verify._seed_ceilings(table, logs) is True, "the logs folder of an earlier run is reused"
-    assert verify._seed_ceilings({"entries": {"a": {}}}, tmp_path / "none") is False
+    assert verify._seed_ceilings({"entries": {"a": Entry()}}, tmp_path / "none") is False
     assert not (tmp_path / "none").exists()
 
 
@@ -714,7 +714,7 @@ def test_where_the_worker_has_the_kernel_s_gpu_entries_are_timed_and_elsewhere_c
     r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=there)
     assert (r.table, r.exit_code, r.notes, r.timing_absent) == (path, EXIT_OK, [], None)
     assert [(e.correctness, e.now_us) for e in r.entries] == [("ok", 100.0)]
-    assert [p["bucket"] for p in r.phases] == ["small"]
+    assert [p.bucket for p in r.phases] == ["small"]
     here = _Scripted({}, default={"status": "ok"})
     r = verify.verify_table(ON_ITS_GPU, path, tmp_path / "w", runner=here)
     assert (r.table, r.exit_code, r.timing_absent, r.phases) == (path, EXIT_CANNOT_RUN, f"needs {NEED}", [])
@@ -772,7 +772,7 @@ def test_a_table_verified_on_its_own_worker_hands_it_the_table_s_ceilings(tmp_pa
 
 
 def test_verify_s_own_worker_runs_on_the_kernel_s_gpus_and_logs_in_the_work_folder(tmp_path, monkeypatch):
-    from kerneltune.registry import load_kernel
+    from kerneltune.seams.registry import load_kernel
 
     made = []
     monkeypatch.setattr(verify, "LiveRunner", lambda *a: made.append(a))
@@ -782,7 +782,7 @@ def test_verify_s_own_worker_runs_on_the_kernel_s_gpus_and_logs_in_the_work_fold
 
 
 def test_a_config_is_measured_once_whatever_the_order_of_its_fields():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
     from kerneltune.tuning.verify import _Measurements
 
     runner = _Scripted({1: _ok(100.0)})
@@ -837,9 +837,9 @@ def test_require_timing_times_and_judges_where_times_would_mean_nothing(tmp_path
 
 
 def test_a_check_only_request_is_checked_by_the_worker_and_never_timed():
-    from kerneltune.measure import MeasureSettings
+    from kerneltune.seams.measure import MeasureSettings
+    from kerneltune.seams.wire import Op, candidate_request
     from kerneltune.tuning.worker import handle
-    from kerneltune.wire import Op, candidate_request
 
     req = candidate_request("tests.tuning.fake_kernel:PLUGIN", "b", {"n": 4}, {"mode": "good", "work": 1}, {}, 1,
                             MeasureSettings(), Op.CHECK)

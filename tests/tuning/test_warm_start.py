@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from kerneltune.registry import load_kernel
+from kerneltune.seams.registry import load_kernel
 from kerneltune.tables.store import table_path, update_table
 from kerneltune.tuning.journal import Journal
 from kerneltune.tuning.sweep import run_sweep

@@ -8,10 +8,10 @@ import pytest
 
 from kerneltune.backends.cuda_jax import cuda_error_is_sticky
 from kerneltune.backends.host import Host
-from kerneltune.protocols import Capability, CheckResult
-from kerneltune.registry import load_backend
+from kerneltune.seams.protocols import Capability, CheckResult
+from kerneltune.seams.registry import load_backend
+from kerneltune.seams.wire import Request, Status
 from kerneltune.tuning.worker import WorkerProcess, handle, worker_env
-from kerneltune.wire import Request, Status
 
 from ..paths import REPO
 from .fake_kernel import FakeKernel
@@ -53,7 +53,7 @@ KERNEL = _Kernel()
 
 
 def _req(mode, op="measure", kernel="tests.tuning.test_worker:KERNEL", **extra):
-    return {"op": op, "kernel": kernel, "problem": {"n": 4}, "tiles": {"mode": mode, "work": 1}, "seed": 0,
+    return {"op": op, "kernel": kernel, "problem": {"n": 4}, "config": {"mode": mode, "work": 1}, "seed": 0,
             "settings": {"max_seconds": 0.05, "min_samples": 3, "batch": 3, "warmup": 1}, **extra}
 
 
@@ -123,7 +123,7 @@ def test_a_layout_the_static_ranking_refuses_comes_back_as_a_constraint(tmp_path
     try:
         for work, status in ((2, "constraint"), (1, "ok")):
             req = Request.from_json({**_req("good", op="static", kernel="tests.tuning.test_worker:STATIC"),
-                                     "tiles": {"mode": "good", "work": work}})
+                                     "config": {"mode": "good", "work": work}})
             reply = worker.request(req, timeout=120)
             assert reply.status == status and reply.static == {"vgpr": 9}, reply
     finally:
@@ -162,8 +162,8 @@ def test_an_export_compiled_before_on_this_system_comes_from_the_build_cache(tmp
     timing worker's environment names the user's cache unless the caller named another folder."""
     import base64
 
-    from kerneltune.build_cache import ENV
-    from kerneltune.paths import user_cache_dir
+    from kerneltune.files.build_cache import ENV
+    from kerneltune.files.paths import user_cache_dir
 
     from .fake_kernel import PLUGIN
 
@@ -207,10 +207,10 @@ def test_a_compile_workers_check_programs_job_answers_ok_or_the_compile_error(tm
 
 
 def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
-    from kerneltune.wire import WireError
+    from kerneltune.seams.wire import WireError
 
     for bad, says in (({"op": "dance", "kernel": "k"}, "op 'dance' is not one of"),
-                      ({"kernel": "k", "tiles": [1]}, r"tiles: \[1\] is not an object"),
+                      ({"kernel": "k", "config": [1]}, r"config: \[1\] is not an object"),
                       ({"kernel": 3}, "kernel must be a string"), ([1], "a request is a JSON object")):
         with pytest.raises(WireError, match=says):
             Request.from_json(bad)
@@ -219,7 +219,7 @@ def test_a_request_that_breaks_the_protocol_is_refused_naming_the_field():
 
 
 def test_a_reply_outside_the_protocol_is_refused_naming_the_field():
-    from kerneltune.wire import REPLIES, MeasureReply, Op, PlayoffReply, WireError
+    from kerneltune.seams.wire import REPLIES, MeasureReply, Op, PlayoffReply, WireError
 
     assert MeasureReply.from_json({"status": "pruned"}).status == Status.PRUNED
     for bad, says in (({"status": "fine"}, "status 'fine' is not one of"), ([1], "a reply is a JSON object"),
@@ -240,8 +240,8 @@ def test_a_reply_outside_the_protocol_is_refused_naming_the_field():
 
 
 def test_the_settings_cross_the_pipe_typed_with_the_compile_timeout():
-    from kerneltune.settings import MeasureSettings
-    from kerneltune.wire import WireError
+    from kerneltune.seams.settings import MeasureSettings
+    from kerneltune.seams.wire import WireError
 
     req = Request.from_json({**_req("good"), "settings": {"batch": 4, "compile_timeout": 7.5}})
     assert req.settings == MeasureSettings(batch=4, compile_timeout=7.5)

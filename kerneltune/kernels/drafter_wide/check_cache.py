@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from kerneltune.array_cache import ArrayCache
+from kerneltune.files.array_cache import ArrayCache
 
 from . import error_model
 from .error_model import ElementModel

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import EmulationCheck
+from kerneltune.seams.protocols import EmulationCheck
 
 from . import indexing as ix
 from .health import SITES

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule
-from kerneltune.protocols import EmulationCheck
+from kerneltune.seams.protocols import EmulationCheck
 
 from .interpreted import (
     CHECK_EXTRA,

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from kerneltune.protocols import Capability, CheckResult
-from kerneltune.wire import Status
+from kerneltune.seams.protocols import Capability, CheckResult
+from kerneltune.seams.wire import Status
 
 from .layout import TP, DrafterLayout, LayoutError
 from .offline_compile import ARCHS
@@ -51,8 +51,8 @@ class DrafterWidePlugin:
     devices = TP
     capabilities = frozenset({Capability.STATIC_RANK, Capability.EMULATE, Capability.INTERPRET})
     tunables = frozenset({"ng", "threads", "w_na"})
-    tile_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
-    gated_tiles: tuple[str, ...] = ()  # the bucket is the whole problem
+    config_defaults: Mapping[str, Any] = MappingProxyType({})  # every tunable was one from the start
+    gated_params: tuple[str, ...] = ()  # the bucket is the whole problem
     problem_fields = frozenset(f.name for f in dataclasses.fields(DrafterProblem))
     hard_bucket_fields = ("arch",)
 
@@ -148,7 +148,7 @@ class DrafterWidePlugin:
         """The kernel's own compiled program on the small model, run by the CPU interpreter for each arch,
         against the float64 model, the emulation and, in ``interleavings`` schedules (``interpreted.INTERLEAVINGS``
         by default), against its own fixed order (``interpret_check.check_interpreted``)."""
-        from kerneltune.paths import user_cache_dir
+        from kerneltune.files.paths import user_cache_dir
 
         from .interpret_check import check_interpreted
         from .interpreted import check_runs
@@ -213,8 +213,8 @@ def _reference(layers: int, requests: int, qpr: int, context: tuple[int, ...], s
     import numpy as np
     import torch
 
-    from kerneltune.paths import user_cache_dir
-    from kerneltune.reference_cache import ReferenceCache
+    from kerneltune.files.paths import user_cache_dir
+    from kerneltune.files.reference_cache import ReferenceCache
 
     from . import check_cache, numerics, reference
 

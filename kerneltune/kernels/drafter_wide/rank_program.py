@@ -104,7 +104,7 @@ class _EmulatedDrafter:
     def launch(self, ctx: RankContext, step: int) -> None:
         if ctx.rank == 0:
             if self.computed is None and self.interpret is not None:
-                from kerneltune.paths import user_cache_dir
+                from kerneltune.files.paths import user_cache_dir
 
                 from .interpreted import capture_program, run_step
 

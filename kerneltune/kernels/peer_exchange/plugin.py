@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import CheckResult
+from kerneltune.seams.protocols import CheckResult
 from kerneltune.tables.stamps import source_hash
 
 from .exchange import payload
@@ -37,8 +37,8 @@ class PeerExchangePlugin:
     tunables = frozenset({"block", "num_warps"})
     problem_fields = frozenset(f.name for f in dataclasses.fields(ExchangeProblem))
     hard_bucket_fields = ("ranks",)
-    tile_defaults: Mapping[str, Any] = MappingProxyType({})
-    gated_tiles: tuple[str, ...] = ()
+    config_defaults: Mapping[str, Any] = MappingProxyType({})
+    gated_params: tuple[str, ...] = ()
 
     def problem(self, fields: Mapping[str, Any]) -> ExchangeProblem:
         return ExchangeProblem(**fields)

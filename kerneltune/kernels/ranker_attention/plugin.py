@@ -1,4 +1,4 @@
-"""Ranker attention as the engine sees it (``kerneltune.protocols.Kernel``)."""
+"""Ranker attention as the engine sees it (``kerneltune.seams.protocols.Kernel``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.build_cache import BuildCache, build_key
-from kerneltune.protocols import Capability, CheckResult
-from kerneltune.reference_cache import ReferenceCache
+from kerneltune.files.build_cache import BuildCache, build_key
+from kerneltune.files.reference_cache import ReferenceCache
+from kerneltune.seams.protocols import Capability, CheckResult
 
 from .config import KernelConfig, Problem, infeasibility
 from .heuristics import heuristic_config
@@ -48,12 +48,12 @@ class RankerAttentionPlugin:
     capabilities = frozenset({Capability.CHECK_SMALL, Capability.BENCH, Capability.REPORT_VIEW,
                               Capability.PROGRAM_DIGEST, Capability.PORTABLE_BUILD, Capability.CHECK_PROGRAMS})
     tunables = frozenset(KernelConfig.TILE_FIELDS)
-    tile_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
+    config_defaults = MappingProxyType({f.name: f.default for f in dataclasses.fields(KernelConfig)
                                       if f.name in KernelConfig.TILE_FIELDS})
     # A fallback per setting: static_max needs a cap <= 44.36, tanh_instr needs fast_math and a tanh cap,
     # and the tanh instruction and the FMA-pipe exp2 (its cubic's 7e-5 on a dominant weight) miss the LSE
     # budget of a call that returns the LSE.
-    gated_tiles = ("static_max", "fast_math", "cap_impl", "exp2_fma_eighths")
+    gated_params = ("static_max", "fast_math", "cap_impl", "exp2_fma_eighths")
     problem_fields = frozenset(f.name for f in dataclasses.fields(Problem))
     digest_stamps = ("jax", "jaxlib")  # JAX lowers the program the digest reads
     hard_bucket_fields = Problem.HARD_BUCKET_FIELDS

@@ -1,5 +1,5 @@
 """Search strategies, registered by name: every module of this package exposes ``STRATEGIES``, a
-mapping from a name to a factory of a :class:`kerneltune.protocols.Strategy`. A new strategy is one
+mapping from a name to a factory of a :class:`kerneltune.seams.protocols.Strategy`. A new strategy is one
 module here; the sweep and the CLI find it by its name."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import functools
 import importlib
 import pkgutil
 
-from kerneltune.protocols import StrategyFactory
+from kerneltune.seams.protocols import StrategyFactory
 
 
 @functools.cache

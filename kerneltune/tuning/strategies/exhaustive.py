@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kerneltune.protocols import StrategyContext
-
-from ..journal import config_key
+from kerneltune.files.records import config_key
+from kerneltune.seams.protocols import StrategyContext
 
 
 class Exhaustive:
@@ -24,7 +23,7 @@ class Exhaustive:
     def propose(self) -> dict[str, Any] | None:
         return self._todo.pop() if self._todo else None
 
-    def observe(self, tiles: Mapping[str, Any], value: float | None) -> None:
+    def observe(self, config: Mapping[str, Any], value: float | None) -> None:
         pass
 
 

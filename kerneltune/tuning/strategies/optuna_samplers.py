@@ -13,9 +13,8 @@ import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kerneltune.protocols import StrategyContext
-
-from ..journal import config_key
+from kerneltune.files.records import config_key
+from kerneltune.seams.protocols import StrategyContext
 
 if TYPE_CHECKING:  # optuna is imported only when a sampler strategy is built
     import optuna
@@ -66,44 +65,44 @@ class OptunaStrategy:
         self.pending: dict[str, optuna.trial.Trial] = {}
         self.rng = random.Random(seed)
         # Choices, not ordinals: a tile size or a flag has no useful distance for the samplers'
-        # models (TPE with integer indices missed the q128 tiles at D=64 on a recorded H200 sweep).
+        # models (TPE with integer indices missed the q128 config at D=64 on a recorded H200 sweep).
         self.dists = {n: optuna.distributions.CategoricalDistribution(list(range(len(v))))
                       for n, v in self.params.items()}
         self._told_known()
         # Start where an engineer would: the kernel's heuristic config, if it is in this space.
         # Then the warm start's configs: the nearest tuned buckets' winners and runner-ups.
         queued: set[str] = set()
-        for tiles in ([dict(start)] if start is not None else []) + [dict(w) for w in warm]:
-            key = config_key(tiles)
-            if key not in self.known and key not in queued and self._allowed(tiles):
+        for config in ([dict(start)] if start is not None else []) + [dict(w) for w in warm]:
+            key = config_key(config)
+            if key not in self.known and key not in queued and self._allowed(config):
                 queued.add(key)
-                self.study.enqueue_trial({n: self.params[n].index(tiles[n]) for n in self.params}, skip_if_exists=True)
+                self.study.enqueue_trial({n: self.params[n].index(config[n]) for n in self.params}, skip_if_exists=True)
 
     def _told_known(self) -> None:
         """Tell the study what the journal holds and the study does not (its log was lost or set aside): the
         sampler learns from every measured config, and the journal is the record."""
         import optuna
 
-        told = {config_key(self._tiles(t)) for t in self.study.get_trials(deepcopy=False)
+        told = {config_key(self._config(t)) for t in self.study.get_trials(deepcopy=False)
                 if t.state.is_finished() and set(t.params) == set(self.params)}
         untold = []
         for key, value in self.known.items():
-            tiles = json.loads(key)
-            if key in told or set(tiles) != set(self.params) or any(
-                    tiles[n] not in v for n, v in self.params.items()):
+            config = json.loads(key)
+            if key in told or set(config) != set(self.params) or any(
+                    config[n] not in v for n, v in self.params.items()):
                 continue
-            params = {n: self.params[n].index(tiles[n]) for n in self.params}
+            params = {n: self.params[n].index(config[n]) for n in self.params}
             state = optuna.trial.TrialState.FAIL if value is None else optuna.trial.TrialState.COMPLETE
             untold.append(optuna.trial.create_trial(params=params, distributions=self.dists, value=value, state=state))
         self.study.add_trials(untold)
 
-    def _allowed(self, tiles: dict[str, Any]) -> bool:
+    def _allowed(self, config: dict[str, Any]) -> bool:
         if self.feasible is not None:
-            return config_key(tiles) in self.feasible
-        return all(tiles.get(n) in v for n, v in self.params.items()) and self.check is not None and \
-            self.check(tiles) is None
+            return config_key(config) in self.feasible
+        return all(config.get(n) in v for n, v in self.params.items()) and self.check is not None and \
+            self.check(config) is None
 
-    def _tiles(self, trial: optuna.trial.Trial) -> dict[str, Any]:
+    def _config(self, trial: optuna.trial.Trial) -> dict[str, Any]:
         return {n: self.params[n][trial.params[n]] for n in self.params}
 
     def _untried(self) -> list[str]:
@@ -113,27 +112,27 @@ class OptunaStrategy:
     def propose(self) -> dict[str, Any] | None:
         if self.feasible is not None and not self._untried():
             return None
-        tiles: dict[str, Any] = {}
+        config: dict[str, Any] = {}
         for _ in range(_MAX_REJECTS):
             trial = self.study.ask(self.dists)
-            tiles = self._tiles(trial)
-            key = config_key(tiles)
+            config = self._config(trial)
+            key = config_key(config)
             if key in self.known and self.known[key] is not None:
                 self.study.tell(trial, self.known[key])  # a duplicate: its recorded value, no new measurement
-            elif key in self.known or key in self.pending or not self._allowed(tiles):
+            elif key in self.known or key in self.pending or not self._allowed(config):
                 self.known.setdefault(key, None)
                 self.study.tell(trial, state=self._fail)
             else:
                 self.pending[key] = trial
-                return tiles
+                return config
         # The sampler keeps proposing what is known: take the untried config nearest its last proposal.
-        tiles = self._nearest_untried(tiles)
-        if tiles is None:
+        config = self._nearest_untried(config)
+        if config is None:
             return None
-        self.study.enqueue_trial({n: self.params[n].index(tiles[n]) for n in self.params})
+        self.study.enqueue_trial({n: self.params[n].index(config[n]) for n in self.params})
         trial = self.study.ask(self.dists)
-        self.pending[config_key(tiles)] = trial
-        return tiles
+        self.pending[config_key(config)] = trial
+        return config
 
     def _nearest_untried(self, near: dict[str, Any]) -> dict[str, Any] | None:
         """An untried config differing from ``near`` in the fewest parameters (ties at random): the
@@ -147,14 +146,14 @@ class OptunaStrategy:
             closest = min(distance.values())
             return feasible[self.rng.choice([k for k in untried if distance[k] == closest])]
         for _ in range(_MAX_RANDOM_DRAWS):
-            tiles = {n: self.rng.choice(v) for n, v in self.params.items()}
-            key = config_key(tiles)
-            if key not in self.known and key not in self.pending and self._allowed(tiles):
-                return tiles
+            config = {n: self.rng.choice(v) for n, v in self.params.items()}
+            key = config_key(config)
+            if key not in self.known and key not in self.pending and self._allowed(config):
+                return config
         return None
 
-    def observe(self, tiles: Mapping[str, Any], value: float | None) -> None:
-        key = config_key(tiles)
+    def observe(self, config: Mapping[str, Any], value: float | None) -> None:
+        key = config_key(config)
         self.known[key] = value
         trial = self.pending.pop(key, None)
         if trial is None:

@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from kerneltune import logs
 from kerneltune.backends.rocm_torch import MATCHED
+from kerneltune.files import logs
 from kerneltune.kernels.drafter_wide.api import KERNEL_NAME, DrafterWide, choose_layout
 from kerneltune.kernels.drafter_wide.plugin import PLUGIN, DrafterProblem
 from kerneltune.kernels.drafter_wide.rocm_runner import NeedsRocmGpus

@@ -131,8 +131,8 @@ def test_a_second_check_of_the_same_inputs_draws_no_model_again(check):
 def test_a_check_in_another_process_reads_the_reference_from_the_users_cache(check, monkeypatch, tmp_path):
     """A resumed sweep, another sweep of the bucket or ``verify`` (which has no folder of the run's) reads what a
     sweep's worker computed; the engine's folder of the run is not where it looks."""
+    from kerneltune.files.reference_cache import ENV
     from kerneltune.kernels.drafter_wide import plugin
-    from kerneltune.reference_cache import ENV
 
     monkeypatch.setenv(ENV, str(tmp_path / "run"))
     assert check(_Built("emulated", [REF.copy()] * 4)).error is None and check.asked

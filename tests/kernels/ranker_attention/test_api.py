@@ -5,14 +5,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from kerneltune import logs
 from kerneltune.backends import cuda_jax
+from kerneltune.files import logs
 from kerneltune.kernels.ranker_attention import KernelConfig, api, ranker_attention
 from kerneltune.kernels.ranker_attention.accuracy import ErrorBudget
 from kerneltune.kernels.ranker_attention.bench.spec import load_spec
 from kerneltune.kernels.ranker_attention.config import Problem
 from kerneltune.kernels.ranker_attention.reference import reference_f64
-from kerneltune.registry import load_kernel
+from kerneltune.seams.registry import load_kernel
 from kerneltune.tables import lookup
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import table_path, update_table

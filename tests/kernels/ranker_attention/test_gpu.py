@@ -79,7 +79,7 @@ def test_accuracy_contract_tells_the_tanh_instruction_from_the_exact_tanh(head_d
 
     problem = Problem(batch=10, seq_len=512, q_heads=4, kv_heads=2, head_dim=head_dim, cap_method="tanh", cap=30.0)
     for impl, lse_ok in (("exact", True), ("tanh_instr", False)):
-        tiles = {**PLUGIN.tile_defaults, "persistent": True, "cap_impl": impl}
+        tiles = {**PLUGIN.config_defaults, "persistent": True, "cap_impl": impl}
         inputs = PLUGIN.make_inputs(problem, {"history": [256, 384], "candidates": 64}, seed=3)
         result = PLUGIN.check(PLUGIN.build(problem, tiles), problem, inputs)
         item = {"config": tiles, "accuracy": dict(result.accuracy)}

@@ -129,7 +129,7 @@ SPEC = {"history": [50, 90], "candidates": 20, "timing_seed": 1}
 def test_a_wrong_candidate_after_a_right_one_fails_on_the_references_kept_on_disk(tmp_path, monkeypatch, caplog):
     """References are computed once per bucket and kept (in memory, and on disk for the next worker); the check
     of every candidate stays whole: a wrong one after a right one still fails, from memory and from disk."""
-    from kerneltune.reference_cache import ENV
+    from kerneltune.files.reference_cache import ENV
 
     monkeypatch.setenv(ENV, str(tmp_path / "references"))
     calls = []
@@ -191,7 +191,7 @@ def test_the_no_cap_twin_is_compiled_once_per_system_then_loaded_from_the_build_
     import jax.numpy as jnp
     import numpy as np
 
-    from kerneltune.build_cache import ENV
+    from kerneltune.files.build_cache import ENV
 
     compiled = []
 
@@ -220,7 +220,7 @@ def test_the_reference_is_compiled_once_per_system_then_loaded_from_the_build_ca
     import jax.numpy as jnp
     import numpy as np
 
-    from kerneltune.build_cache import ENV
+    from kerneltune.files.build_cache import ENV
 
     problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
     inputs = PLUGIN.make_inputs(problem, SPEC, seed=3)
@@ -253,9 +253,9 @@ def test_compile_check_compiles_what_a_fresh_workers_check_then_loads(tmp_path, 
     import jax
     import jax.numpy as jnp
 
-    from kerneltune.build_cache import ENV
+    from kerneltune.files.build_cache import ENV
+    from kerneltune.files.reference_cache import ENV as REFERENCES
     from kerneltune.kernels.ranker_attention.program import arg_specs
-    from kerneltune.reference_cache import ENV as REFERENCES
 
     def twin(problem, config, poisoned):  # the float32 reference itself, written as the poisoned entry writes
         def fn(q, k, v, bounds, o0, l0):
@@ -299,8 +299,8 @@ def test_the_reference_in_chunks_of_rows_matches_the_float64_oracle(monkeypatch,
     import jax.numpy as jnp
     import numpy as np
 
+    from kerneltune.files.reference_cache import ReferenceCache
     from kerneltune.kernels.ranker_attention.reference import reference_f64
-    from kerneltune.reference_cache import ReferenceCache
 
     problem = Problem(batch=3, seq_len=128, q_heads=2, kv_heads=1, head_dim=64, cap_method="tanh", cap=5.0)
     monkeypatch.setattr(plugin, "_REFERENCE_BYTES", most_rows * problem.q_heads * problem.seq_len ** 2 * 4)

@@ -33,9 +33,17 @@ import numpy as np
 
 from kerneltune.backends.cuda_jax import cupti_sampler, gpu_clocks, system_stamps
 from kerneltune.backends.torch_events import event_sampler
-from kerneltune.measure import MeasureSettings, Timing, Turn, round_ratios, sample_until_quiet, take_turns, turn_medians
-from kerneltune.protocols import TakeBatch
-from kerneltune.safe_io import MAX_BENCH_BYTES, loads_bounded_json, read_regular_bytes
+from kerneltune.files.safe_io import MAX_BENCH_BYTES, loads_bounded_json, read_regular_bytes
+from kerneltune.seams.measure import (
+    MeasureSettings,
+    Timing,
+    Turn,
+    round_ratios,
+    sample_until_quiet,
+    take_turns,
+    turn_medians,
+)
+from kerneltune.seams.protocols import TakeBatch
 from kerneltune.tables.stamps import device_kind, now_stamp
 
 from .. import baselines

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kerneltune.paths import SPACES
+from kerneltune.files.paths import SPACES
 
 from .targets import Target, evaluate, parse_targets
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from kerneltune.kernels.ranker_attention.bench.runner import BASELINES, run_bench
-from kerneltune.measure import MeasureSettings
+from kerneltune.seams.measure import MeasureSettings
 
 SHAPES = """
 [[shapes]]
@@ -211,7 +211,7 @@ def test_settled_rounds_take_turns_per_baseline_settling_each_turn_and_read_its_
     s = settled["cudnn_dense"]
     assert s["ratio"] == pytest.approx(1.2) and s["rounds"] == 2 and s["settle_s"] == 0.01
     assert (s["ours_sm_mhz"], s["dense_sm_mhz"]) == (1900.0, 1780.0)
-    from kerneltune.measure import Turn
+    from kerneltune.seams.measure import Turn
 
     unread = [Turn("ours", 1.0, {"sm_mhz": "[N/A]"}), Turn("ours", 1.0, {}), Turn("cudnn", 1.0, {"sm_mhz": "1700"})]
     assert bench._mhz(unread, "ours") is None and bench._mhz(unread, "cudnn") == 1700.0

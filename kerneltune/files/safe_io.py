@@ -231,7 +231,7 @@ def atomic_writer(path: Path | str, binary: bool = False, mode: int = 0o644) -> 
     UnsafeFile for a link): a link at ``path``, a file there another user owns or can write, a folder another user
     owns or can write. An OSError names ``path``, never the temporary file. ``mode``: the file's permissions,
     whatever the umask (read by the team: 0o644)."""
-    from kerneltune.trust import check_trusted
+    from kerneltune.files.trust import check_trusted
 
     path = Path(path)
     _refuse_link(path)

@@ -4,7 +4,7 @@ user's cache folder."""
 import os
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SPACES = REPO / "search_spaces"
 RESULTS = REPO / "results"
 

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kerneltune.limits import LOCK_NOTICE_S, LOCK_WAIT_S
-from kerneltune.safe_io import UnsafeFile, visible
+from kerneltune.files.safe_io import UnsafeFile, visible
+from kerneltune.seams.limits import LOCK_NOTICE_S, LOCK_WAIT_S
 
-log = logging.getLogger("kerneltune.locks")
+log = logging.getLogger("kerneltune.files.locks")
 
 
 class LockTimeout(OSError):

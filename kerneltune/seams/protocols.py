@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the worker protocol's request (``wire.py``), named in annotations only
-    from kerneltune.wire import Reply, Request
+    from kerneltune.seams.wire import Reply, Request
 
 
 @dataclass(frozen=True)
@@ -62,14 +62,14 @@ class Kernel(Protocol):
     hard_bucket_fields: tuple[str, ...]
     # The value a tunable had before it became one: a journal recorded before a tunable existed
     # still answers, in a replay, for configs at that value.
-    tile_defaults: Mapping[str, Any]
+    config_defaults: Mapping[str, Any]
     # Tunables that some problems of one bucket refuse (a cap's value, say): a table entry keeps the
     # best measured config for each other setting of them.
-    gated_tiles: tuple[str, ...]
+    gated_params: tuple[str, ...]
 
     def problem(self, fields: Mapping[str, Any]) -> Any: ...
     def problem_dict(self, problem: Any) -> dict[str, Any]: ...
-    def infeasibility(self, problem: Any, tiles: Mapping[str, Any]) -> str | None: ...
+    def infeasibility(self, problem: Any, config: Mapping[str, Any]) -> str | None: ...
     def heuristic(self, problem: Any) -> dict[str, Any]: ...
     def bucket(self, problem: Any) -> dict[str, Any]: ...
     def source_hash(self) -> str: ...
@@ -78,7 +78,7 @@ class Kernel(Protocol):
         ...
 
     # In worker processes only: these may import the kernel's framework.
-    def build(self, problem: Any, tiles: Mapping[str, Any]) -> Any: ...
+    def build(self, problem: Any, config: Mapping[str, Any]) -> Any: ...
     def make_inputs(self, problem: Any, inputs_spec: Mapping[str, Any], seed: int) -> Any: ...
     def check(self, built: Any, problem: Any, inputs: Any) -> CheckResult: ...
     def timed_call(self, built: Any, inputs: Any) -> tuple[Any, tuple[Any, ...]]:
@@ -91,11 +91,11 @@ class Kernel(Protocol):
 
 
 class SmallCheck(Protocol):
-    def check_small(self, problem: Any, tiles: Mapping[str, Any]) -> CheckResult: ...
+    def check_small(self, problem: Any, config: Mapping[str, Any]) -> CheckResult: ...
 
 
 class StaticRanking(Protocol):
-    def static_rank(self, problem: Any, tiles: Mapping[str, Any]) -> dict[str, Any]:
+    def static_rank(self, problem: Any, config: Mapping[str, Any]) -> dict[str, Any]:
         """A ``wire.MeasureReply``'s fields: status, ``score`` (the kernel's modelled µs per call, lower is better:
         the CLI and progress show it as such) and the ``static`` metrics."""
         ...
@@ -149,8 +149,8 @@ class Benchmarks(Protocol):
 class ProgramDigest(Protocol):
     digest_stamps: tuple[str, ...]  # the stamps (framework versions) a digest depends on: compared only if equal
 
-    def program_digest(self, problem: Any, tiles: Mapping[str, Any], stamps: Mapping[str, Any]) -> str:
-        """A digest of the program a launch at ``tiles`` runs for ``problem`` on the system ``stamps`` describe,
+    def program_digest(self, problem: Any, config: Mapping[str, Any], stamps: Mapping[str, Any]) -> str:
+        """A digest of the program a launch at ``config`` runs for ``problem`` on the system ``stamps`` describe,
         computed on this host without its GPU: equal digests under two kernel sources mean the same program
         (under the same framework versions), whatever changed in the source's text."""
         ...
@@ -272,7 +272,7 @@ class Strategy(Protocol):
     learns: bool
 
     def propose(self) -> dict[str, Any] | None: ...
-    def observe(self, tiles: Mapping[str, Any], value: float | None) -> None: ...
+    def observe(self, config: Mapping[str, Any], value: float | None) -> None: ...
 
 
 @dataclass(frozen=True)

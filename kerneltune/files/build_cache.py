@@ -3,7 +3,7 @@ load a candidate's compiled program instead of compiling it again.
 
 The ranker compiles in ~6 s a candidate, nearly all of it Python lowering that JAX's own persistent cache does not
 keep (results/engine/2026-12-04-sweep-throughput/); its exported build loads in ~0.02 s. An entry is keyed by
-everything the program is made from: the kernel, the hash of its sources, the problem, the tiles and the system
+everything the program is made from: the kernel, the hash of its sources, the problem, the config and the system
 stamps the backend matches tables on (GPU, driver, framework versions). It holds the build's bytes as
 ``PortableBuild.export_build`` wrote them (an executable, as JAX's own compilation cache holds), in the keyed,
 digested file of ``array_cache``; a file that fails its key or digest, or whose build no longer loads, is one
@@ -27,20 +27,21 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.array_cache import ArrayCache
-from kerneltune.limits import BUILD_CACHE_BYTES
-from kerneltune.logs import log_once
-from kerneltune.trust import why_untrusted
+from kerneltune.files.array_cache import ArrayCache
+from kerneltune.files.logs import log_once
+from kerneltune.files.trust import why_untrusted
+from kerneltune.seams.limits import BUILD_CACHE_BYTES
 
 ENV = "KERNELTUNE_BUILD_CACHE"
 _BUILD = "build"
 
 
-def build_key(kernel: str, source_hash: str, problem: Mapping[str, Any], tiles: Mapping[str, Any],
+def build_key(kernel: str, source_hash: str, problem: Mapping[str, Any], config: Mapping[str, Any],
               stamps: Mapping[str, Any], matched: Sequence[str]) -> dict[str, Any]:
-    """What a build is made from: the kernel and its sources, the problem, the tiles, and the system stamps a
+    """What a build is made from: the kernel and its sources, the problem, the config, and the system stamps a
     table entry is matched on (``matched``), the kernel's own hash left to ``source_hash``."""
-    return {"kernel": kernel, "source": source_hash, "problem": dict(problem), "tiles": dict(tiles),
+    # The key is on disk (a cached build's name): its word for the config stays "tiles".
+    return {"kernel": kernel, "source": source_hash, "problem": dict(problem), "tiles": dict(config),
             "system": {k: stamps.get(k) for k in matched if k != "kernel_hash"}}
 
 

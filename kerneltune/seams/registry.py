@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kerneltune.protocols import Backend, Kernel
+from kerneltune.seams.protocols import Backend, Kernel
 
 KERNELS: dict[str, str] = {
     "ranker_attention": "kerneltune.kernels.ranker_attention.plugin:PLUGIN",
@@ -168,7 +168,3 @@ def module_file(kernel: Kernel) -> Path | None:
 def load_backend(name: str) -> Backend:
     return _load("backend", BACKENDS, name, list(BACKENDS))
 
-
-def kernel_names() -> list[str]:
-    """The registered kernels as a user types them."""
-    return sorted(ALIASES)

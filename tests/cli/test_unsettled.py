@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from kerneltune.tuning.noise import causes, unsettled_line
+from kerneltune.cli.unsettled import causes, unsettled_line
 
 from ..paths import REPO
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from kerneltune.array_cache import ArrayCache
+from kerneltune.files.array_cache import ArrayCache
 
 ENV = "KERNELTUNE_REFERENCE_CACHE"
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kerneltune.json_fields import unknown_or_mistyped
-from kerneltune.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S
+from kerneltune.seams.json_fields import unknown_or_mistyped
+from kerneltune.seams.limits import CANDIDATE_MAX_SECONDS, COMPILE_TIMEOUT_S
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Self
 
-from kerneltune.json_fields import unknown_or_mistyped
-from kerneltune.settings import MeasureSettings
+from kerneltune.seams.json_fields import unknown_or_mistyped
+from kerneltune.seams.settings import MeasureSettings
 
 
 class WireError(ValueError):
@@ -55,20 +55,20 @@ class Request:
     op: Op
     kernel: str
     problem: Mapping[str, Any] = _EMPTY
-    tiles: Mapping[str, Any] = _EMPTY
+    config: Mapping[str, Any] = _EMPTY
     bucket: str = ""
     inputs: Mapping[str, Any] = _EMPTY  # the bucket's input spec, with its timing seed
     seed: int = 0  # the check's inputs
     settings: MeasureSettings = _DEFAULT_SETTINGS
     prune_above_us: float | None = None
     ceilings: tuple[Mapping[str, Any], ...] = field(default=())  # stamps: ceilings measured before
-    rivals: tuple[Mapping[str, Any], ...] = field(default=())  # a playoff's configs, ``tiles`` the first
+    rivals: tuple[Mapping[str, Any], ...] = field(default=())  # a playoff's configs, ``config`` the first
 
     def as_op(self, op: Op) -> Request:
         return dataclasses.replace(self, op=op)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"op": str(self.op), "kernel": self.kernel, "problem": dict(self.problem), "tiles": dict(self.tiles),
+        out = {"op": str(self.op), "kernel": self.kernel, "problem": dict(self.problem), "config": dict(self.config),
                "bucket": self.bucket, "inputs": dict(self.inputs), "seed": self.seed,
                "settings": self.settings.to_json()}
         if self.prune_above_us is not None:
@@ -88,7 +88,7 @@ class Request:
             op = Op(obj.get("op", Op.MEASURE))
         except ValueError:
             raise WireError(f"op {obj.get('op')!r} is not one of {', '.join(Op)}") from None
-        for name in ("problem", "tiles", "inputs", "settings"):
+        for name in ("problem", "config", "inputs", "settings"):
             if not isinstance(obj.get(name, {}), Mapping):
                 raise WireError(f"{name}: {obj[name]!r} is not an object")
         if not isinstance(obj.get("kernel"), str) or type(obj.get("seed", 0)) is not int:
@@ -105,16 +105,16 @@ class Request:
             settings = MeasureSettings.from_json(obj.get("settings", {}))
         except (TypeError, ValueError) as e:
             raise WireError(str(e)) from None
-        return cls(op, obj["kernel"], dict(obj.get("problem", {})), dict(obj.get("tiles", {})),
+        return cls(op, obj["kernel"], dict(obj.get("problem", {})), dict(obj.get("config", {})),
                    str(obj.get("bucket", "")), dict(obj.get("inputs", {})), obj.get("seed", 0),
                    settings, None if prune is None else float(prune), ceilings, tuple(dict(c) for c in rivals))
 
 
-def candidate_request(kernel: str, bucket: str, problem: Mapping[str, Any], tiles: Mapping[str, Any],
+def candidate_request(kernel: str, bucket: str, problem: Mapping[str, Any], config: Mapping[str, Any],
                       inputs: Mapping[str, Any], seed: int, settings: MeasureSettings,
                       op: Op = Op.MEASURE) -> Request:
     """The request that measures (or statically ranks) one candidate: the only place one is built."""
-    return Request(op, kernel, dict(problem), dict(tiles), bucket, dict(inputs), seed, settings)
+    return Request(op, kernel, dict(problem), dict(config), bucket, dict(inputs), seed, settings)
 
 
 @dataclass(frozen=True)
@@ -197,6 +197,15 @@ class MeasureReply(Reply):
     @property
     def median_us(self) -> float | None:
         return None if self.timing is None else self.timing.get("median_us")
+
+    @property
+    def spread(self) -> float | None:
+        return None if self.timing is None else self.timing.get("spread")
+
+    @property
+    def settled(self) -> bool:
+        """Whether its timing met the noise rule before its time cap."""
+        return self.timing is None or bool(self.timing.get("converged", True))
 
 
 @dataclass(frozen=True)

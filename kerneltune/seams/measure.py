@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from kerneltune.protocols import Backend
-from kerneltune.settings import MeasureSettings
+from kerneltune.seams.protocols import Backend
+from kerneltune.seams.settings import MeasureSettings
 
 
 @dataclass(frozen=True)
