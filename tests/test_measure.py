@@ -2,7 +2,6 @@
 alternating rounds, settled turns."""
 
 import itertools
-import time
 
 import numpy as np
 import pytest
@@ -286,10 +285,15 @@ def test_round_ratios_are_per_round_not_ratios_of_medians():
 class LaggingClockGpu:
     """A power-capped GPU: each implementation, run alone, holds the clock at its own level (the one that draws
     more power lower), and the clock moves toward the running one's level by a tenth a call (the controller's lag).
-    A call takes its work over the clock and 0.2 ms of real time, so a settle period is a number of calls."""
+    A call takes its work over the clock and 0.2 ms of the fake time ``now`` reads, so a settle period is a number
+    of calls whatever the host's load (a sleep of 0.2 ms took far longer on a busy one, and the turns did not
+    settle)."""
 
     def __init__(self, levels):
-        self.levels, self.clock = levels, 1.0
+        self.levels, self.clock, self.seconds = levels, 1.0, 0.0
+
+    def now(self):
+        return self.seconds
 
     def sampler(self, name, work_ms):
         def take(n):
@@ -297,7 +301,7 @@ class LaggingClockGpu:
             for _ in range(n):
                 self.clock += (self.levels[name] - self.clock) / 10
                 out.append(work_ms / self.clock)
-                time.sleep(2e-4)
+                self.seconds += 2e-4
             return out
 
         return take
@@ -313,7 +317,8 @@ def test_settled_turns_time_each_implementation_at_its_own_clock_where_short_tur
     gpu = LaggingClockGpu(levels)
     read = []
     settled = take_turns({"ours": gpu.sampler("ours", 1.0), "dense": gpu.sampler("dense", 1.1)}, rounds=4, batch=3,
-                         settle_s=0.03, clocks=lambda: read.append(gpu.clock) or {"sm_mhz": f"{1980 * gpu.clock:.0f}"})
+                         settle_s=0.03, clocks=lambda: read.append(gpu.clock) or {"sm_mhz": f"{1980 * gpu.clock:.0f}"},
+                         clock=gpu.now)
     ratio = round_ratios(*(turn_medians(settled)[n] for n in ("dense", "ours")))["ratio"]
     assert ratio == pytest.approx(1.1 / 0.9, rel=0.01)
     assert ratio_short < 1.1 / 0.9 - 0.05  # the short turns lose most of the dense kernel's clock penalty

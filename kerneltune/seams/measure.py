@@ -121,7 +121,8 @@ class Turn:
 
 
 def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, batch: int, warmup: int = 3,
-               settle_s: float = 0.0, clocks: Callable[[], dict[str, Any]] | None = None) -> list[Turn]:
+               settle_s: float = 0.0, clocks: Callable[[], dict[str, Any]] | None = None,
+               clock: Callable[[], float] | None = None) -> list[Turn]:
     """The samplers taking turns in every round, the order reversed every other round (A B, B A, ...); each
     turn's median over one batch of ``batch`` samples.
 
@@ -135,8 +136,10 @@ def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, b
     the power drawn with a lag, and a turn shorter than it runs at the clock the previous turn's implementation
     left (in turns of 50 calls the H200 ran cuDNN at the clock ours had left, and ours at cuDNN's:
     1371b475c129:results/ranker_attention/2026-12-04-h200-run-aj/). With
-    ``clocks`` each turn reads them after its timed batch.
+    ``clocks`` each turn reads them after its timed batch. ``clock``: the settle period's clock (a fake one in
+    tests; by default ``time.monotonic``).
     """
+    clock = clock or time.monotonic
     if rounds < 1 or batch < 1 or len(samplers) < 2:
         raise ValueError("take_turns: at least two samplers, one round and one sample per turn")
     if settle_s < 0:
@@ -147,8 +150,8 @@ def take_turns(samplers: dict[str, Callable[[int], list[float]]], rounds: int, b
     turns = []
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
-            start = time.monotonic()
-            while time.monotonic() - start < settle_s:
+            start = clock()
+            while clock() - start < settle_s:
                 samplers[name](batch)
             median = float(np.median(samplers[name](batch))) * 1e3
             turns.append(Turn(name, median, clocks() if clocks else {}))
