@@ -101,7 +101,7 @@ def test_measuring_limits_live_in_one_place():
                 pairs = [*zip(args[len(args) - len(node.args.defaults):], node.args.defaults, strict=True),
                          *zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True)]
                 bad += [f"{path.relative_to(PACKAGE)}:{a.lineno} {a.arg}=" for a, d in pairs
-                        if a.arg in NAMES and isinstance(d, ast.Constant)]
+                        if a.arg in NAMES and isinstance(d, ast.Constant) and d.value is not None]
     assert not bad, bad
 
 

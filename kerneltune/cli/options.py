@@ -76,8 +76,11 @@ CompileWorkers = Annotated[int | None, typer.Option(
 RelNoise = Annotated[float, typer.Option(help="Stop timing when the median's 95% CI half-width is under this.")]
 MaxSeconds = Annotated[float, typer.Option(help="Time cap of sampling per candidate.")]
 ColdL2 = Annotated[bool, typer.Option(help="Flush L2 before every timed call.")]
-CompileTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to compile.")]
-RunTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time.")]
+CompileTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to compile; a hang there is killed "
+                                                    "then and journaled as a compile timeout.")]
+RunTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time, counted from the "
+                                                "end of its compile; a hang there is killed then and journaled as "
+                                                "a timeout of its check or timing.")]
 
 # verify
 Table = Annotated[Path | None, typer.Option(

@@ -116,7 +116,7 @@ def test_each_buckets_check_programs_compile_once_in_a_compile_worker_before_its
     assert {p.name: len(p.read_text().split()) for p in (tmp_path / "marks").iterdir()} == {"n2": 1, "n3": 1}
 
 
-@pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 8 s per case
+@pytest.mark.slow  # a hang costs the run timeout after its compile and a fresh worker: about 5 s per case
 @pytest.mark.parametrize("compile_workers", [0, 2])
 def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
     # The fake kernel compiles at once: 3 s of compile timeout is room for a worker's start on a loaded
@@ -132,6 +132,8 @@ def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
     assert status[("compile_error", 1)] == "compile"
     assert status[("crash", 1)] == "runtime"
     assert status[("hang", 1)] == "timeout" and ("hang", 2) not in status
+    [hung] = [r for r in recs if r["tiles"]["mode"] == "hang"]
+    assert hung["error"].startswith("check or timing: no answer within 4 s of its compile")
     assert status[("garbage", 1)] == "correctness" and status[("unwritten", 2)] == "correctness"
     assert all(r.get("error") for r in recs if r["status"] not in ("ok", "pruned"))
     assert result.entry["config"] == {"mode": "good", "work": 1}
