@@ -56,6 +56,9 @@ def sweep(opts: Any) -> None:
     render.playoffs(results, kernel.config_defaults)
     render.unsettled(results)
     render.remeasured(results)
+    if void := next((r.void_timings for r in results if r.void_timings), None):
+        render.note(f"{void}: the sweep measured as it always does, but its winners are no tuning for that GPU; the "
+                    f"table's entries say so (void_timings), and verify and the runtime's lookup repeat it")
     if opts.replay is not None and (missing := sum(r.failures.get("unsupported", 0) for r in results)):
         render.note(f"{missing} candidates of {render.shown(checked.space.path)} are not in the replayed journal: "
                     f"it was recorded on another space.\n{render.space_hint(opts.replay.journal)}")

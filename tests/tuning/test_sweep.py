@@ -64,6 +64,19 @@ def test_wrong_outputs_and_compile_errors_become_their_invalidity(tmp_path):
     assert result.entry["config"] == {"mode": "good", "work": 1} and len(status) == 12
 
 
+def test_a_sweep_where_times_mean_nothing_measures_as_ever_and_its_entry_says_why(tmp_path):
+    """Under an interpreter the sweep times each candidate as it always does (the journal's records are those of any
+    sweep); the result and the table's entry carry why its times say nothing of speed."""
+    opts = options(tmp_path, ["good"], kernel="tests.tuning.fake_kernel:INTERPRETED")
+    [result] = run_sweep(opts)
+    assert result.void_timings == "fake runs in its interpreter on this CPU"
+    assert result.entry.void_timings == result.void_timings
+    assert all(r.timing is not None for r in Journal(opts.journal_path).records() if r.status != Status.CONSTRAINT)
+    (tmp_path / "native").mkdir()
+    [native] = run_sweep(options(tmp_path / "native", ["good"]))
+    assert native.void_timings is None and native.entry.void_timings is None
+
+
 def test_what_a_check_measures_reaches_the_journal_the_table_and_a_replay(tmp_path):
     """A kernel's accuracy figures are what the runtime holds against a launch's error budget: each
     verified record keeps its own, and the entry's winner and fallbacks carry theirs, live and replayed."""
