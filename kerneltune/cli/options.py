@@ -34,7 +34,8 @@ Budget = Annotated[int | None, typer.Option(help="Candidates to measure per buck
 Seed = Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")]
 Contenders = Annotated[Path | None, typer.Option(
     help="A tuned table: time only the configs it holds for each bucket (winner, runner-ups, fallbacks), as after "
-         "a kernel change made it stale; exhaustive only.")]
+         "a kernel change made it stale; without --bucket, every bucket it holds (the space's, and those a "
+         "--from-ledger sweep added); exhaustive only.")]
 WarmStart = Annotated[bool, typer.Option(
     help="First measure the winners and runner-ups of the nearest tuned buckets on this device kind, then search.")]
 Gpus = Annotated[str, typer.Option(

@@ -32,7 +32,7 @@ from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
 
 from .compile_ahead import default_compile_workers
-from .contenders import held_for, is_contender, load_contenders
+from .contenders import held_for, is_contender, load_contenders, table_buckets
 from .journal import Journal, make_record
 from .phases import BucketPhases
 from .playoff import MAX_ROUNDS, Playoff, batch_for, decide, leaders, undecided
@@ -299,6 +299,10 @@ def _buckets(opts: SweepOptions, kernel: Kernel, space: Space) -> tuple[list[Buc
             notes += [note] if note else []
         if not opts.buckets:
             buckets = list(space.buckets)
+            if opts.search.contenders is not None:  # and the table's buckets beyond the space's (a ledger's)
+                held, left = table_buckets(opts.search.contenders, kernel, space)
+                buckets += held
+                notes += left
     unique = {b.name: b for b in reversed(buckets)}  # the first of a name stays
     return [b for b in buckets if unique[b.name] is b], notes
 

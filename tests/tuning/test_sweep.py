@@ -360,6 +360,28 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
                   runner_factory=lambda o, k: SlowRunner(0.0))
 
 
+def test_contenders_re_measure_every_bucket_the_table_holds_not_only_the_space_s(tmp_path):
+    """After a kernel change verify says `sweep KERNEL --contenders TABLE` re-measures the table: the buckets a
+    --from-ledger sweep added (named by their fields, in no space) are re-measured too, each at its entry's problem
+    and inputs; an entry that keeps no problem is named, not silently left stale."""
+    from .test_verify import _entry, _table_of
+
+    ledger = _entry("n=3", n=3, problem={"n": 3}, inputs={"rows": 3}, config={"mode": "slow", "work": 2})
+    old = {k: v for k, v in _entry("n=4", n=4).to_json().items() if k != "problem"}
+    held = _table_of(tmp_path / "t.json", _entry(inputs={}), ledger, old)
+    runner = SlowRunner(0.0)
+    results = run_sweep(options(tmp_path, ["good", "slow"], search=SearchOptions(contenders=held)),
+                        runner_factory=lambda o, k: runner)
+    assert [r.bucket for r in results] == ["small", "n=3"] and all(r.entry is not None for r in results)
+    assert {(q.bucket, q.config["mode"], q.config["work"], q.problem["n"]) for q in runner.measured} == {
+        ("small", "good", 1, 2), ("n=3", "slow", 2, 3)}
+    assert [q.inputs["rows"] for q in runner.measured if q.bucket == "n=3"] == [3]
+    from kerneltune.tuning.sweep import check_options
+
+    notes = check_options(options(tmp_path, ["good"], search=SearchOptions(contenders=held))).notes
+    assert notes == (f"contenders {held}: bucket n=4 not re-measured (the entry keeps no problem to measure it at)",)
+
+
 def test_contenders_with_too_few_configs_say_no_search_happened_and_what_a_full_sweep_takes(tmp_path):
     """A stale entry with no runner-ups, rivals or fallbacks: one config re-measured, and the sweep says so."""
     from .test_verify import table
