@@ -117,3 +117,15 @@ def test_each_ranking_is_of_one_kernel_source_and_older_sources_are_ranked_apart
     assert ranked.count("<tr>") == 3 and ranked.index("110.0") < ranked.index("130.0") and "100.0" not in ranked
     older = body[body.index('class="ranking-older"'):]
     assert "<code>old0ld</code>, ranked apart" in body and "100.0" in older[:older.index("</table>")]
+
+
+def test_best_so_far_follows_the_order_candidates_were_measured_not_their_rank():
+    """A fast sweep measures many candidates a second (the journal's time is whole seconds): the bucket's rows come
+    ranked fastest first, and the chart drew the best from candidate 1 although the first took 10x longer."""
+    from kerneltune.report.charts import best_so_far
+
+    second = "2026-12-07T23:07:01Z"
+    frame = pd.DataFrame({"median_us": [1000.0, 300.0, 100.0, None, 200.0], "strategy": ["exhaustive"] * 5,
+                          "time": [second, second, "2026-12-07T23:07:02Z", second, "2026-12-07T23:07:02Z"]})
+    ranked = frame.sort_values(["median_us", "time"])  # as the report's bucket hands it over
+    assert list(best_so_far(ranked)["exhaustive"]) == [1000.0, 300.0, 100.0, 100.0]
