@@ -218,6 +218,7 @@ def rekey(kernel: str, tables: list[Path] | None) -> None:
 def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | None, bench: Path | None) -> None:
     from kerneltune.report.frame import journal_files, load_baseline, load_frame, write_csv
     from kerneltune.report.html import render_html
+    from kerneltune.report.ranking import ranked
 
     written: list[str] = []
 
@@ -229,7 +230,7 @@ def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | 
         base = load_baseline(baseline, frame) if baseline else None
     if csv:
         with interrupt_is_one_line(kept), bad_input_is_one_line():
-            write_csv(frame, csv)
+            write_csv(ranked(frame), csv)
         written.append(str(csv))
         render.line(f"CSV: {csv} ({len(frame)} rows)")
     bench_result, targets = None, None

@@ -120,7 +120,9 @@ Results = Annotated[Path | None, typer.Argument(help="A journal, or a folder sea
 Ledger = Annotated[bool, typer.Option(
     help="Report the miss ledger's coverage instead: the share of recorded calls served by a tuned entry, a "
          "neighbour, a fallback or the heuristic, under each state of the tables they met.")]
-Csv = Annotated[Path | None, typer.Option(help="Write one CSV row per candidate here.")]
+Csv = Annotated[Path | None, typer.Option(help="Write one CSV row per candidate here, ranked per bucket and kernel "
+                                                "source (rank 1 the fastest; failures after, unranked); with "
+                                                "--ledger, one row per period.")]
 Html = Annotated[Path | None, typer.Option(help="Write a self-contained HTML report here.")]
 Baseline = Annotated[Path | None, typer.Option(help="A tuned table (or folder) to compare each bucket with.")]
 BenchResult = Annotated[Path | None, typer.Option(
