@@ -118,6 +118,14 @@ class Autotuned(Kernel):
             return NEEDS
         return None
 
+    def void_timings(self, stamps: Mapping[str, Any]) -> str | None:
+        """On a CPU a Triton kernel runs only in Triton's interpreter, whose times say nothing of its speed (the
+        class's judgement looks at its module's imports, here kerneltune's, not the user's)."""
+        if stamps.get("device_kind") != "cpu":
+            return None
+        return (f"{self.name} runs in Triton's interpreter on this CPU, so its times here say nothing of its speed "
+                f"on the GPU it is written for")
+
     # ------------------------------------------------------------------ a candidate
 
     def build(self, problem: Problem, config: Config) -> Callable[..., Any]:

@@ -56,6 +56,9 @@ def sweep(opts: Any) -> None:
     render.playoffs(results, kernel.config_defaults)
     render.unsettled(results)
     render.remeasured(results)
+    if void := next((r.void_timings for r in results if r.void_timings), None):
+        render.note(f"{void}: the sweep measured as it always does, but its winners are no tuning for that GPU; the "
+                    f"table's entries say so (void_timings), and verify and the runtime's lookup repeat it")
     if opts.replay is not None and (missing := sum(r.failures.get("unsupported", 0) for r in results)):
         render.note(f"{missing} candidates of {render.shown(checked.space.path)} are not in the replayed journal: "
                     f"it was recorded on another space.\n{render.space_hint(opts.replay.journal)}")
@@ -215,6 +218,7 @@ def rekey(kernel: str, tables: list[Path] | None) -> None:
 def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | None, bench: Path | None) -> None:
     from kerneltune.report.frame import journal_files, load_baseline, load_frame, write_csv
     from kerneltune.report.html import render_html
+    from kerneltune.report.ranking import ranked
 
     written: list[str] = []
 
@@ -226,7 +230,7 @@ def report(results: Path, csv: Path | None, html: Path | None, baseline: Path | 
         base = load_baseline(baseline, frame) if baseline else None
     if csv:
         with interrupt_is_one_line(kept), bad_input_is_one_line():
-            write_csv(frame, csv)
+            write_csv(ranked(frame), csv)
         written.append(str(csv))
         render.line(f"CSV: {csv} ({len(frame)} rows)")
     bench_result, targets = None, None

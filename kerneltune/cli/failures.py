@@ -91,15 +91,19 @@ def writable_file(path: Path, option: str) -> None:
     folder = next(p for p in (path.parent, *path.parent.parents) if p.exists())
     if not folder.is_dir():
         fail(f"{option} {path}: {folder} is a file, not a folder")
+    # Where the file's folder is missing, the folder to be made is the culprit, not only the one it would be made in
+    # ("/proc cannot be written (No such file or directory)" named neither the missing /proc/x nor why).
+    made = next((p for p in (path.parent, *path.parent.parents) if p.parent == folder), None)
+    missing = f"the folder {made} does not exist, and " if made is not None and made != folder else ""
     if not os.access(folder, os.W_OK | os.X_OK):
-        fail(f"{option} {path}: {folder} is not writable")
+        fail(f"{option} {path}: {missing}{folder} is not writable")
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".kerneltune-probe-") as probe:
             probe.write(b"\0" * 16384)
             probe.flush()
             os.fsync(probe.fileno())
     except OSError as e:
-        fail(f"{option} {path}: {folder} cannot be written ({e.strerror or type(e).__name__})")
+        fail(f"{option} {path}: {missing}{folder} cannot be written ({e.strerror or type(e).__name__})")
 
 
 class UsageIsBadInput(TyperGroup):

@@ -34,7 +34,8 @@ Budget = Annotated[int | None, typer.Option(help="Candidates to measure per buck
 Seed = Annotated[int, typer.Option(help="Seed of the sampler and of the inputs.")]
 Contenders = Annotated[Path | None, typer.Option(
     help="A tuned table: time only the configs it holds for each bucket (winner, runner-ups, fallbacks), as after "
-         "a kernel change made it stale; exhaustive only.")]
+         "a kernel change made it stale; without --bucket, every bucket it holds (the space's, and those a "
+         "--from-ledger sweep added); exhaustive only.")]
 WarmStart = Annotated[bool, typer.Option(
     help="First measure the winners and runner-ups of the nearest tuned buckets on this device kind, then search.")]
 Gpus = Annotated[str, typer.Option(
@@ -76,8 +77,11 @@ CompileWorkers = Annotated[int | None, typer.Option(
 RelNoise = Annotated[float, typer.Option(help="Stop timing when the median's 95% CI half-width is under this.")]
 MaxSeconds = Annotated[float, typer.Option(help="Time cap of sampling per candidate.")]
 ColdL2 = Annotated[bool, typer.Option(help="Flush L2 before every timed call.")]
-CompileTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to compile.")]
-RunTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time.")]
+CompileTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to compile; a hang there is killed "
+                                                    "then and journaled as a compile timeout.")]
+RunTimeout = Annotated[float, typer.Option(help="Seconds a candidate may take to verify and time, counted from the "
+                                                "end of its compile; a hang there is killed then and journaled as "
+                                                "a timeout of its check or timing.")]
 
 # verify
 Table = Annotated[Path | None, typer.Option(
@@ -116,7 +120,9 @@ Results = Annotated[Path | None, typer.Argument(help="A journal, or a folder sea
 Ledger = Annotated[bool, typer.Option(
     help="Report the miss ledger's coverage instead: the share of recorded calls served by a tuned entry, a "
          "neighbour, a fallback or the heuristic, under each state of the tables they met.")]
-Csv = Annotated[Path | None, typer.Option(help="Write one CSV row per candidate here.")]
+Csv = Annotated[Path | None, typer.Option(help="Write one CSV row per candidate here, ranked per bucket and kernel "
+                                                "source (rank 1 the fastest; failures after, unranked); with "
+                                                "--ledger, one row per period.")]
 Html = Annotated[Path | None, typer.Option(help="Write a self-contained HTML report here.")]
 Baseline = Annotated[Path | None, typer.Option(help="A tuned table (or folder) to compare each bucket with.")]
 BenchResult = Annotated[Path | None, typer.Option(

@@ -260,10 +260,29 @@ def coverage(frame: Any, where: str) -> None:
 
     out = Table(title=f"coverage of the recorded calls ({escape(where)})")
     for c in ("kernel", "device", "period", "tables", "first seen", "calls", "tuned", "fallback", "neighbour",
-              "heuristic", "coverage"):
-        out.add_column(c, justify="right" if c in ("period", "calls", "coverage") else "left")
+              "heuristic", "coverage"):  # folded where the width is short, never cut ("rowsum_ke…")
+        out.add_column(c, justify="right" if c in ("period", "calls", "coverage") else "left", overflow="fold")
     for r in frame.to_dict("records"):
         out.add_row(escape(str(r["kernel"])), escape(str(r["device_kind"])), str(r["period"]), escape(str(r["tables"])),
                     escape(str(r["first_seen"])), str(r["calls"]), str(r["tuned"]), str(r["fallback"]),
                     str(r["neighbour"]), str(r["heuristic"]), percent(r["coverage"]))
-    console.print(out)
+    roomy(out)
+
+
+def roomy(table: Table) -> None:
+    """``table`` with the room it needs where the width is no terminal's nor the user's (a file, a pipe, a CI log:
+    120 columns cut its kernel names, hashes and dates), else at the width there, its cells folded."""
+    from rich.measure import Measurement
+
+    from .terminal import MAX_COLUMNS, columns
+
+    if console.is_terminal or columns() is not None:
+        console.print(table)
+        return
+    needed = Measurement.get(console, console.options.update_width(MAX_COLUMNS), table).maximum
+    width = console.width
+    console.width = max(width, min(needed, MAX_COLUMNS))
+    try:
+        console.print(table)
+    finally:
+        console.width = width

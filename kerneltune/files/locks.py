@@ -34,6 +34,15 @@ class LockTimeout(OSError):
         return f"{self.filename}: {self.strerror}"
 
 
+def shortened(command: str, limit: int = 120) -> str:
+    """A command line within ``limit`` characters, cut between words with an ellipsis (a cut mid-word read as a
+    command that was typed so)."""
+    if len(command) <= limit:
+        return command
+    head = command[:limit - 2]
+    return (head.rsplit(" ", 1)[0] if " " in head else head) + " …"
+
+
 def holder(fd: int) -> str:
     """Who holds the ``flock`` on the open file ``fd``, in words ("process 123 (kerneltune install t.json),
     stopped"), from ``/proc/locks``; "another process" where that cannot be read."""
@@ -52,7 +61,7 @@ def holder(fd: int) -> str:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         text = " ".join(a.decode(errors="replace") for a in argv if a)
-        command = visible(text).replace("\n", "\\n").replace("\t", " ")[:120]  # one line, shown not obeyed
+        command = shortened(visible(text).replace("\n", "\\n").replace("\t", " "))  # one line, shown not obeyed
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return f"process {pid}"

@@ -371,6 +371,8 @@ def entry_problem(entry: Any) -> str | None:
         return f"spread: {brief(entry['spread'])} is not a finite number at or above 0"
     if not isinstance(stamps := entry.get("stamps", {}), Mapping):
         return "field 'stamps' is not an object"
+    if not isinstance(entry.get("void_timings", ""), str):  # the runtime's log and verify print it
+        return f"void_timings: {brief(entry['void_timings'])} is not a string"
     if not isinstance(stamps.get("rekeyed_from", []), list):  # the lookup names its first item: a list, as rekey writes
         return f"stamps.rekeyed_from: {brief(stamps['rekeyed_from'])} is not a list"
     for name in _MEASURED_LISTS:
@@ -428,6 +430,8 @@ class Entry(_Json):
     playoff: Mapping[str, Any] | None = None
     accuracy: Mapping[str, Any] | None = None
     program_digest: str | None = None  # what ``rekey`` found the winner compiles to
+    # Why its times say nothing of the kernel's speed (it was timed in an interpreter: ``VoidTimings``), or None.
+    void_timings: str | None = None
     extra: Mapping[str, Any] = EMPTY
     absent: frozenset[str] = field(default=frozenset(), repr=False)
 

@@ -51,14 +51,22 @@ def slower_color(pct: float) -> str:
     return sample_colorscale(SLOWER_COLORS, [min(max(pct / SLOWER_SCALE_MAX, 0.0), 1.0)])[0]
 
 
+def best_so_far(df: pd.DataFrame) -> dict[str, pd.Series]:
+    """Each strategy's best time so far, candidate by candidate in the order they were measured: by time, and
+    within one time (whole seconds: a fast sweep measures many a second) in journal order, the frame's index
+    (``load_frame``). Sorted by time alone, a bucket's rows ranked fastest first stayed so within each second, and
+    the chart was flat at the best from the first candidate."""
+    timed = df[df["median_us"].notna()].sort_index().sort_values("time", kind="stable", na_position="last")
+    return {str(strategy): runs["median_us"].astype(float).cummin()
+            for strategy, runs in timed.groupby(timed["strategy"].fillna("?"), sort=True)}
+
+
 def convergence(df: pd.DataFrame, name: str) -> str:
-    """Best time so far against candidates measured, in journal order, one line per strategy."""
+    """Best time so far against candidates measured, in the order they were measured, one line per strategy."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    timed = df[df["median_us"].notna()].sort_values("time")
-    for strategy, runs in timed.groupby(timed["strategy"].fillna("?"), sort=True):
-        best = runs["median_us"].astype(float).cummin()
+    for strategy, best in best_so_far(df).items():
         fig.add_trace(go.Scatter(
             x=list(range(1, len(best) + 1)), y=best, mode="lines+markers", name=str(strategy),
             hovertemplate="candidate %{x}<br>best so far %{y:.1f} µs<extra>%{fullData.name}</extra>"))

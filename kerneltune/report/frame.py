@@ -12,9 +12,10 @@ from kerneltune.files.records import Entry
 from kerneltune.tables.stamps import device_kind
 from kerneltune.tuning.journal import Journal
 
-# The CSV's fixed columns, in order; stamp_* columns follow (the stamps each record's backend matches tables on:
-# driver and CUDA for a GPU through JAX, torch and Triton for one through torch, ...), then problem_* and
-# config_* columns, one per field.
+# The frame's fixed columns, in order (the report's CSV adds ``rank`` after the bucket and leaves out an empty
+# ``score``: ``ranking.ranked``); stamp_* columns follow (the stamps each record's backend matches tables on: driver
+# and CUDA for a GPU through JAX, torch and Triton for one through torch, ...), then problem_* and config_* columns,
+# one per field.
 SCHEMA = (
     "kernel", "run", "bucket", "strategy", "status", "invalidity", "error", "median_us", "spread", "samples",
     "score", "tflops", "pct_ceiling", "device", "device_kind", "kernel_hash", "time",

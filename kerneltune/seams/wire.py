@@ -4,6 +4,10 @@ A ``Request`` is built in one place for a candidate (``candidate_request``: the 
 compile-ahead's) and checked where it enters the worker (``Request.from_json``); its settings travel as
 ``MeasureSettings``. Each op has its reply type (``REPLIES``), checked where it comes back
 (``Reply.from_json``); a measurement's reply is what a journal record keeps (``journal.make_record``).
+
+Before its reply, a worker may write interim lines (``Progress``): a measurement says ``compiled`` once its
+build is in hand, so that the parent bounds the check and timing by the run timeout from then on, and a hang
+in the compile by the compile timeout.
 """
 
 from __future__ import annotations
@@ -44,6 +48,27 @@ class Status(StrEnum):
     CORRECTNESS = "correctness"
     UNSUPPORTED = "unsupported"
     CONSTRAINT = "constraint"  # a static ranking's refusal: the layout spills or its grid cannot be resident
+
+
+class Progress(StrEnum):
+    """An interim line's event: ``{"progress": "compiled"}`` before a measurement's reply."""
+
+    COMPILED = "compiled"  # the candidate's build is in hand: its check and timing start (the run timeout's clock)
+
+
+def progress_line(event: Progress) -> dict[str, str]:
+    """The interim line that announces ``event``."""
+    return {"progress": str(event)}
+
+
+def progress_of(obj: Any) -> Progress | None:
+    """The event an interim line announces, or None where the line is a reply (it has a status)."""
+    if not isinstance(obj, Mapping) or "progress" not in obj or "status" in obj:
+        return None
+    try:
+        return Progress(obj["progress"])
+    except ValueError:
+        raise WireError(f"progress {obj['progress']!r} is not one of {', '.join(Progress)}") from None
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})

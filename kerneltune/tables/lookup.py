@@ -255,6 +255,9 @@ def tuned_config(kernel: str, bucket: dict[str, Any], kernel_hash: str, hard: tu
             log_once(f"{kernel}: {misses[-1]}")
     if entry is None:
         return None
+    if entry.void_timings:  # once a kernel and table: every entry of a sweep in an interpreter says the same
+        log_once(f"{kernel}: its tuned entries ({where}) were timed in an interpreter: {entry.void_timings[:300]}; "
+                 f"they serve, chosen on those times")
     if carried := entry.rekeyed_from:
         log_once(f"{kernel}: {bucket_key(bucket)}: entry measured under kernel {carried[0]}, carried to {kernel_hash} "
                  "by kerneltune rekey (its programs unchanged)", logging.INFO)

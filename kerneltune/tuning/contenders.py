@@ -16,6 +16,8 @@ from kerneltune.seams.protocols import Kernel
 from kerneltune.tables.lookup import bucket_key
 from kerneltune.tables.store import read_table_of
 
+from .space import Bucket, Space
+
 
 def _bucket_id(bucket: Mapping[str, Any]) -> str:
     """A bucket's identity whatever the order of its fields (a table keeps them in the order its journal did)."""
@@ -49,3 +51,31 @@ def held_for(held: dict[str, list[dict[str, Any]]], path: Path, kernel: Kernel, 
 def is_contender(config: Mapping[str, Any], contenders: list[dict[str, Any]]) -> bool:
     """Whether the space's config is one the table holds (on every field the space sets)."""
     return any(all(c.get(k) == v for k, v in config.items()) for c in contenders)
+
+
+def table_buckets(path: Path, kernel: Kernel, space: Space) -> tuple[list[Bucket], list[str]]:
+    """The buckets the table at ``path`` holds beyond the space's own (those a ``--from-ledger`` sweep or a
+    ``--bucket key=value`` added), each named and measured as its entry was (its problem and inputs), and a line
+    for each entry that cannot be: it predates entries keeping their problem, or the kernel no longer takes it.
+    A ``--contenders`` sweep re-measures them with the space's: a stale table's every bucket, not just the space's."""
+    table = read_table_of(path, kernel.name, "contenders")
+    own = set()
+    for b in space.buckets:
+        try:
+            own.add(_bucket_id(kernel.bucket(kernel.problem(b.problem))))
+        except (TypeError, ValueError):
+            continue  # a malformed bucket of the space: named where the space's buckets are swept
+    found, left = [], []
+    for key, entry in table["entries"].items():
+        if _bucket_id(entry.bucket) in own:
+            continue
+        name = entry.bucket_name or key
+        try:
+            if entry.problem is None:
+                raise ValueError("the entry keeps no problem to measure it at")
+            problem = kernel.problem(dict(entry.problem))
+        except (TypeError, ValueError) as e:
+            left.append(f"contenders {path}: bucket {name} not re-measured ({e})")
+            continue
+        found.append(Bucket(name, kernel.problem_dict(problem), dict(entry.inputs or {}), f"{path} (entry {key})"))
+    return found, left

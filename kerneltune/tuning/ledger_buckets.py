@@ -57,12 +57,14 @@ class _Group:
     bucket: dict[str, Any]
     calls: int = 0
     problems: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    served_own: bool = True  # every one of its problems served by its own entry now (asked for by --bucket)
 
 
 def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
                      wanted: list[dict[str, Any]] | None = None) -> tuple[list[Bucket], str]:
     """The buckets the ledger(s) at ``where`` call for, the most called first (``top`` of them), and a line
-    saying where they came from. ``wanted``: only buckets whose fields hold these values (``--bucket``)."""
+    saying where they came from. ``wanted``: only buckets whose fields hold these values (``--bucket``), served by
+    their own entry now or not: a key asked for by name is tuned again (its calls, all of them, rank it)."""
     records = [r for ledger in read_ledgers(where, kernel.name) for r in ledger.records]
     if not records:
         raise ValueError(f"--from-ledger: {where} holds no recorded call of {kernel.name} (record one: run the app "
@@ -76,7 +78,8 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
     served_own = refused = 0
     for items in by_problem.values():
         latest = max(items, key=lambda r: r.last_seen)
-        if latest.served == Served.TUNED:
+        own = latest.served == Served.TUNED
+        if own and wanted is None:
             served_own += 1
             continue
         try:
@@ -88,9 +91,10 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
         if wanted is not None and not any(all(bucket.get(k) == v for k, v in w.items()) for w in wanted):
             continue
         bucket = {k: bucket[k] for k in sorted(bucket, key=lambda k: order.get(k, len(order)))}
-        calls = sum(r.count for r in items if r.served != Served.TUNED)
+        calls = sum(r.count for r in items if r.served != Served.TUNED or wanted is not None)
         group = groups.setdefault(bucket_key(bucket), _Group(bucket))
         group.calls += calls
+        group.served_own &= own
         group.problems.append((calls, kernel.problem_dict(problem)))
     ranked = sorted(groups.items(), key=lambda kv: (-kv[1].calls, kv[0]))[:top]
     named = {}
@@ -113,7 +117,8 @@ def recorded_buckets(kernel: Kernel, where: Path, space: Space, top: int | None,
         raise ValueError(f"--from-ledger: {where} holds no problem of {kernel.name}{which} to tune "
                          f"({len(by_problem)} recorded" + (f": {', '.join(left)}" if left else "") + ")")
     note = (f"{len(buckets)} bucket(s) from the ledger {where}, the most called first: "
-            + ", ".join(f"{b.name} ({groups[k].calls} calls)" for b, (k, _) in zip(buckets, ranked, strict=True))
+            + ", ".join(f"{b.name} ({groups[k].calls} calls{', served by its own entry now' * groups[k].served_own})"
+                        for b, (k, _) in zip(buckets, ranked, strict=True))
             + (f"; of {len(by_problem)} recorded problems, left out: {', '.join(left)}" if left else ""))
     return buckets, note
 

@@ -26,6 +26,7 @@ from kerneltune.files.records import Record
 WORKER = ("compile_s", "compile_wait_s", "inputs_s", "reference_s", "check_s", "timing_s")
 ENGINE = ("ask_s", "tell_s", "journal_s", "wall_s")
 BUSY = ("inputs_s", "reference_s", "check_s", "timing_s")  # the timing worker's own work on the device
+BOUND_SHOWN_S = 0.01  # a bound under this is said to be, not divided by (two decimals would show 0.00)
 
 
 class Phases:
@@ -82,11 +83,15 @@ class PhaseSummary:
         order = [*WORKER, *ENGINE]
         shown = ", ".join(f"{k[:-2]} {m[k]:.2f}" for k in order if k in m)
         first = f"; first candidate {self.first_s:.1f} s after the start" if self.first_s is not None else ""
+        bound = f"max(compile / {self.compile_workers} workers, check + timing)"
+        # A bound under what two decimals show (candidates that failed before their check, a kernel of microseconds)
+        # gives no ratio worth printing ("inf x ... = 0.00 s"): the wall went to worker starts and the engine.
+        against = (f"= {self.wall_over_bound:.2f} x {bound} = {self.bound_s:.2f} s" if self.bound_s >= BOUND_SHOWN_S
+                   else f"against {bound} under {BOUND_SHOWN_S:.2f} s")
         return [
             f"{self.candidates} candidates, {self.per_minute:.1f} a minute in the steady state{first}",
             f"timing worker busy {100 * self.busy_share:.0f}% of the wall; wall per candidate "
-            f"{self.mean_wall_s:.2f} s = {self.wall_over_bound:.2f} x max(compile / {self.compile_workers} "
-            f"workers, check + timing) = {self.bound_s:.2f} s",
+            f"{self.mean_wall_s:.2f} s {against}",
             f"median seconds per candidate: {shown}",
             "seconds in all (every candidate, where the wall went): "
             + ", ".join(f"{k[:-2]} {self.totals[k]:.1f}" for k in order if k in self.totals),

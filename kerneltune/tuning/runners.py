@@ -65,12 +65,12 @@ class _TimingWorker:
         self.process = WorkerProcess(env, log_path)
         self._thread = cf.ThreadPoolExecutor(1, thread_name_prefix=log_path.stem)
 
-    def submit(self, req: Request, timeout: float) -> cf.Future[Reply]:
-        return self._thread.submit(self._serve, req, timeout)
+    def submit(self, req: Request, timeout: float, run_timeout: float | None = None) -> cf.Future[Reply]:
+        return self._thread.submit(self._serve, req, timeout, run_timeout)
 
-    def _serve(self, req: Request, timeout: float) -> Reply:
+    def _serve(self, req: Request, timeout: float, run_timeout: float | None) -> Reply:
         try:
-            return self.process.request(req, timeout)
+            return self.process.request(req, timeout, run_timeout)
         except WorkerDied as e:
             return failed(req.op, e.kind, str(e))
 
@@ -133,11 +133,19 @@ class LiveRunner:
         if self.compiles_ahead and req.op in (Op.MEASURE, Op.CHECK):
             self.workers[route].process.send(req.as_op(Op.PREFETCH))
 
-    def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]:
+    def _submit(self, req: Request, route: int) -> cf.Future[Reply]:
+        """A candidate's measurement (or check) has the compile timeout until its worker says the build is in hand,
+        then the run timeout for its check and timing (a hang in either is killed that long after its compile);
+        any other request (a playoff, the stamps) has both together."""
+        if req.op in (Op.MEASURE, Op.CHECK):
+            return self.workers[route].submit(req, req.settings.compile_timeout, self.run_timeout)
         return self.workers[route].submit(req, req.settings.compile_timeout + self.run_timeout)
 
+    def measure(self, req: Request, route: int = 0) -> cf.Future[Reply]:
+        return self._submit(req, route)
+
     def request(self, req: Request) -> Reply:
-        return self.workers[0].submit(req, req.settings.compile_timeout + self.run_timeout).result()
+        return self._submit(req, 0).result()
 
     def close(self) -> None:
         for worker in self.workers:

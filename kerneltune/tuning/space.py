@@ -362,8 +362,11 @@ def space_from_data(data: Mapping[str, Any], path: Path, tunables: set[str], pro
         if not isinstance(raw.get("bounds", {}), dict):
             raise SpaceError(f"{where}: buckets[{i}].bounds: {raw['bounds']!r} is not a table (bounds = {{ ... }})")
         buckets.append(Bucket(raw["name"], dict(raw["problem"]), dict(raw.get("bounds", {})), where))
-    if len({b.name for b in buckets}) != len(buckets):
-        raise SpaceError(f"{path}: buckets: two buckets share a name")
+    seen: dict[str, int] = {}
+    for i, b in enumerate(buckets):
+        if (first := seen.setdefault(b.name, i)) != i:  # named at the second one, with the first's index
+            raise SpaceError(f"{b.where}: buckets[{i}].name: {b.name!r} is the name of buckets[{first}] too; two "
+                             f"buckets share a name")
 
     space = Space(path, kernel, params, constraints, tuple(buckets), listed)
     _check_constraints_satisfiable(space, text)

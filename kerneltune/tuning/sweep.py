@@ -32,14 +32,14 @@ from kerneltune.tables.locations import table_roots
 from kerneltune.tables.stamps import now_stamp
 
 from .compile_ahead import default_compile_workers
-from .contenders import held_for, is_contender, load_contenders
+from .contenders import held_for, is_contender, load_contenders, table_buckets
 from .journal import Journal, make_record
 from .phases import BucketPhases
 from .playoff import MAX_ROUNDS, Playoff, batch_for, decide, leaders, undecided
 from .pruning import EarlyStop, Pruner
 from .space import PROVED_CONFIGS, Bucket, Space, SpaceError, load_space, space_from_data
 from .strategies import make_strategy
-from .table_writer import write_bucket_table
+from .table_writer import void_timings, write_bucket_table
 from .warm_start import warm_start
 
 FAILURES = (Status.COMPILE, Status.RUNTIME, Status.TIMEOUT, Status.CORRECTNESS, Status.UNSUPPORTED)
@@ -173,6 +173,7 @@ class BucketResult:
     phases: list[BucketPhases] = field(default_factory=list)  # this run's records' bucket and phases
     timings: list[dict[str, Any]] = field(default_factory=list)  # this run's timings measured to the noise rule
     prior: list[str] = field(default_factory=list)  # where its prior knowledge came from (``Observer.on_prior``)
+    void_timings: str | None = None  # why its times say nothing of speed here (an interpreter), where they do not
 
 
 class HardwareMissing(RuntimeError):
@@ -298,6 +299,10 @@ def _buckets(opts: SweepOptions, kernel: Kernel, space: Space) -> tuple[list[Buc
             notes += [note] if note else []
         if not opts.buckets:
             buckets = list(space.buckets)
+            if opts.search.contenders is not None:  # and the table's buckets beyond the space's (a ledger's)
+                held, left = table_buckets(opts.search.contenders, kernel, space)
+                buckets += held
+                notes += left
     unique = {b.name: b for b in reversed(buckets)}  # the first of a name stays
     return [b for b in buckets if unique[b.name] is b], notes
 
@@ -414,7 +419,8 @@ class _Sweep:
         kernel = self.kernel
         problem = _bucket_problem(kernel, bucket)
         fields = kernel.problem_dict(problem)
-        result = BucketResult(bucket.name, static_only=self.static)
+        result = BucketResult(bucket.name, static_only=self.static,
+                              void_timings=None if self.static else void_timings(kernel, self.stamps))
         base = BucketFields(kernel.name, bucket.name, fields, bucket.bounds, self.stamps, kernel.source_hash(),
                             self.opts.search.strategy, self.opts.search.seed, self.opts.settings.cold_l2)
         done = self._resumable(bucket, base, result)

@@ -18,10 +18,10 @@ import errno
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kerneltune.files.records import Entry, Measured, Record, config_key
-from kerneltune.seams.protocols import Kernel
+from kerneltune.seams.protocols import Capability, Kernel, VoidTimings
 from kerneltune.seams.registry import load_backend
 from kerneltune.seams.wire import Status
 from kerneltune.tables.locations import table_roots
@@ -100,7 +100,15 @@ def bucket_entry(records: list[Record], kernel: Kernel, rel_noise: float,
         decided_by="playoff" if playoff else "medians", fallbacks=tuple(fallbacks.values()), candidates_ok=len(ok),
         # Whether the winner's timing met the noise rule before its time cap (``measure.sample_until_quiet``).
         settled=settled, playoff=playoff.to_dict(lambda k: _label(timed[k].config)) if playoff else None,
+        void_timings=void_timings(kernel, recorded),  # timed in an interpreter: what verify and the lookup repeat
         stamps=stamps, accuracy=win.accuracy or None)
+
+
+def void_timings(kernel: Kernel, stamps: Mapping[str, Any]) -> str | None:
+    """Why the kernel's times on the system ``stamps`` name say nothing of its speed (an interpreter), or None."""
+    if Capability.VOID_TIMINGS not in kernel.capabilities:
+        return None
+    return cast(VoidTimings, kernel).void_timings(stamps)
 
 
 def _rivals(win: Record, win_us: float, ok: list[Record], timed: dict[str, Record],

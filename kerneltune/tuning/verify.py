@@ -226,6 +226,9 @@ def verify_table(kernel_name: str, table_path: Path, work_dir: Path, settings: M
         if void is not None:
             notes.append(f"speed not judged: {void}; correctness checked (--require-timing times and judges it "
                          f"anyway)")
+        elif (tuned_void := next((e.void_timings for e in entries if e.void_timings), None)) is not None:
+            notes.append(f"its entries were tuned in an interpreter ({tuned_void}): their recorded times, and the "
+                         f"winners chosen on them, say nothing of its speed")
         want = {**running, "kernel_hash": kernel.source_hash()}
         measured = _Measurements(kernel_name, runner, settings)
 

@@ -39,12 +39,14 @@ from kerneltune.seams.wire import (
     MeasureReply,
     Op,
     PlayoffReply,
+    Progress,
     Reply,
     Request,
     StampsReply,
     Status,
     WireError,
     failed,
+    progress_line,
 )
 
 from .compile_ahead import BuildFailed, CompileAhead
@@ -114,10 +116,13 @@ class _Job:
     problem: Any
     prefetcher: CompileAhead | None
     started: float
+    progress: Callable[[Progress], None] = lambda event: None  # an interim line to the parent, before the reply
 
 
-def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None) -> Reply:
-    """The answer to one request (checked first: ``Request.from_json``), by its op's handler (``HANDLERS``)."""
+def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None = None,
+           progress: Callable[[Progress], None] | None = None) -> Reply:
+    """The answer to one request (checked first: ``Request.from_json``), by its op's handler (``HANDLERS``);
+    ``progress`` writes a handler's interim lines (a measurement's ``compiled``) before its answer."""
     from kerneltune.seams.registry import load_backend, load_kernel
 
     req = request if isinstance(request, Request) else Request.from_json(request)
@@ -126,7 +131,8 @@ def handle(request: Request | Mapping[str, Any], prefetcher: CompileAhead | None
     _prepare(backend)
     if req.op == Op.STAMPS:
         return StampsReply(Status.OK, stamps=_stamps(kernel, backend, list(req.ceilings)))
-    job = _Job(req, kernel, backend, kernel.problem(req.problem), prefetcher, time.perf_counter())
+    job = _Job(req, kernel, backend, kernel.problem(req.problem), prefetcher, time.perf_counter(),
+               progress or (lambda event: None))
     return HANDLERS[req.op](job)
 
 
@@ -189,6 +195,7 @@ def _measure(job: _Job) -> Reply:
         return MeasureReply(Status.COMPILE, _error_text(e), compile_s=time.perf_counter() - t0)
     # compile_s: the compile itself; compile_wait_s: what the timer waited for it (less when compiled ahead).
     wait_s = time.perf_counter() - t0
+    job.progress(Progress.COMPILED)  # the parent's run timeout counts from here: a hang now is the check's or timing's
     phases = Phases(compile_s=compile_s, compile_wait_s=wait_s)
 
     from kerneltune.seams.measure import time_with
@@ -292,12 +299,16 @@ def main() -> None:
                     work.put(req)
         work.put(None)
 
+    def progress(event: Progress) -> None:
+        out.write(json.dumps(progress_line(event)) + "\n")
+        out.flush()
+
     threading.Thread(target=read, daemon=True).start()
     while (req := work.get()) is not None:
         try:
             if isinstance(req, str):
                 raise WireError(req)
-            reply = handle(req, prefetcher)
+            reply = handle(req, prefetcher, progress)
         except Exception as e:
             reply = failed(req.op if isinstance(req, Request) else Op.MEASURE, Status.RUNTIME, _error_text(e), True)
         out.write(json.dumps(reply.to_json()) + "\n")

@@ -22,7 +22,7 @@ from kerneltune.files.reference_cache import ENV as REFERENCE_CACHE_ENV
 from kerneltune.seams.limits import FROZEN_WORKER_S
 from kerneltune.seams.process import child_env
 from kerneltune.seams.protocols import Backend
-from kerneltune.seams.wire import REPLIES, Reply, Request, Status, WireError
+from kerneltune.seams.wire import REPLIES, Progress, Reply, Request, Status, WireError, progress_of
 
 COMPILE_CACHE_ENV = "KERNELTUNE_COMPILE_CACHE"  # the folder a backend keeps compiled programs in (``prepare_worker``)
 COMPILE_WORKERS_ENV = "KERNELTUNE_COMPILE_WORKERS"  # a timing worker's compile processes (0: it compiles itself)
@@ -35,6 +35,16 @@ def _stopped(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state in ("T", "t")
+
+
+def _exit_text(code: int) -> str:
+    """A process's end in words: ``signal 6, SIGABRT`` or ``exit code 3``."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"signal {-code}, {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
 
 
 class WorkerDied(RuntimeError):
@@ -97,17 +107,16 @@ class WorkerProcess:
                 lines.put(line)
         lines.put(None)
 
-    def _next_line(self, proc: subprocess.Popen[bytes], timeout: float) -> bytes | None:
-        """The worker's next line within ``timeout``; a worker stopped (SIGSTOP, Ctrl-Z of its group, a frozen
-        container) for ``FROZEN_WORKER_S`` is killed then rather than after the whole timeout (compile plus run:
-        15 minutes by default). WorkerDied either way."""
-        deadline = time.monotonic() + timeout
+    def _next_line(self, proc: subprocess.Popen[bytes], deadline: float, late: str, phase: str) -> bytes | None:
+        """The worker's next line before ``deadline``, else WorkerDied saying ``late``; a worker stopped (SIGSTOP,
+        Ctrl-Z of its group, a frozen container) for ``FROZEN_WORKER_S`` is killed then rather than at the deadline
+        (the compile's, or the run's), with ``phase`` opening the message."""
         stopped_since: float | None = None
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise WorkerDied(Status.TIMEOUT, f"no answer within {timeout:.0f} s; worker killed")
+                raise WorkerDied(Status.TIMEOUT, late)
             try:
                 return self._lines.get(timeout=min(left, 1.0))
             except queue.Empty:
@@ -118,7 +127,7 @@ class WorkerProcess:
                 stopped_since = time.monotonic()
             elif time.monotonic() - stopped_since >= FROZEN_WORKER_S:
                 self.kill()
-                raise WorkerDied(Status.TIMEOUT, f"the worker (process {proc.pid}) was stopped for "
+                raise WorkerDied(Status.TIMEOUT, f"{phase}the worker (process {proc.pid}) was stopped for "
                                                  f"{FROZEN_WORKER_S:.0f} s (SIGSTOP or a frozen group); killed")
 
     def _stderr_tail(self) -> str:
@@ -143,23 +152,40 @@ class WorkerProcess:
                 self.kill()
                 return False
 
-    def request(self, req: Request, timeout: float) -> Reply:
+    def request(self, req: Request, timeout: float, run_timeout: float | None = None) -> Reply:
+        """The worker's reply to ``req`` within ``timeout``. With ``run_timeout``, ``timeout`` bounds the compile
+        only: once the worker says the build is in hand (``Progress.COMPILED``), its check and timing have
+        ``run_timeout`` from then, and a timeout's message opens with the phase that hung."""
         if not self.send(req):
             raise WorkerDied(Status.RUNTIME, "worker exited before taking the request: " + self._stderr_tail())
         proc = self.proc  # close() may kill it from another thread meanwhile
         if proc is None:
             raise WorkerDied(Status.RUNTIME, "the worker was closed before it answered")
-        line = self._next_line(proc, timeout)
-        if line is None:
-            code = proc.wait()
-            self.kill()
-            why = f"signal {-code}" if code < 0 else f"exit code {code}"
-            raise WorkerDied(Status.RUNTIME, f"worker died ({why}): {self._stderr_tail()}")
-        try:
-            reply = REPLIES[req.op].from_json(json.loads(line))
-        except (ValueError, WireError) as e:  # not JSON, not an object, a field or status outside the protocol
-            self.kill()
-            raise WorkerDied(Status.RUNTIME, f"the worker broke the protocol ({e}): {line[:200]!r}") from None
+        deadline = time.monotonic() + timeout
+        phase = "" if run_timeout is None else "compile: "
+        late = (f"no answer within {timeout:.0f} s; worker killed" if run_timeout is None else
+                f"{phase}no answer within {timeout:g} s (the compile timeout); worker killed")
+        while True:
+            line = self._next_line(proc, deadline, late, phase)
+            if line is None:
+                code = proc.wait()
+                self.kill()
+                tail = self._stderr_tail().strip()
+                raise WorkerDied(Status.RUNTIME, f"worker died ({_exit_text(code)})"
+                                                 + (f": {tail}" if tail else "; it wrote nothing on stderr"))
+            try:
+                obj = json.loads(line)
+                event = progress_of(obj)
+                if event is None:
+                    reply = REPLIES[req.op].from_json(obj)
+                    break
+            except (ValueError, WireError) as e:  # not JSON, not an object, a field or status outside the protocol
+                self.kill()
+                raise WorkerDied(Status.RUNTIME, f"the worker broke the protocol ({e}): {line[:200]!r}") from None
+            if event == Progress.COMPILED and run_timeout is not None:  # the run's clock starts now
+                deadline = time.monotonic() + run_timeout
+                phase = "check or timing: "
+                late = f"{phase}no answer within {run_timeout:g} s of its compile (the run timeout); worker killed"
         if reply.restart:
             self.kill()
         return reply

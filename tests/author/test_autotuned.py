@@ -79,6 +79,15 @@ def test_no_gpu_and_no_interpreter_is_target_hardware_absent(adopted, monkeypatc
     assert adopted.supported_on({"device_kind": "cpu"}) is None
 
 
+def test_on_a_cpu_an_adopted_kernel_s_times_are_void_whatever_kerneltune_s_own_module_imports(adopted):
+    """Verify of ``kt.autotuned(fn)`` under TRITON_INTERPRET=1 judged the interpreter's times and exited 4: the
+    class's judgement looked at the imports of the adapter's module, kerneltune's, where no Triton is."""
+    assert adopted.void_timings({"device_kind": "cpu"}) == (
+        "double runs in Triton's interpreter on this CPU, so its times here say nothing of its speed on the GPU it is "
+        "written for")
+    assert adopted.void_timings({"device_kind": "nvidia-h200"}) is None
+
+
 # Run under Triton's interpreter in a process of its own (TRITON_INTERPRET is read when triton is imported): each
 # config checked against the first config, then against a reference, then against a wrong reference.
 CHECKS = textwrap.dedent('''

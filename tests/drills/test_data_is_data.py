@@ -88,6 +88,8 @@ CASES = [
     Case("--junit /dev/full", ["verify", TOY, "--junit", "/dev/full"], 3, "not a regular file"),
     Case("--junit through a dangling link", ["verify", TOY, "--junit", "{w}/dangling.xml"], 3,
          "which does not exist", links={"dangling.xml": "{w}/no/such/folder/x.xml"}),
+    Case("--junit in a folder that cannot be made", ["verify", TOY, "--junit", "/proc/no-such/v.xml"], 3,
+         "--junit /proc/no-such/v.xml: the folder /proc/no-such does not exist, and /proc "),  # root or not
 ]
 
 

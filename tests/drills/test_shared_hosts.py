@@ -149,6 +149,16 @@ def test_a_lock_wait_names_its_holder_and_gives_up_in_bounded_time(tmp_path, mon
         holder.wait()
 
 
+def test_a_holder_s_long_command_line_is_cut_between_words():
+    """The concurrent-sweep refusal cut the holder's command line mid-word ("... --run-timeo")."""
+    from kerneltune.files.locks import shortened
+
+    command = "/work/main/.venv/bin/python -m kerneltune sweep hang.py --bucket r1k --out oh " + "--run-timeout 5 " * 6
+    cut = shortened(command.strip())
+    assert len(cut) <= 120 and cut.endswith(" …") and command.startswith(cut[:-2] + " ")
+    assert shortened("kerneltune sweep k.py") == "kerneltune sweep k.py" and len(shortened("x" * 300)) == 120
+
+
 @pytest.mark.parametrize("what", ["csv", "html"])
 @pytest.mark.parametrize("how", ["kill", "full-disk"])
 def test_a_report_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch, what, how):

@@ -43,6 +43,10 @@ def test_an_example_goes_from_sweep_to_report(tmp_path, example, bucket, extra):
     found = subprocess.run([sys.executable, "-c", lookup], capture_output=True, text=True, env=env, timeout=300)
     entry = next(iter(json.loads(table.read_text())["entries"].values()))
     assert json.loads(found.stdout) == entry["config"], found.stderr
+    # A sweep in an interpreter says once that its times mean nothing here, and its table's entries say so too.
+    interpreted = example != "jax_matmul"
+    assert " ".join(out.split()).count("say nothing of its speed") == interpreted, out
+    assert ("void_timings" in entry) == interpreted and ("timed in an interpreter" in found.stderr) == interpreted
 
     # Correct on fresh inputs; on a busy test machine its speed may be unsettled (exit 4), never wrong or slower
     # (a correct entry judged slower is timed once more: ``only_slower``). In an interpreter its times mean nothing:

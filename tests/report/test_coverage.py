@@ -59,6 +59,21 @@ def test_the_command_writes_the_csv_and_the_html(ledger, tmp_path):
     assert "k on cpu: 33% &rarr; 100%" in html and html.count("<tr>") == 3
 
 
+def test_the_table_in_a_file_has_the_room_it_needs_and_at_a_given_width_folds_never_cuts(tmp_path):
+    """`report --ledger > file` cut the kernel's name, the tables' hash and the date ("rowsum_ke…"); COLUMNS=200 was
+    the way round it."""
+    name = "rowsum_kernel_with_a_name_of_forty_chars"
+    add_to_ledger(ledger_path(tmp_path, "cpu", name), name, "cpu", [
+        rec(64, Served.TUNED, 6, "0123456789abcdef0123", "2026-12-07T10:00:00Z")])
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    r = kerneltune("report", "--ledger", "--ledger-path", str(tmp_path), env=env)
+    assert r.returncode == 0, r.stderr
+    row = next(line for line in r.stdout.splitlines() if name in line)
+    assert "0123456789abcdef0123" in row and "2026-12-07T10:00:00Z" in row and "…" not in r.stdout
+    narrow = kerneltune("report", "--ledger", "--ledger-path", str(tmp_path), env={**env, "COLUMNS": "100"})
+    assert "…" not in narrow.stdout and max(len(line) for line in narrow.stdout.splitlines()) <= 100
+
+
 def test_strings_from_the_ledger_are_escaped(tmp_path):
     path = ledger_path(tmp_path, "cpu", "k")
     add_to_ledger(path, "k", "cpu", [rec(1, Served.TUNED, 1, "<b>x</b>", "2026-12-07T10:00:00Z")])

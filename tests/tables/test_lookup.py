@@ -185,6 +185,17 @@ def test_a_fallback_is_judged_and_returned_with_its_own_measured_accuracy():
     assert chosen["config"] == {"block_q": 3} and "accuracy" not in chosen
 
 
+def test_an_entry_timed_in_an_interpreter_serves_and_says_so_once(tmp_path, caplog):
+    write(table_path(tmp_path, "nvidia-h200", "k"), {**entry(config={"block_q": 1}), "void_timings": "k ran in X"})
+    with caplog.at_level(logging.INFO, logger="kerneltune.tables"):
+        for _ in range(2):
+            assert tuned_config("k", BUCKET, "h1", HARD, RUNNING, (tmp_path,)) == {"block_q": 1}
+    where = table_path(tmp_path, "nvidia-h200", "k")
+    assert [(r.levelname, r.message) for r in caplog.records] == [
+        ("WARNING", f"k: its tuned entries ({where}) were timed in an interpreter: k ran in X; they serve, chosen on "
+                    f"those times")]
+
+
 def test_an_entry_carried_by_rekey_is_used_and_says_so_once_at_info_level(tmp_path, caplog):
     carried = entry(config={"block_q": 1})
     carried["stamps"] = {**carried["stamps"], "rekeyed_from": ["h0"]}

@@ -101,3 +101,19 @@ def test_a_partial_problem_picks_the_recorded_calls_that_hold_it(ledger, tmp_pat
     checked = check_options(SweepOptions(SOURCE, None, tmp_path / "out", buckets=("rows=16",), ledger=ledger))
     assert [b.problem for b in checked.buckets] == [{"rows": 16, "cols": 16, "dtype": "float32"}]
     assert "1 bucket(s) from the ledger" in checked.notes[0]
+
+
+@pytest.mark.parametrize("from_ledger", [False, True])
+def test_a_recorded_key_asked_for_by_name_is_tuned_again_though_its_own_entry_serves_it(ledger, tmp_path,
+                                                                                       from_ledger):
+    """docs/traffic.md: `--bucket key=value` picks the recorded calls of one key. Once its entry served them, it was
+    refused ("missing ['call', 'dtypes']", exit 3): a key asked for by name is re-tuned whether it is served or not,
+    and its calls, all of them, are counted; without --bucket the served ones stay out."""
+    checked = check_options(SweepOptions(SOURCE, None, tmp_path / "out", buckets=("rows=8",), ledger=ledger,
+                                         from_ledger=from_ledger))
+    assert [b.problem for b in checked.buckets] == [{"rows": 8, "cols": 16, "dtype": "float32"}]
+    assert "(50 calls, served by its own entry now)" in checked.notes[0]
+    again = check_options(SweepOptions(SOURCE, None, tmp_path / "out", buckets=("rows=64",), ledger=ledger))
+    assert "(18 calls, served by its own entry now)" in again.notes[0]
+    rest, _ = recorded_buckets(KERNEL, ledger, KERNEL._parsed_space, None)
+    assert 8 not in [b.problem["rows"] for b in rest]

@@ -79,3 +79,12 @@ def test_every_record_of_a_live_sweep_carries_its_phases(tmp_path, compile_worke
     assert since == sorted(since)
     assert sum(r["phases"]["wall_s"] for r in records) <= since[-1] + 1e-6
     assert summarize(result.phases, compile_workers).candidates == 4
+
+
+def test_a_bound_too_small_to_show_is_no_divisor():
+    """A sweep whose candidates hung or crashed before their check (or a kernel of microseconds) said "wall per
+    candidate 0.25 s = inf x max(...) = 0.00 s"."""
+    s = summarize([_rec("a", 1.0, check=0.0, timing=0.0, compile_s=0.0) for _ in range(3)], compile_workers=1)
+    assert s.lines()[1].endswith("wall per candidate 1.00 s against max(compile / 1 workers, check + timing) under "
+                                 "0.01 s")
+    assert "inf" not in " ".join(s.lines())

@@ -165,7 +165,8 @@ problem = { batch = 1, seq_len = 512, q_heads = 1, kv_heads = 1, head_dim = 64 }
     (GOOD.replace('kernel = "ranker_attention"\n', 'kernel = "ranker_attention"\nconstraints = 3\n').replace(
         '[[constraints]]\nexpr = "block_q == 64 or head_dim <= 64"\n', ""),
      "{p}: constraints: expected [[constraints]] tables"),
-    (GOOD + '[[buckets]]\nname = "b"\nproblem = { head_dim = 64 }\n', "{p}: buckets: two buckets share a name"),
+    (GOOD + '[[buckets]]\nname = "b"\nproblem = { head_dim = 64 }\n',  # named at its line, as every other error
+     "{p}:10: buckets[1].name: 'b' is the name of buckets[0] too; two buckets share a name"),
 ])
 def test_the_second_of_each_thing_and_the_whole_space_are_named(tmp_path, text, message):
     with pytest.raises(SpaceError, match=_exact(tmp_path, message)):

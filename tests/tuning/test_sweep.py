@@ -64,6 +64,19 @@ def test_wrong_outputs_and_compile_errors_become_their_invalidity(tmp_path):
     assert result.entry["config"] == {"mode": "good", "work": 1} and len(status) == 12
 
 
+def test_a_sweep_where_times_mean_nothing_measures_as_ever_and_its_entry_says_why(tmp_path):
+    """Under an interpreter the sweep times each candidate as it always does (the journal's records are those of any
+    sweep); the result and the table's entry carry why its times say nothing of speed."""
+    opts = options(tmp_path, ["good"], kernel="tests.tuning.fake_kernel:INTERPRETED")
+    [result] = run_sweep(opts)
+    assert result.void_timings == "fake runs in its interpreter on this CPU"
+    assert result.entry.void_timings == result.void_timings
+    assert all(r.timing is not None for r in Journal(opts.journal_path).records() if r.status != Status.CONSTRAINT)
+    (tmp_path / "native").mkdir()
+    [native] = run_sweep(options(tmp_path / "native", ["good"]))
+    assert native.void_timings is None and native.entry.void_timings is None
+
+
 def test_what_a_check_measures_reaches_the_journal_the_table_and_a_replay(tmp_path):
     """A kernel's accuracy figures are what the runtime holds against a launch's error budget: each
     verified record keeps its own, and the entry's winner and fallbacks carry theirs, live and replayed."""
@@ -116,7 +129,7 @@ def test_each_buckets_check_programs_compile_once_in_a_compile_worker_before_its
     assert {p.name: len(p.read_text().split()) for p in (tmp_path / "marks").iterdir()} == {"n2": 1, "n3": 1}
 
 
-@pytest.mark.slow  # a hang costs the measure's whole timeout, compile's share included: about 8 s per case
+@pytest.mark.slow  # a hang costs the run timeout after its compile and a fresh worker: about 5 s per case
 @pytest.mark.parametrize("compile_workers", [0, 2])
 def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
     # The fake kernel compiles at once: 3 s of compile timeout is room for a worker's start on a loaded
@@ -132,6 +145,8 @@ def test_every_failure_becomes_its_invalidity(tmp_path, compile_workers):
     assert status[("compile_error", 1)] == "compile"
     assert status[("crash", 1)] == "runtime"
     assert status[("hang", 1)] == "timeout" and ("hang", 2) not in status
+    [hung] = [r for r in recs if r["tiles"]["mode"] == "hang"]
+    assert hung["error"].startswith("check or timing: no answer within 4 s of its compile")
     assert status[("garbage", 1)] == "correctness" and status[("unwritten", 2)] == "correctness"
     assert all(r.get("error") for r in recs if r["status"] not in ("ok", "pruned"))
     assert result.entry["config"] == {"mode": "good", "work": 1}
@@ -343,6 +358,28 @@ def test_contenders_re_measure_only_the_configs_a_table_holds(tmp_path):
         run_sweep(options(tmp_path, ["good"], out=tmp_path / "o3",
                           search=SearchOptions(contenders=tmp_path / "x.json")),
                   runner_factory=lambda o, k: SlowRunner(0.0))
+
+
+def test_contenders_re_measure_every_bucket_the_table_holds_not_only_the_space_s(tmp_path):
+    """After a kernel change verify says `sweep KERNEL --contenders TABLE` re-measures the table: the buckets a
+    --from-ledger sweep added (named by their fields, in no space) are re-measured too, each at its entry's problem
+    and inputs; an entry that keeps no problem is named, not silently left stale."""
+    from .test_verify import _entry, _table_of
+
+    ledger = _entry("n=3", n=3, problem={"n": 3}, inputs={"rows": 3}, config={"mode": "slow", "work": 2})
+    old = {k: v for k, v in _entry("n=4", n=4).to_json().items() if k != "problem"}
+    held = _table_of(tmp_path / "t.json", _entry(inputs={}), ledger, old)
+    runner = SlowRunner(0.0)
+    results = run_sweep(options(tmp_path, ["good", "slow"], search=SearchOptions(contenders=held)),
+                        runner_factory=lambda o, k: runner)
+    assert [r.bucket for r in results] == ["small", "n=3"] and all(r.entry is not None for r in results)
+    assert {(q.bucket, q.config["mode"], q.config["work"], q.problem["n"]) for q in runner.measured} == {
+        ("small", "good", 1, 2), ("n=3", "slow", 2, 3)}
+    assert [q.inputs["rows"] for q in runner.measured if q.bucket == "n=3"] == [3]
+    from kerneltune.tuning.sweep import check_options
+
+    notes = check_options(options(tmp_path, ["good"], search=SearchOptions(contenders=held))).notes
+    assert notes == (f"contenders {held}: bucket n=4 not re-measured (the entry keeps no problem to measure it at)",)
 
 
 def test_contenders_with_too_few_configs_say_no_search_happened_and_what_a_full_sweep_takes(tmp_path):

@@ -212,3 +212,18 @@ def test_a_record_an_entry_cannot_keep_is_passed_over_not_allowed_to_stop_the_ta
     assert entry["config"] == good["tiles"]
     assert record_defect({**good, "timing": {**good["timing"], "spread": float("nan")}}).startswith("timing.spread")
     assert record_defect({**good, "timing": {**good["timing"], "samples": 0}}).startswith("timing.samples")
+
+
+def test_an_entry_timed_where_its_times_mean_nothing_says_so_and_one_timed_natively_does_not():
+    """A sweep in an interpreter measures as any other, but its entries carry why their times say nothing of speed,
+    for verify and the runtime's lookup to repeat."""
+    from tests.tuning.fake_kernel import INTERPRETED
+
+    cpu = {**STAMPS, "device_kind": "cpu"}
+    records = [{**record("good", 1, 10.0), "stamps": cpu}, {**record("good", 2, 30.0), "stamps": cpu}]
+    marked = bucket_entry(records, INTERPRETED, rel_noise=0.01)
+    assert marked.void_timings == "fake runs in its interpreter on this CPU"
+    assert marked.to_json()["void_timings"] == marked.void_timings
+    assert bucket_entry(records, PLUGIN, rel_noise=0.01).void_timings is None
+    on_gpu = [{**r, "stamps": {**STAMPS, "device_kind": "nvidia-h200"}} for r in records]
+    assert bucket_entry(on_gpu, INTERPRETED, rel_noise=0.01).void_timings is None

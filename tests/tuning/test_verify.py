@@ -831,6 +831,11 @@ def test_require_timing_times_and_judges_where_times_would_mean_nothing(tmp_path
                             require_timing=True)
     assert (r.exit_code, r.notes, r.timing_absent) == (EXIT_OK, [], None)
     assert r.entries[0].now_us == 100.0 and "measure" in {q.op for q in runner.requests}
+    tuned_there = _table_of(tmp_path / "v.json", _entry(void_timings="fake runs in its interpreter on this CPU"))
+    r = verify.verify_table("tests.tuning.fake_kernel:INTERPRETED", tuned_there, tmp_path / "w",
+                            runner=_Scripted({}, default=_ok(100.0)), require_timing=True)
+    assert r.notes == ["its entries were tuned in an interpreter (fake runs in its interpreter on this CPU): their "
+                       "recorded times, and the winners chosen on them, say nothing of its speed"]
     there = _Scripted({}, default=_ok(100.0), gpu=FAKE_GPU)  # on a GPU its times count: judged as any
     assert verify.verify_table("tests.tuning.fake_kernel:INTERPRETED", path, tmp_path / "w",
                                runner=there).exit_code == EXIT_OK

@@ -3,6 +3,8 @@ on the parent's (``WorkerProcess``: a worker that asks for a restart is not sent
 
 import json
 import os
+import re
+import time
 
 import pytest
 
@@ -271,3 +273,52 @@ def test_a_playoff_times_every_leader_in_each_of_its_rounds(tmp_path, monkeypatc
     broken = handle(_req("good", op="playoff", kernel="tests.tuning.fake_kernel:PLUGIN", rivals=leaders))
     # A leader that fails now: no playoff, why, and a fresh worker where the device is lost.
     assert broken.status == "runtime" and broken.error.endswith(ERRORS["illegal"]) and broken.restart
+
+
+def test_a_measurement_says_compiled_before_its_check_and_a_failed_build_does_not():
+    """The interim line the parent starts the run timeout's clock on: written once the build is in hand."""
+    from kerneltune.seams.wire import Progress, WireError, progress_line, progress_of
+
+    said = []
+    assert handle(_req("good"), progress=said.append).status == "ok" and said == [Progress.COMPILED]
+    said.clear()
+    assert handle(_req("compile_error"), progress=said.append).status == "compile" and said == []
+    assert progress_of(json.loads(json.dumps(progress_line(Progress.COMPILED)))) == Progress.COMPILED
+    assert progress_of({"status": "ok"}) is None
+    with pytest.raises(WireError, match="progress 'dance' is not one of"):
+        progress_of({"progress": "dance"})
+
+
+@pytest.mark.parametrize(("mode", "compile_s", "run_s", "says"), [
+    ("hang", 60, 1, "check or timing: no answer within 1 s of its compile (the run timeout)"),
+    ("compile_hang", 2, 60, "compile: no answer within 2 s (the compile timeout)")])
+def test_a_hang_is_killed_by_the_timeout_of_the_phase_it_hangs_in(tmp_path, mode, compile_s, run_s, says):
+    """--run-timeout bounds a candidate's check and timing from its compile's end, not compile plus run (a sweep
+    with --run-timeout 5 once sat 605 s on a call that slept for ever); a hang in the build has the compile's."""
+    from kerneltune.tuning.worker_process import WorkerDied
+
+    env = {**worker_env(load_backend("host"), None, None),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(WorkerDied, match=re.escape(says)) as died:
+            worker.request(Request.from_json(_req(mode)), timeout=compile_s, run_timeout=run_s)
+        assert died.value.kind == Status.TIMEOUT and worker.proc is None
+    finally:
+        worker.close()
+    assert time.monotonic() - t0 < 30
+
+
+def test_a_worker_that_dies_silently_says_which_signal_and_that_it_wrote_nothing(tmp_path):
+    """Not ``worker died (signal 6):`` with nothing after the colon."""
+    from kerneltune.tuning.worker_process import WorkerDied
+
+    env = {**worker_env(load_backend("host"), None, None),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    worker = WorkerProcess(env, tmp_path / "worker.log")
+    try:
+        with pytest.raises(WorkerDied, match=r"^worker died \(signal 6, SIGABRT\); it wrote nothing on stderr$"):
+            worker.request(Request.from_json(_req("crash")), timeout=60, run_timeout=60)
+    finally:
+        worker.close()
