@@ -82,15 +82,17 @@ def _bf16(t: Any) -> np.ndarray:
 
 def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, arch: str,
              step: int = 1, seed: int | None = None, schedule: Schedule | None = None,
-             checked: bool = True, batch: int | None = None) -> InterpretResult:
+             checked: bool = True, batch: int | None = None, compares: dict[int, set] | None = None
+             ) -> InterpretResult:
     """One decode step of all four ranks, each rank's buffers as the GPU runner fills them, in ``schedule``'s
     interleaving (``seed`` alone: ``Schedule("random", seed)``); ``checked``: with the weak model of global memory
     (``interpreter.weak_memory``) and, in the fixed order, the LDS race check (``interpreter.races``: a block's waves
     run in lockstep whatever the order of the blocks, so another order of a step that gives the same bits makes
-    the same LDS accesses, and the same-bits check covers one that does not)."""
+    the same LDS accesses, and the same-bits check covers one that does not); ``compares``: a dict the launch fills
+    with what each comparison met (``Launch.compares``)."""
     import torch
 
-    from .packing import pack_rank
+    from .packing import pack_ranks
 
     n = inputs.x.shape[0]
     layout.check_rows(n)
@@ -100,12 +102,12 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
     # (``GlobalMemory.load_plain``), so the kernel must read its peers' data with system-scope loads.
     syms = [mem.allocate(f"rank {r} sym", np.zeros(layout.Y_BYTES, np.uint8), owner=r) for r in range(TP)]
     grids, outs, healths, caches = [], [], [], []
+    packed_ranks = pack_ranks(dims, weights, arch)  # every matrix drawn once, one at a time
     for r in range(TP):
         def put(name: str, a: np.ndarray, r: int = r) -> int:
             return mem.allocate(f"rank {r} {name}", np.ascontiguousarray(a), owner=r)
 
-        packed = pack_rank(dims, weights, r, arch)
-        w = {k: (put(f"w_{k}", p.data.numpy()), put(f"s_{k}", p.scale.numpy())) for k, p in packed.items()}
+        w = {k: (put(f"w_{k}", p.data.numpy()), put(f"s_{k}", p.scale.numpy())) for k, p in packed_ranks[r].items()}
         tab = np.zeros(dims.layers * layout.TABLE_SLOTS, np.int64)
         seq_lens = put("seq_lens", host.seq_lens)
         rank_caches = []
@@ -136,7 +138,7 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
     if batch is None:  # batched in the fixed order; PCT and random interleave every block on its own
         batch = BATCH if schedule.kind == "fixed" else 1
     launch = Launch(program, mem, arch, schedule=schedule, races=checked and schedule.kind == "fixed", weak=checked,
-                    batch=batching(layout, batch), batch_size=batch)
+                    batch=batching(layout, batch), batch_size=batch, compares=compares)
     launch.run(grids)
     return InterpretResult([bf16_value(h).astype(np.float64) for h in outs], [h.tolist() for h in healths],
                            [[bf16_value(c.view(np.uint16)).astype(np.float64) for c in rc] for rc in caches], launch)
@@ -179,22 +181,23 @@ WEIGHTS_SEED, INPUTS_SEED = 0, 1
 def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
     """The layout, model, weights and step inputs of a check shape (``CHECK_SHAPE``'s keys, and optionally
     ``threads`` and ``full``: ``shape_matrix.Shape``)."""
-    from .reference import make_inputs, make_weights
+    from .master_weights import DrawnWeights
+    from .reference import make_inputs
 
     layout, dims = layout_of(s)
-    weights = make_weights(dims, WEIGHTS_SEED)
+    weights = DrawnWeights(dims, WEIGHTS_SEED)  # ``make_weights``'s, each matrix drawn when read
     return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), INPUTS_SEED)
 
 
 def recipe(s: dict) -> str:
     """``check_cache.recipe_key`` of a check shape: what ``setup`` draws its weights and inputs from, so that a
     cached reference is found without drawing them."""
-    from . import check_cache
+    from . import check_cache, master_weights
 
     try:
-        drawn_by = inspect.getsource(setup)
+        drawn_by = inspect.getsource(setup) + inspect.getsource(master_weights)
     except OSError:  # installed without its sources: its bytecode
-        drawn_by = setup.__code__.co_code.hex()
+        drawn_by = setup.__code__.co_code.hex() + master_weights.DrawnWeights._draw.__code__.co_code.hex()
     return check_cache.recipe_key(layout_of(s)[1], {"shape": s, "seeds": [WEIGHTS_SEED, INPUTS_SEED]}, drawn_by)
 
 
