@@ -12,7 +12,8 @@ GB = 10 ** 9
 
 def _machine(tmp_path, total_kb: int, cgroup: str = "", limits: dict[str, str] | None = None):
     (tmp_path / "proc/self").mkdir(parents=True)
-    (tmp_path / "proc/meminfo").write_text(f"MemTotal: {total_kb} kB\nMemFree: 1 kB\nMemAvailable: {total_kb // 2} kB\n")
+    (tmp_path / "proc/meminfo").write_text(
+        f"MemTotal: {total_kb} kB\nMemFree: 1 kB\nMemAvailable: {total_kb // 2} kB\n")
     (tmp_path / "proc/self/cgroup").write_text(cgroup)
     for path, value in (limits or {}).items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
