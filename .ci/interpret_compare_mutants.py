@@ -1,0 +1,104 @@
+"""Comparison-operator mutants of the drafter's index arithmetic and roles (issue 98): every comparison of
+``indexing.py`` and the role modules (``bounds.MUTATED``) moved by one position (``<`` and ``<=``, ``>`` and
+``>=``, ``==`` and ``!=``, ``is`` and ``is not``, each into the other), one at a time; each must fail the quick tests
+(``test_bounds.py``, then ``test_quick_step.py``, then the drafter's quick loop) or ``verify drafter-wide
+--interpret`` (``interpret_mutants.py``'s stages, run only for a mutant the quick tests let through).
+
+Usage: .venv/bin/python .ci/interpret_compare_mutants.py [OUT [NUMBERS]]  (default
+mutants/compare-results.txt; NUMBERS: some mutants, as 3,7); run it in a worktree of its own: it edits the sources
+(each restored after). Exit 0 when every mutant is killed.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+D = ROOT / "kerneltune/kernels/drafter_wide"
+FILES = ("indexing.py", "gemv_role.py", "norm_role.py", "attention_role.py", "merge_role.py", "block.py")
+SWAP = {ast.Lt: "<=", ast.LtE: "<", ast.Gt: ">=", ast.GtE: ">", ast.Eq: "!=", ast.NotEq: "==", ast.Is: "is not",
+        ast.IsNot: "is"}
+QUICK = [["tests/kernels/drafter_wide/test_bounds.py"], ["tests/kernels/drafter_wide/test_quick_step.py"],
+         ["-m", "not slow and not gpu", "tests/kernels/drafter_wide"]]
+
+_spec = importlib.util.spec_from_file_location("interpret_mutants", ROOT / ".ci/interpret_mutants.py")
+planted = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(planted)
+
+
+def mutants() -> list[tuple[str, int, str, str, str]]:
+    """(file, line, function, the comparison, its mutant text) for every comparison of ``FILES``, in file order."""
+    out = []
+    for name in FILES:
+        text = (D / name).read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        functions = {id(n): f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Compare) or len(node.ops) != 1 or type(node.ops[0]) not in SWAP:
+                continue
+            if functions.get(id(node)) in ("smin", "smax", "select"):
+                continue
+            seg = ast.get_source_segment(text, node)
+            left = ast.get_source_segment(text, node.left)
+            right = ast.get_source_segment(text, node.comparators[0])
+            mutated = f"{left} {SWAP[type(node.ops[0])]} {right}"
+            out.append((name, node.lineno, functions.get(id(node), "<module>"), seg, mutated))
+    return sorted(out, key=lambda m: (FILES.index(m[0]), m[1]))
+
+
+def apply(name: str, line: int, seg: str, mutated: str) -> str:
+    """The file's text with ``seg`` on ``line`` replaced (once; the original text returned for restoring)."""
+    path = D / name
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    if lines[line - 1].count(seg) != 1:
+        raise ValueError(f"{name}:{line}: {seg!r} is not on its line once")
+    lines[line - 1] = lines[line - 1].replace(seg, mutated)
+    path.write_text("".join(lines), encoding="utf-8")
+    return text
+
+
+def main() -> int:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "mutants/compare-results.txt"
+    every = mutants()
+    chosen = [int(n) for n in sys.argv[2].split(",")] if len(sys.argv) > 2 else range(1, len(every) + 1)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    lines, killed, tried = [f"commit {commit.stdout.strip()}, {len(every)} comparison mutants"], 0, 0
+    for n in chosen:
+        name, line, function, seg, mutated = every[n - 1]
+        t0 = time.monotonic()
+        original = apply(name, line, seg, mutated)
+        try:
+            verdict, test = "survived", ""
+            for where, args in zip(("test_bounds", "the quick step", "the quick loop"), QUICK, strict=True):
+                rc, test = planted._pytest(args)
+                if rc == 1:
+                    verdict = f"killed by {where}"
+                    break
+                if rc != 0:
+                    verdict = f"error {rc} in {where}"
+                    break
+            else:
+                rc, test = planted._verify(planted._verify_runs())
+                verdict = "killed by verify --interpret" if rc == 1 else f"error {rc} in verify" if rc else "survived"
+        finally:
+            (D / name).write_text(original, encoding="utf-8")
+        tried += 1
+        killed += verdict.startswith("killed")
+        lines.append(f"{n:3d} {name}:{line} ({function}) {seg}  ->  {mutated}: {verdict} "
+                     f"({time.monotonic() - t0:.0f} s){' - ' + test.splitlines()[0] if test else ''}")
+        print(lines[-1], flush=True)
+    lines.append(f"score: {killed} of {tried} killed")
+    print(lines[-1])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0 if killed == tried else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
