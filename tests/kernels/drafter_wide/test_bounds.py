@@ -57,10 +57,11 @@ def test_key_seen_at_each_of_its_four_bounds():
 def test_interior_at_each_of_its_four_bounds(edge):
     """A block is interior iff every key of it is seen by every row: brute force over the block's keys, with the
     compared bound placed one key before, at and after each block edge."""
+    outcomes = set()
     for shift in (-1, 0, 1):
         for block in (9, 10):
             first, last = block * B, block * B + B - 1
-            p_first, p_last, lo, hi = 10 * W, 10 * W + 3, 0, 10 ** 6
+            p_first, p_last, lo, hi = 200, 203, 0, 10 ** 6  # the others open: every key of blocks 9 and 10 seen
             if edge == "p_last - W":
                 p_last = first + W + shift
                 p_first = p_last - 3
@@ -74,6 +75,8 @@ def test_interior_at_each_of_its_four_bounds(edge):
             rows = range(p_first, p_last + 1)
             want = all(ix.key_seen(L, k, p, lo, hi) for k in range(first, last + 1) for p in rows)
             assert bool(ix.interior(L, block, p_first, p_last, lo, hi)) == want, (edge, shift, block)
+            outcomes.add(want)
+    assert outcomes == {False, True}  # the bound decides: interior on one side, not on the other
 
 
 def test_the_window_starts_at_key_zero_below_and_at_its_bound():

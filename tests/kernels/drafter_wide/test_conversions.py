@@ -60,7 +60,6 @@ def probe():
     from kerneltune.kernels.drafter_wide.interpreter.machine import Grid, Launch
     from kerneltune.kernels.drafter_wide.interpreter.memory import GlobalMemory
     from kerneltune.kernels.drafter_wide.interpreter.program import Program, capture
-
     from kerneltune.tables.stamps import source_hash
 
     here = Path(conversion_probe.__file__).parent
