@@ -25,6 +25,7 @@ from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule, explo
 from .health import WORDS
 from .host_inputs import host_arrays
 from .layout import TP, DrafterLayout, ModelDims
+from .master_weights import DrawnWeights
 from .reference import Dims, StepInputs, Weights
 from .shape_matrix import VERIFY_SHAPES
 
@@ -176,17 +177,35 @@ SAME_BITS = 5e-324  # the tolerance of a check whose error must be exactly 0
 
 
 WEIGHTS_SEED, INPUTS_SEED = 0, 1
+# Rows whose scale makes every epsilon and clamp matter (issue 98): token row 0 scaled by 2**-10 (its mean square
+# ~1e-6, RMSNorm's eps), and every 61st row of each gate and up weight by 8 (their g and u, ~N(0, 1) otherwise,
+# pass the clamped SwiGLU's 7 about a third of the time): a wrong eps or clamp constant moves these rows' outputs
+# past their bounds (tests/kernels/drafter_wide/test_quick_step.py shows both).
+TINY_ROW = 2.0 ** -10
+LOUD_EVERY, LOUD = 61, 8.0
 
 
 def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
     """The layout, model, weights and step inputs of a check shape (``CHECK_SHAPE``'s keys, and optionally
-    ``threads`` and ``full``: ``shape_matrix.Shape``)."""
-    from .master_weights import DrawnWeights
+    ``threads`` and ``full``: ``shape_matrix.Shape``), with its edge rows (``TINY_ROW``, ``LOUD``)."""
     from .reference import make_inputs
 
     layout, dims = layout_of(s)
-    weights = DrawnWeights(dims, WEIGHTS_SEED)  # ``make_weights``'s, each matrix drawn when read
-    return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), INPUTS_SEED)
+    weights = EdgeWeights(dims, WEIGHTS_SEED)
+    inputs = make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), INPUTS_SEED)
+    inputs.x[0] *= TINY_ROW  # a power of two: still bf16
+    return layout, dims, weights, inputs
+
+
+class EdgeWeights(DrawnWeights):
+    """``make_weights``' weights, each matrix drawn when read (``master_weights``), with every ``LOUD_EVERY``-th row
+    of gate and up times ``LOUD``: their outputs reach the SwiGLU's clamps."""
+
+    def _draw(self, w: Any) -> Any:
+        t = super()._draw(w)
+        if w.name in ("gate", "up"):
+            t[::LOUD_EVERY] *= LOUD  # float32, a power of two: exact
+        return t
 
 
 def recipe(s: dict) -> str:
@@ -194,10 +213,12 @@ def recipe(s: dict) -> str:
     cached reference is found without drawing them."""
     from . import check_cache, master_weights
 
+    edges = repr((TINY_ROW, LOUD_EVERY, LOUD))
     try:
-        drawn_by = inspect.getsource(setup) + inspect.getsource(master_weights)
+        drawn_by = inspect.getsource(setup) + inspect.getsource(EdgeWeights) + inspect.getsource(master_weights)
     except OSError:  # installed without its sources: its bytecode
-        drawn_by = setup.__code__.co_code.hex() + master_weights.DrawnWeights._draw.__code__.co_code.hex()
+        drawn_by = "".join(f.__code__.co_code.hex() for f in (setup, EdgeWeights._draw, DrawnWeights._draw))
+    drawn_by += edges
     return check_cache.recipe_key(layout_of(s)[1], {"shape": s, "seeds": [WEIGHTS_SEED, INPUTS_SEED]}, drawn_by)
 
 

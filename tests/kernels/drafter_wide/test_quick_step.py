@@ -34,8 +34,8 @@ def run():
     program = ic._program(Path(os.environ["KERNELTUNE_CACHE"]) / "interpret", key, ARCH)
     compares: dict[int, set] = {}
     result = run_step(program, layout, dims, weights, inputs, ARCH, compares=compares)
-    return {"result": result, "model": element_model(dims, weights, inputs),
-            "met": bounds.met(program.ops(), compares), "ops": program.ops()}
+    return {"result": result, "model": element_model(dims, weights, inputs), "dims": dims, "weights": weights,
+            "inputs": inputs, "met": bounds.met(program.ops(), compares), "ops": program.ops()}
 
 
 def test_the_step_ends_with_every_health_word_clear(run):
@@ -74,3 +74,23 @@ def test_a_traced_comparison_leaves_no_op_and_a_bound_one(run):
     met = run["met"]
     assert not [b.key for b in bounds.TABLE if b.kind in ("trace", "merged") and b.key in met]
     assert not [b.key for b in bounds.TABLE if b.kind in ("bound", "select") and b.key not in met]
+
+
+def test_the_edge_rows_make_eps_and_the_clamps_matter(run, monkeypatch):
+    """The step's token row 0 is scaled by 2**-10 and every 61st gate and up row by 8 (``interpreted.setup``): the
+    float64 model with RMSNorm's eps off by ten, or without the SwiGLU's clamps, no longer passes the kernel's
+    outputs (without those rows, neither constant would decide any check)."""
+    import dataclasses
+
+    import torch
+
+    from kerneltune.kernels.drafter_wide import error_model
+    from kerneltune.kernels.drafter_wide.error_model import element_model, judge_step
+
+    def failed(model) -> list[str]:
+        return [str(j) for j in judge_step(run["result"].h_out, run["result"].caches, model) if not j.ok]
+
+    wrong_eps = element_model(dataclasses.replace(run["dims"], eps=1e-5), run["weights"], run["inputs"])
+    assert failed(wrong_eps)
+    monkeypatch.setattr(error_model, "swiglu_clamped", lambda g, u: g * torch.sigmoid(1.702 * g) * (u + 1.0))
+    assert failed(element_model(run["dims"], run["weights"], run["inputs"]))
