@@ -258,7 +258,7 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
                 continue
             reference: Stepped | None = None
             for plan in plans:
-                got, lost = _result(stepped[i])
+                got, lost = _result(stepped.pop(i))  # judged, then let go: its arrays are the parent's to hold
                 i += 1
                 if got is None or got.error:
                     checks.append(EmulationCheck(name, label, math.inf, 0, 0, (got and got.error) or lost,
@@ -267,6 +267,9 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
                 checks += _judged(s, arch, plan, got, reference, models, emulations)
                 if reference is None and plan.kind == "fixed":
                     reference = got
+            emulations.pop((_key(s), arch), None)
+            if not any(_key(later) == _key(s) for later, _, _ in groups[groups.index((s, arch, plans)) + 1:]):
+                models.pop(_key(s), None)
         return checks
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -16,10 +16,11 @@ from pathlib import Path
 
 GB = 1e9
 # Measured peaks (PSS) over verify's default shapes, 2026-12-07 (results/drafter_wide/2026-12-07-memory/): the parent
-# (the CLI, torch imported, the references and the steps' outputs it judges) and one worker at its largest job (the
-# 512-thread shape's three-layer step: its 8-bit weights, the interpreter's state); each given a quarter more.
-PARENT_BYTES = int(0.6 * GB * 1.25)
-WORKER_BYTES = int(1.4 * GB * 1.25)
+# (the CLI, torch imported: 0.35 GB; the references and the steps' outputs it judges) 0.8-0.9 GB, and one worker at
+# its largest job (the 512-thread shape's three-layer step, or with the references cold the full model's element
+# model: its 8-bit weights or one float64 matrix, the interpreter's state) up to 2.2-2.4 GB; a tenth more.
+PARENT_BYTES = int(0.9 * GB * 1.1)
+WORKER_BYTES = int(2.4 * GB * 1.1)
 
 
 @dataclass(frozen=True)
