@@ -106,8 +106,9 @@ def main() -> int:
             (D / name).write_text(original, encoding="utf-8")
         tried += 1
         killed += verdict.startswith("killed")
+        why = " / ".join(line.strip() for line in test.splitlines()[:2]) if test else ""
         lines.append(f"{n:3d} {name}:{line} ({function}) {seg}  ->  {mutated}: {verdict} "
-                     f"({time.monotonic() - t0:.0f} s){' - ' + test.splitlines()[0] if test else ''}")
+                     f"({time.monotonic() - t0:.0f} s){' - ' + why if why else ''}")
         print(lines[-1], flush=True)
     lines.append(f"score: {killed} of {tried} killed")
     print(lines[-1])
