@@ -79,8 +79,9 @@ def _t(file: str, function: str, text: str, what: str, count: int = 1) -> Bound:
 
 
 STRIDE = frozenset({-2, 0, 2})  # an index that steps by more than one: its neighbours of the bound are +-a step
-TILE_WHY = ("em spans a tile's 16 rows and GU_R is 16 at NG 192 (the small and the full model alike): a GEMV block's "
-            "gate/up rows fill its tile, so em never reaches GU_R; at NG 384 (GU_R 8) it would")
+TILE_WHY = ("em spans a tile's 16 rows and GU_R is 16 at the quick step's 512-thread small model (3072 intermediate "
+            "rows a rank over NG 192), as at the full model: em never reaches it there; at 256 threads (1536 a rank, "
+            "GU_R 8: verify's test shape) it is met on both sides")
 TABLE: tuple[Bound, ...] = (
     # indexing.py: a tile's rows, the window, the edge blocks' mask (also run on integers: test_bounds.py)
     _b("indexing.py", "tile_row", "smin(l16, smax(n_rows - TILE * t, 1) - 1)", "a lane's row in its token tile "
