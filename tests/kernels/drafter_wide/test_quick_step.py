@@ -35,7 +35,7 @@ def run():
     compares: dict[int, set] = {}
     result = run_step(program, layout, dims, weights, inputs, ARCH, compares=compares)
     return {"result": result, "model": element_model(dims, weights, inputs), "dims": dims, "weights": weights,
-            "inputs": inputs, "met": bounds.met(program.ops(), compares), "ops": program.ops()}
+            "inputs": inputs, "layout": layout, "met": bounds.met(program.ops(), compares), "ops": program.ops()}
 
 
 def test_the_step_ends_with_every_health_word_clear(run):
@@ -94,3 +94,42 @@ def test_the_edge_rows_make_eps_and_the_clamps_matter(run, monkeypatch):
     assert failed(wrong_eps)
     monkeypatch.setattr(error_model, "swiglu_clamped", lambda g, u: g * torch.sigmoid(1.702 * g) * (u + 1.0))
     assert failed(element_model(run["dims"], run["weights"], run["inputs"]))
+
+
+def _stored(launch, name: str):
+    """Each byte of allocation ``name`` that the launch stored (the weak memory model stamps every store)."""
+    import numpy as np
+
+    a = next(a for a in launch.memory.allocations if a.name == name)
+    return np.zeros(a.data.size, bool) if a.sid is None else a.sid != 0
+
+
+def test_no_row_past_the_steps_rows_is_written(run):
+    """Every buffer kept a row a token (the scratch's qkv, act, x8 and h8 rows, the reduce-scatter pairs and the
+    all-gathered rows in the symmetric regions) is written for the step's rows only: a comparison against the row
+    count moved by one (``row <= n_rows``) writes row n_rows, which only 64 rows would otherwise show (past the
+    region's end)."""
+    from kerneltune.kernels.drafter_wide import indexing as ix
+    from kerneltune.kernels.drafter_wide.layout import MAX_ROWS, TP
+
+    L, launch = run["layout"], run["result"].launch
+    n, m = int(run["inputs"].x.shape[0]), L.model
+    spans = {"qkv": 2 * L.QKV_N, "act": 2 * L.IR, "x8": m.hidden, "h8": m.hidden}
+    past = []
+    for r in range(TP):
+        scratch, sym = _stored(launch, f"rank {r} scratch"), _stored(launch, f"rank {r} sym")
+        for layer in range(m.layers):
+            for name, span in spans.items():
+                at = ix.scratch_at(L, layer, name)
+                rows = [row for row in range(n, MAX_ROWS) if scratch[at + row * span:at + (row + 1) * span].any()]
+                past += [f"rank {r} layer {layer} {name} rows {rows}"] if rows else []
+        for row in range(n, MAX_ROWS):
+            for region in (L.Y_RSO, L.Y_RSD):
+                if ix.owner_rank(row) == r and any(sym[ix.rs_pair(L, region, src, row, 0, 0):
+                                                       ix.rs_pair(L, region, src, row, 0, L.ROW_PAIRS)].any()
+                                                   for src in range(TP)):
+                    past.append(f"rank {r} reduce-scatter row {row}")
+            for region in (L.Y_AGX, L.Y_AGH):
+                if sym[ix.ag_x8_row(L, region, row):ix.ag_x8_row(L, region, row + 1)].any():
+                    past.append(f"rank {r} all-gathered row {row}")
+    assert n < MAX_ROWS and not past, past
