@@ -183,6 +183,10 @@ WEIGHTS_SEED, INPUTS_SEED = 0, 1
 # past their bounds (tests/kernels/drafter_wide/test_quick_step.py shows both).
 TINY_ROW = 2.0 ** -10
 LOUD_EVERY, LOUD = 61, 8.0
+# And the cached values at each request's window edge (its first key and the key before it) and at the slots this
+# step writes (the stale values a wrong fresh-key rule would read) times 64: one key among hundreds moves an output
+# by less than its bound, unless its value is loud (a window comparison moved by one position passed every check).
+LOUD_KEYS = 64.0
 
 
 def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
@@ -194,6 +198,13 @@ def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
     weights = EdgeWeights(dims, WEIGHTS_SEED)
     inputs = make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), INPUTS_SEED)
     inputs.x[0] *= TINY_ROW  # a power of two: still bf16
+    for r, context in enumerate(s["context"]):
+        lo = max(context - dims.window + 1, 0)  # the first row's window starts here
+        keys = {k for k in (lo - 1, lo) if k >= 0} | set(range(context, context + s["qpr"]))
+        for key in keys:
+            blk, off = int(inputs.block_table[r, key // dims.kv_block]), key % dims.kv_block
+            for v in inputs.v_cache:
+                v[blk, off] *= LOUD_KEYS
     return layout, dims, weights, inputs
 
 
@@ -213,7 +224,7 @@ def recipe(s: dict) -> str:
     cached reference is found without drawing them."""
     from . import check_cache, master_weights
 
-    edges = repr((TINY_ROW, LOUD_EVERY, LOUD))
+    edges = repr((TINY_ROW, LOUD_EVERY, LOUD, LOUD_KEYS))
     try:
         drawn_by = inspect.getsource(setup) + inspect.getsource(EdgeWeights) + inspect.getsource(master_weights)
     except OSError:  # installed without its sources: its bytecode
