@@ -1,5 +1,5 @@
 # The two set-up-and-go commands of the README.
-.PHONY: demo test test-gpu gpu-record gpu-wheels lint
+.PHONY: demo test test-matrix test-gpu gpu-record gpu-wheels lint
 
 # Set up, then run the main job on its built-in default: the CLI's help and a sweep
 # (a replay of the shipped H200 journal on machines without a Hopper GPU).
@@ -13,6 +13,13 @@ test:
 	@bash .ci/bootstrap.sh
 	@.venv/bin/ruff check kerneltune tests
 	@.venv/bin/python -m pytest -q -n 2 --dist loadgroup
+
+# The drafter's whole shape matrix through the CPU interpreter (about 15 minutes on 2 cores): `make test` runs one
+# shape of it a run, drawn from a seed it prints (KERNELTUNE_SHAPE_SEED=N runs that one again).
+test-matrix:
+	@bash .ci/bootstrap.sh
+	@KERNELTUNE_SHAPE_MATRIX=1 .venv/bin/python -m pytest -q -n 2 --dist loadgroup \
+		tests/kernels/drafter_wide/test_interpret_shapes.py
 
 # The GPU tests on a Hopper machine, with a Python whose JAX runs on CUDA (PYTHON=...): four at a time (each
 # is mostly a compile on the CPU), then the ones that judge measured times, alone on the GPU.

@@ -154,7 +154,9 @@ def _verify_on_the_cpu(kernel: str, plugin: Kernel, emulate: bool, junit: Path |
         render.checks(f"verify {kernel} --emulate: 4 ranks, every block a coroutine, against the float64 model",
                       results)
     else:
-        with bad_input_is_one_line():  # an environment it cannot use (KERNELTUNE_INTERPRET_WORKERS=0)
+        # an environment it cannot use (KERNELTUNE_INTERPRET_WORKERS=0), a machine with too little memory
+        with bad_input_is_one_line():
+            render.line(f"verify {kernel} --interpret {cast(Interpretation, plugin).interpret_plan(interleavings)}")
             results = cast(Interpretation, plugin).interpret(interleavings)
         render.checks(f"verify {kernel} --interpret: the compiled kernel, 4 ranks, every lane on the CPU", results)
         if junit is not None:

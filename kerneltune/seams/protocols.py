@@ -130,6 +130,11 @@ class Interpretation(Protocol):
         first; None: the kernel's default)."""
         ...
 
+    def interpret_plan(self, interleavings: int | None = None) -> str:
+        """What ``interpret`` will hold in memory at its peak, in one line said before it starts; a ValueError (one
+        line, exit 3) where this machine has less."""
+        ...
+
 
 class Benchmarks(Protocol):
     baselines: tuple[str, ...]  # every baseline the kernel can be benched against, by name

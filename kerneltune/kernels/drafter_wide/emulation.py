@@ -43,7 +43,7 @@ from .health import SITES
 from .host_inputs import host_arrays, word
 from .layout import TP, DrafterLayout
 from .numerics import Formats, bounded_reference, frobenius_error
-from .packing import pack_rank, rank_slices
+from .packing import pack_ranks, rank_slices
 from .reference import (
     F8_DTYPE,
     Dims,
@@ -90,23 +90,57 @@ class _Rank:
     cache: list[np.ndarray] = field(default_factory=list)  # per layer, this rank's flat KV cache (ix.cache_at)
 
 
-def shard_weights(d: Dims, weights: Weights, numbers: str | None = None) -> list[list[dict[str, np.ndarray]]]:
+def shard_weights(d: Dims, weights: Weights, numbers: str | None = None) -> list[list[dict[str, Any]]]:
     """Each rank's slices of the master weights: float64, or (``numbers`` an arch) the values of the
-    8-bit rows and scales the runner uploads (``packing.pack_rank``) and of the bf16 norm weights."""
-    return [_shard(d, weights, r, Formats(numbers)) for r in range(TP)]
-
-
-def _shard(d: Dims, weights: Weights, r: int, num: Formats) -> list[dict[str, np.ndarray]]:
+    8-bit rows and scales the runner uploads (``packing.pack_ranks``, held as codes: ``Dequantized``) and of the bf16
+    norm weights."""
+    num = Formats(numbers)
     inter = d.intermediate // TP
     norms = ("in_ln", "post_ln", "q_norm", "k_norm")
+    shards: list[list[dict[str, Any]]] = [[] for _ in range(TP)]
     if num.exact:
-        rows = [{k: v.numpy() for k, v in rank_slices(d, w, r).items()} for w in weights.layers]
-    else:
-        packed = pack_rank(d, weights, r, num.arch)
-        rows = [{k: (p.data[layer].view(F8_DTYPE[num.arch]).float() * p.scale[layer][:, None]).numpy()
-                 for k, p in packed.items()} for layer in range(len(weights.layers))]
-    return [{"qkv": rw["qkv"], "o": rw["o"], "gate": rw["gu"][:inter], "up": rw["gu"][inter:], "down": rw["d"],
-             **{k: num.bf16(w[k].numpy()) for k in norms}} for rw, w in zip(rows, weights.layers, strict=True)]
+        for w in weights.layers:
+            held = {k: w[k] for k in ("qkv", "o", "gate", "up", "down")}  # each drawn once for the four ranks
+            for r in range(TP):
+                rw = {k: v.numpy() for k, v in rank_slices(d, held, r).items()}
+                shards[r].append({"qkv": rw["qkv"], "o": rw["o"], "gate": rw["gu"][:inter], "up": rw["gu"][inter:],
+                                  "down": rw["d"], **{k: num.bf16(w[k].numpy()) for k in norms}})
+        return shards
+    table = torch_decode_table(num.arch)
+    for r, packed in enumerate(pack_ranks(d, weights, num.arch)):
+        for layer, w in enumerate(weights.layers):
+            rw = {k: Dequantized(p.data[layer].numpy(), p.scale[layer].numpy(), table) for k, p in packed.items()}
+            shards[r].append({"qkv": rw["qkv"], "o": rw["o"], "gate": rw["gu"].rows(0, inter),
+                              "up": rw["gu"].rows(inter, 2 * inter), "down": rw["d"],
+                              **{k: num.bf16(w[k].numpy()) for k in norms}})
+    return shards
+
+
+def torch_decode_table(arch: str) -> np.ndarray:
+    """float32 [256]: each 8-bit code's value as torch decodes it (``PackedWeight.dequantize``'s)."""
+    import torch
+
+    return torch.arange(256, dtype=torch.uint8).view(F8_DTYPE[arch]).float().numpy()
+
+
+@dataclass(frozen=True)
+class Dequantized:
+    """A rank's 8-bit weight rows and their float32 scales, dequantised to float32 as a block reads its rows: the
+    values ``PackedWeight.dequantize`` gives (code times scale, one float32 product), at a quarter of their bytes
+    held (the 512-thread check shape's three layers: 0.5 GB of codes, 2 GB of float32 values)."""
+
+    codes: np.ndarray  # uint8 [rows, K]
+    scale: np.ndarray  # float32 [rows]
+    table: np.ndarray  # float32 [256]: ``torch_decode_table``
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        return self.table[self.codes[rows]] * self.scale[rows, None]
+
+    def __len__(self) -> int:
+        return self.codes.shape[0]
+
+    def rows(self, lo: int, hi: int) -> Dequantized:
+        return Dequantized(self.codes[lo:hi], self.scale[lo:hi], self.table)
 
 
 def _norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
@@ -134,7 +168,7 @@ class Launch:
 
     def __init__(self, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, step: int = 1,
                  faults: Mapping[str, int] | None = None,
-                 shards: list[list[dict[str, np.ndarray]]] | None = None, schedule_seed: int | None = None,
+                 shards: list[list[dict[str, Any]]] | None = None, schedule_seed: int | None = None,
                  numbers: str | None = None):
         n = inputs.x.shape[0]
         layout.check_rows(n)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .master_weights import gemv32
 from .numerics import U8, U16
 from .reference import Dims, StepInputs, Weights, rms_norm, rope, rope_angles, swiglu_clamped
 
@@ -174,30 +175,41 @@ def element_model(d: Dims, weights: Weights, inputs: StepInputs) -> ElementModel
         va = vatt.reshape(n, -1) + U8 ** 2 * a * a  # a8
         o = torch.zeros_like(x)
         vo = torch.zeros_like(x)
+        w_o = gemv32(weights, layer, "o")
         for r in range(tp):
             cols = slice(r * qh * hd, (r + 1) * qh * hd)
-            part = a[:, cols] @ w["o"][:, cols].T
+            o64 = w_o[:, cols].double()
+            part = a[:, cols] @ o64.T
             o += part
-            vo += _gemv_var(a[:, cols], va[:, cols], w["o"][:, cols]) + U16 ** 2 * part * part  # bf16 partials
+            vo += _gemv_var(a[:, cols], va[:, cols], o64) + U16 ** 2 * part * part  # bf16 partials
+        del w_o, o64
         x, vx = x + o, vx + vo
         h2 = rms_norm(x, w["post_ln"], d.eps)
         vh2 = _rms_norm_var(x, vx, w["post_ln"], d.eps) + U8 ** 2 * h2 * h2  # h8
         dsum = torch.zeros_like(x)
         vd = torch.zeros_like(x)
-        for r in range(tp):
-            rows = slice(r * inter, (r + 1) * inter)
-            g, u = h2 @ w["gate"][rows].T, h2 @ w["up"][rows].T
-            vg = _gemv_var(h2, vh2, w["gate"][rows]) + U16 ** 2 * g * g
-            vu = _gemv_var(h2, vh2, w["up"][rows]) + U16 ** 2 * u * u
+        slices = [slice(r * inter, (r + 1) * inter) for r in range(tp)]
+        # each matrix read once for the four ranks, a rank's rows made float64 at a time (``master_weights``)
+        gate = gemv32(weights, layer, "gate")
+        gs = [(h2 @ g64.T, _gemv_var(h2, vh2, g64)) for g64 in (gate[rows].double() for rows in slices)]
+        up = gemv32(weights, layer, "up")
+        us = [(h2 @ u64.T, _gemv_var(h2, vh2, u64)) for u64 in (up[rows].double() for rows in slices)]
+        del gate, up
+        down = gemv32(weights, layer, "down")
+        for rows, (g, vg), (u, vu) in zip(slices, gs, us, strict=True):
+            vg = vg + U16 ** 2 * g * g
+            vu = vu + U16 ** 2 * u * u
             act = swiglu_clamped(g, u)
             sg = torch.sigmoid(1.702 * g)
             dg = torch.where(g < 7.0, sg * (1 + 1.702 * g * (1 - sg)) * (torch.clamp(u, -7.0, 7.0) + 1), 0.0)
             du = torch.where(u.abs() < 7.0, torch.clamp(g, max=7.0) * torch.sigmoid(1.702 * torch.clamp(g, max=7.0)),
                              0.0)
             vact = dg * dg * vg + du * du * vu + (U16 ** 2 + U8 ** 2) * act * act  # bf16, then 8-bit by chunk
-            part = act @ w["down"][:, rows].T
+            d64 = down[:, rows].double()
+            part = act @ d64.T
             dsum += part
-            vd += _gemv_var(act, vact, w["down"][:, rows]) + U16 ** 2 * part * part
+            vd += _gemv_var(act, vact, d64) + U16 ** 2 * part * part
+        del down
         x, vx = x + dsum, vx + vd
     h_out = rms_norm(x, weights.final_ln, d.eps)
     vout = _rms_norm_var(x, vx, weights.final_ln, d.eps) + U16 ** 2 * h_out * h_out

@@ -5,7 +5,11 @@ judged against (``check_cache``); the verdicts come back in one fixed order what
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import functools
+import gc
 import math
 import multiprocessing
 import os
@@ -21,6 +25,7 @@ import numpy as np
 from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule
 from kerneltune.seams.protocols import EmulationCheck
 
+from . import memory_plan
 from .interpreted import (
     CHECK_EXTRA,
     CHECK_RUNS,
@@ -47,11 +52,29 @@ class Stepped:
     error: str | None = None
 
 
-@functools.lru_cache(maxsize=2)
+_SETUPS: dict[tuple, tuple] = {}  # the last two shapes' setups, oldest first
+
+
 def _setup(key: tuple) -> tuple:
     """``setup`` of a shape (its ``_key``), kept for the worker's next job of that shape (a second schedule of a
-    step, its references): the weights and inputs are read, never written, by a step."""
-    return setup(dict(key))
+    step, its references): the weights and inputs are read, never written, by a step. Its weights hold their norm
+    vectors and the last matrix read (``master_weights``); ``_release`` lets that matrix go after each job."""
+    if key not in _SETUPS:
+        while len(_SETUPS) >= 2:
+            del _SETUPS[next(iter(_SETUPS))]
+        _SETUPS[key] = setup(dict(key))
+    return _SETUPS[key]
+
+
+def _release() -> None:
+    """Every kept shape's last weight matrix let go, and the memory the job freed given back to the system (glibc's
+    ``malloc_trim``, where the C library has it): a job is done with them, and the worker's next job, or the other
+    worker's, needs them."""
+    for kept in _SETUPS.values():
+        kept[2].release()
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError, TypeError):  # no C library found, or one without it (musl)
+        ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
 
 
 @functools.lru_cache(maxsize=2)
@@ -89,6 +112,8 @@ def step(cache: Path, shape: dict, arch: str, schedule: Schedule) -> Stepped:
         check_health(got.health)
     except (MemoryFault, Deadlock, DeadlineMissed, Race, BarrierDivergence, CaptureFailed, UnknownOp) as e:
         return Stepped([], [], 0, f"{type(e).__name__}: {e}")
+    finally:
+        _release()
     return Stepped(got.h_out, got.caches, got.launch.resumes)
 
 
@@ -96,8 +121,11 @@ def element_model(cache: Path, shape: dict) -> Any:
     """The shape's float64 element model, cached; its weights are drawn only where it is not."""
     from . import check_cache
 
-    return check_cache.element_model(cache, shape, layout_of(shape)[1], recipe(shape),
-                                     lambda: _setup(_key(shape))[2:])
+    try:
+        return check_cache.element_model(cache, shape, layout_of(shape)[1], recipe(shape),
+                                         lambda: _setup(_key(shape))[2:])
+    finally:
+        _release()
 
 
 def emulated(cache: Path, shape: dict, arch: str) -> tuple[list, list]:
@@ -108,7 +136,10 @@ def emulated(cache: Path, shape: dict, arch: str) -> tuple[list, list]:
         from .emulation import Launch as Emulation
 
         return Emulation(*_setup(_key(shape)), numbers=arch).run()
-    return check_cache.emulated(cache, shape, arch, run, recipe(shape))
+    try:
+        return check_cache.emulated(cache, shape, arch, run, recipe(shape))
+    finally:
+        _release()
 
 
 class _Here(Executor):
@@ -124,7 +155,12 @@ class _Here(Executor):
 
 
 def workers(jobs: int) -> int:
-    """How many processes run ``jobs`` jobs: one a core, at most ``KERNELTUNE_INTERPRET_WORKERS``."""
+    """How many processes run ``jobs`` jobs: one a core, at most ``KERNELTUNE_INTERPRET_WORKERS``, and no more
+    than this machine's memory holds (``memory_plan``: a ValueError where it holds none)."""
+    return memory_plan.plan(_wanted(jobs)).workers
+
+
+def _wanted(jobs: int) -> int:
     cores = len(os.sched_getaffinity(0))  # the cores this process may run on (Linux, as the interpreter's users)
     raw = os.environ.get(WORKERS_ENV, "").strip()
     if raw:
@@ -134,12 +170,20 @@ def workers(jobs: int) -> int:
     return max(1, min(cores, jobs))
 
 
+def plan(runs: tuple = CHECK_RUNS, extra: tuple = CHECK_EXTRA) -> memory_plan.Plan:
+    """The memory plan of ``check_interpreted(cache, runs, extra=extra)``: its workers and its peak."""
+    steps, fixed = _jobs(runs, extra)
+    return memory_plan.plan(_wanted(steps + fixed))
+
+
 # A worker's libraries each on one thread: one worker a core already (their own thread pools only contend).
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # And glibc's malloc keeping what a step frees for its next op's arrays: by default an array over 128 KiB to 32 MiB
 # is mapped and unmapped each time, and its pages faulted in again (half a step's system time: 4.6 s of a 512-thread
-# layer's 35 s, 2.2 s so).
-KEEP_FREED = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+# layer's 35 s, 2.2 s so). Up to 32 MiB, the ops' arrays: above it (weight matrices, a rank's packed rows) mapped
+# and given back when freed, and what a job leaves free given back when it ends (``_release``); with 256 MiB and
+# 1 GiB, as before 2026-12-07's evening, a worker kept every matrix it had freed (issue 98: 2-3 GB a worker).
+KEEP_FREED = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(128 << 20)}
 WORKER_ENV = {**ONE_THREAD, **KEEP_FREED}
 
 
@@ -184,9 +228,7 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
     schedule's against the fixed order's (the same bits); then each of ``extra``'s (arch, shape) in the fixed
     order, judged alike. A fault, a deadlock, a race, a missed deadline or an op the interpreter lacks is a failed
     check with its message."""
-    base = {**CHECK_SHAPE, **(shape or {})}
-    groups = [(base, arch, tuple(_schedule(p) for p in plans)) for arch, plans in runs]
-    groups += [({**CHECK_SHAPE, **more}, arch, (Schedule(),)) for arch, more in extra]
+    groups = _groups(runs, shape, extra)
     captures = {(_key(s), arch): (s, arch) for s, arch, _ in groups}
     steps = [(s, arch, plan) for s, arch, plans in groups for plan in plans]
     fixed = [(s, arch) for s, arch, plans in groups if any(p.kind == "fixed" for p in plans)]
@@ -216,7 +258,7 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
                 continue
             reference: Stepped | None = None
             for plan in plans:
-                got, lost = _result(stepped[i])
+                got, lost = _result(stepped.pop(i))  # judged, then let go: its arrays are the parent's to hold
                 i += 1
                 if got is None or got.error:
                     checks.append(EmulationCheck(name, label, math.inf, 0, 0, (got and got.error) or lost,
@@ -225,6 +267,9 @@ def check_interpreted(cache: Path, runs: tuple = CHECK_RUNS, shape: dict | None 
                 checks += _judged(s, arch, plan, got, reference, models, emulations)
                 if reference is None and plan.kind == "fixed":
                     reference = got
+            emulations.pop((_key(s), arch), None)
+            if not any(_key(later) == _key(s) for later, _, _ in groups[groups.index((s, arch, plans)) + 1:]):
+                models.pop(_key(s), None)
         return checks
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -249,6 +294,19 @@ def _judged(s: dict, arch: str, plan: Schedule, got: Stepped, reference: Stepped
                                [*reference.h_out, *(c for rc in reference.caches for c in rc)], strict=True))
     return [EmulationCheck(name, f"{label}, the same bits as the fixed order", diff, blocks, got.resumes,
                            tolerance=SAME_BITS, schedule=plan.label, numbers=numbers)]
+
+
+def _groups(runs: tuple, shape: dict | None, extra: tuple) -> list[tuple[dict, str, tuple[Schedule, ...]]]:
+    """``check_interpreted``'s (shape, arch, schedules) to step."""
+    base = {**CHECK_SHAPE, **(shape or {})}
+    groups = [(base, arch, tuple(_schedule(p) for p in plans)) for arch, plans in runs]
+    return groups + [({**CHECK_SHAPE, **more}, arch, (Schedule(),)) for arch, more in extra]
+
+
+def _jobs(runs: tuple, extra: tuple) -> tuple[int, int]:
+    """How many steps, and how many fixed orders (each with its references), ``check_interpreted`` runs."""
+    groups = _groups(runs, None, extra)
+    return sum(len(plans) for _, _, plans in groups), sum(any(p.kind == "fixed" for p in plans) for *_, plans in groups)
 
 
 def _schedule(plan: Any) -> Schedule:

@@ -25,6 +25,7 @@ from kerneltune.kernels.drafter_wide.interpreter.schedule import Schedule, explo
 from .health import WORDS
 from .host_inputs import host_arrays
 from .layout import TP, DrafterLayout, ModelDims
+from .master_weights import DrawnWeights
 from .reference import Dims, StepInputs, Weights
 from .shape_matrix import VERIFY_SHAPES
 
@@ -82,15 +83,17 @@ def _bf16(t: Any) -> np.ndarray:
 
 def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weights, inputs: StepInputs, arch: str,
              step: int = 1, seed: int | None = None, schedule: Schedule | None = None,
-             checked: bool = True, batch: int | None = None) -> InterpretResult:
+             checked: bool = True, batch: int | None = None, compares: dict[int, set] | None = None
+             ) -> InterpretResult:
     """One decode step of all four ranks, each rank's buffers as the GPU runner fills them, in ``schedule``'s
     interleaving (``seed`` alone: ``Schedule("random", seed)``); ``checked``: with the weak model of global memory
     (``interpreter.weak_memory``) and, in the fixed order, the LDS race check (``interpreter.races``: a block's waves
     run in lockstep whatever the order of the blocks, so another order of a step that gives the same bits makes
-    the same LDS accesses, and the same-bits check covers one that does not)."""
+    the same LDS accesses, and the same-bits check covers one that does not); ``compares``: a dict the launch fills
+    with what each comparison met (``Launch.compares``)."""
     import torch
 
-    from .packing import pack_rank
+    from .packing import pack_ranks
 
     n = inputs.x.shape[0]
     layout.check_rows(n)
@@ -100,12 +103,12 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
     # (``GlobalMemory.load_plain``), so the kernel must read its peers' data with system-scope loads.
     syms = [mem.allocate(f"rank {r} sym", np.zeros(layout.Y_BYTES, np.uint8), owner=r) for r in range(TP)]
     grids, outs, healths, caches = [], [], [], []
+    packed_ranks = pack_ranks(dims, weights, arch)  # every matrix drawn once, one at a time
     for r in range(TP):
         def put(name: str, a: np.ndarray, r: int = r) -> int:
             return mem.allocate(f"rank {r} {name}", np.ascontiguousarray(a), owner=r)
 
-        packed = pack_rank(dims, weights, r, arch)
-        w = {k: (put(f"w_{k}", p.data.numpy()), put(f"s_{k}", p.scale.numpy())) for k, p in packed.items()}
+        w = {k: (put(f"w_{k}", p.data.numpy()), put(f"s_{k}", p.scale.numpy())) for k, p in packed_ranks[r].items()}
         tab = np.zeros(dims.layers * layout.TABLE_SLOTS, np.int64)
         seq_lens = put("seq_lens", host.seq_lens)
         rank_caches = []
@@ -136,7 +139,7 @@ def run_step(program: Program, layout: DrafterLayout, dims: Dims, weights: Weigh
     if batch is None:  # batched in the fixed order; PCT and random interleave every block on its own
         batch = BATCH if schedule.kind == "fixed" else 1
     launch = Launch(program, mem, arch, schedule=schedule, races=checked and schedule.kind == "fixed", weak=checked,
-                    batch=batching(layout, batch), batch_size=batch)
+                    batch=batching(layout, batch), batch_size=batch, compares=compares)
     launch.run(grids)
     return InterpretResult([bf16_value(h).astype(np.float64) for h in outs], [h.tolist() for h in healths],
                            [[bf16_value(c.view(np.uint16)).astype(np.float64) for c in rc] for rc in caches], launch)
@@ -174,27 +177,59 @@ SAME_BITS = 5e-324  # the tolerance of a check whose error must be exactly 0
 
 
 WEIGHTS_SEED, INPUTS_SEED = 0, 1
+# Rows whose scale makes every epsilon and clamp matter (issue 98): token row 0 scaled by 2**-10 (its mean square
+# ~1e-6, RMSNorm's eps), and every 61st row of each gate and up weight by 8 (their g and u, ~N(0, 1) otherwise,
+# pass the clamped SwiGLU's 7 about a third of the time): a wrong eps or clamp constant moves these rows' outputs
+# past their bounds (tests/kernels/drafter_wide/test_quick_step.py shows both).
+TINY_ROW = 2.0 ** -10
+LOUD_EVERY, LOUD = 61, 8.0
+# And the cached values at each request's window edge (its first key and the key before it) and at the slots this
+# step writes (the stale values a wrong fresh-key rule would read) times 64: one key among hundreds moves an output
+# by less than its bound, unless its value is loud (a window comparison moved by one position passed every check).
+LOUD_KEYS = 64.0
 
 
 def setup(s: dict) -> tuple[DrafterLayout, Dims, Weights, StepInputs]:
     """The layout, model, weights and step inputs of a check shape (``CHECK_SHAPE``'s keys, and optionally
-    ``threads`` and ``full``: ``shape_matrix.Shape``)."""
-    from .reference import make_inputs, make_weights
+    ``threads`` and ``full``: ``shape_matrix.Shape``), with its edge rows (``TINY_ROW``, ``LOUD``)."""
+    from .reference import make_inputs
 
     layout, dims = layout_of(s)
-    weights = make_weights(dims, WEIGHTS_SEED)
-    return layout, dims, weights, make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), INPUTS_SEED)
+    weights = EdgeWeights(dims, WEIGHTS_SEED)
+    inputs = make_inputs(dims, s["requests"], s["qpr"], list(s["context"]), INPUTS_SEED)
+    inputs.x[0] *= TINY_ROW  # a power of two: still bf16
+    for r, context in enumerate(s["context"]):
+        lo = max(context - dims.window + 1, 0)  # the first row's window starts here
+        keys = {k for k in (lo - 1, lo) if k >= 0} | set(range(context, context + s["qpr"]))
+        for key in keys:
+            blk, off = int(inputs.block_table[r, key // dims.kv_block]), key % dims.kv_block
+            for v in inputs.v_cache:
+                v[blk, off] *= LOUD_KEYS
+    return layout, dims, weights, inputs
+
+
+class EdgeWeights(DrawnWeights):
+    """``make_weights``' weights, each matrix drawn when read (``master_weights``), with every ``LOUD_EVERY``-th row
+    of gate and up times ``LOUD``: their outputs reach the SwiGLU's clamps."""
+
+    def _draw(self, w: Any) -> Any:
+        t = super()._draw(w)
+        if w.name in ("gate", "up"):
+            t[::LOUD_EVERY] *= LOUD  # float32, a power of two: exact
+        return t
 
 
 def recipe(s: dict) -> str:
     """``check_cache.recipe_key`` of a check shape: what ``setup`` draws its weights and inputs from, so that a
     cached reference is found without drawing them."""
-    from . import check_cache
+    from . import check_cache, master_weights
 
+    edges = repr((TINY_ROW, LOUD_EVERY, LOUD, LOUD_KEYS))
     try:
-        drawn_by = inspect.getsource(setup)
+        drawn_by = inspect.getsource(setup) + inspect.getsource(EdgeWeights) + inspect.getsource(master_weights)
     except OSError:  # installed without its sources: its bytecode
-        drawn_by = setup.__code__.co_code.hex()
+        drawn_by = "".join(f.__code__.co_code.hex() for f in (setup, EdgeWeights._draw, DrawnWeights._draw))
+    drawn_by += edges
     return check_cache.recipe_key(layout_of(s)[1], {"shape": s, "seeds": [WEIGHTS_SEED, INPUTS_SEED]}, drawn_by)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from .layout import TP
+from .master_weights import DrawnWeights, gemv32
 from .reference import F8_DTYPE, Dims, Weights, f8_codes
 
 
@@ -47,15 +48,49 @@ def rank_slices(d: Dims, w: dict[str, torch.Tensor], rank: int) -> dict[str, tor
     }
 
 
-def pack_rank(d: Dims, weights: Weights, rank: int, arch: str) -> dict[str, PackedWeight]:
+def pack_rank(d: Dims, weights: Weights | DrawnWeights, rank: int, arch: str) -> dict[str, PackedWeight]:
     """Every GEMV weight of ``rank``, all layers, quantised row by row for ``arch``."""
-    slices = [rank_slices(d, layer, rank) for layer in weights.layers]
-    out: dict[str, PackedWeight] = {}
-    for name in ("qkv", "o", "gu", "d"):
-        codes, scales = zip(*(f8_codes(rows[name], arch) for rows in slices), strict=True)
-        out[name] = PackedWeight(torch.stack([q.view(torch.uint8) for q in codes]),
-                                 torch.stack([s[:, 0] for s in scales]))
-    return out
+    return pack_ranks(d, weights, arch, (rank,))[0]
+
+
+def pack_ranks(d: Dims, weights: Weights | DrawnWeights, arch: str, ranks: tuple[int, ...] = tuple(range(TP))
+               ) -> list[dict[str, PackedWeight]]:
+    """``pack_rank`` of each of ``ranks``, every matrix drawn once for them all and in the order it was drawn
+    (``master_weights``: one float32 matrix held at a time). Rows are quantised each with its own scale, so a
+    rank's rows of ``gu`` (its gate rows, then its up rows) are its gate's codes, then its up's."""
+    qh, kvh, inter, hd = d.q_heads // TP, d.kv_heads // TP, d.intermediate // TP, d.head_dim
+    nq, nkv = d.q_heads * hd, d.kv_heads * hd
+    codes: list[dict[str, list[torch.Tensor]]] = [{k: [] for k in ("qkv", "o", "gu", "d")} for _ in ranks]
+    scales: list[dict[str, list[torch.Tensor]]] = [{k: [] for k in ("qkv", "o", "gu", "d")} for _ in ranks]
+
+    def quantised(parts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        c, s = zip(*(f8_codes(p, arch) for p in parts), strict=True)
+        return torch.cat([q.view(torch.uint8) for q in c]), torch.cat([x[:, 0] for x in s])
+
+    def add(i: int, name: str, parts: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        codes[i][name].append(torch.cat([c for c, _ in parts]))
+        scales[i][name].append(torch.cat([s for _, s in parts]))
+
+    for layer in range(d.layers):
+        w = gemv32(weights, layer, "qkv")
+        for i, r in enumerate(ranks):
+            k0 = nq + r * kvh * hd
+            add(i, "qkv", [quantised([w[r * qh * hd:(r + 1) * qh * hd], w[k0:k0 + kvh * hd],
+                                      w[k0 + nkv:k0 + nkv + kvh * hd]])])
+        w = gemv32(weights, layer, "o")
+        for i, r in enumerate(ranks):
+            add(i, "o", [quantised([w[:, r * qh * hd:(r + 1) * qh * hd]])])
+        w = gemv32(weights, layer, "gate")
+        gate = [quantised([w[r * inter:(r + 1) * inter]]) for r in ranks]
+        w = gemv32(weights, layer, "up")
+        for i, r in enumerate(ranks):
+            add(i, "gu", [gate[i], quantised([w[r * inter:(r + 1) * inter]])])
+        w = gemv32(weights, layer, "down")
+        for i, r in enumerate(ranks):
+            add(i, "d", [quantised([w[:, r * inter:(r + 1) * inter]])])
+        del w, gate
+    return [{k: PackedWeight(torch.stack(codes[i][k]), torch.stack(scales[i][k])) for k in codes[i]}
+            for i in range(len(ranks))]
 
 
 def weight_bytes(packed: dict[str, PackedWeight]) -> int:

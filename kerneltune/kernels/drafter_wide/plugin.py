@@ -155,6 +155,14 @@ class DrafterWidePlugin:
 
         return check_interpreted(user_cache_dir() / "interpret", check_runs(interleavings))
 
+    def interpret_plan(self, interleavings: int | None = None) -> str:
+        """``interpret``'s memory at its peak and its worker processes, in one line (``memory_plan``); a ValueError
+        where this machine's memory does not hold one worker."""
+        from .interpret_check import plan
+        from .interpreted import check_runs
+
+        return plan(check_runs(interleavings)).line
+
     def static_rank(self, problem: DrafterProblem, tiles: Mapping[str, Any]) -> dict[str, Any]:
         """Compile offline and rank: a spilling or non-resident layout is a constraint failure;
         otherwise the score is the cost model's µs per step (``cost_model.py``, journaled as ``modelled``),

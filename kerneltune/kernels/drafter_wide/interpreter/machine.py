@@ -162,6 +162,9 @@ class Launch:
     # clock jumps; the drafter then reports a miss and carries on, and its next unordered read is a ``Race``).
     batch: Callable[[int, int], Hashable] | None = None
     batch_size: int = 8
+    # Given a dict: each integer comparison's and clamp's ``lhs - rhs`` its active lanes met, clipped to -2..2, by
+    # ``id`` of its op (``ops.COMPARED``): what shows a test met each bound below, at and above.
+    compares: dict[int, set[int]] | None = None
 
     def __post_init__(self) -> None:
         if self.schedule is None:

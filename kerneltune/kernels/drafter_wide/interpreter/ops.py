@@ -700,6 +700,31 @@ def _noop(task: Any, env: list, mask: Any) -> None:
     return None
 
 
+# The comparisons and clamps whose operands a launch can record (``Launch.compares``).
+COMPARED = ("arith.cmpi", "arith.minsi", "arith.maxsi", "arith.cmpf")
+
+
+def _compared(op: Op, plain: Callable[..., None]) -> Callable[..., None]:
+    """``plain``, and where the launch records comparisons, what the op's active lanes met, by op: for integers the
+    differences ``lhs - rhs`` (clipped to -2..2), for floats the outcomes (False, True); so a test sees every bound
+    the kernel compares against met just below, at and just above (``tests/kernels/drafter_wide/test_bounds.py``)."""
+    x, y = op.args
+    (r,) = op.res
+    floats = op.name == "arith.cmpf"
+
+    def run(task: Any, env: list, mask: Any) -> None:
+        plain(task, env, mask)
+        seen = task.launch.compares
+        if seen is None:
+            return
+        a, b, out = np.broadcast_arrays(env[x], env[y], env[r])
+        if mask is not None and a.shape[0] != 1:
+            a, b, out = a[mask], b[mask], out[mask]
+        met = out.astype(bool) if floats else np.clip(a.astype(np.int64) - b.astype(np.int64), -2, 2)
+        seen.setdefault(id(op), set()).update(np.unique(met).tolist())
+    return run
+
+
 def _run_of(op: Op, program: Any) -> Callable[..., Any]:
     n = op.name
     dialect = n.split(".", 1)[0]
@@ -764,6 +789,8 @@ def _run_of(op: Op, program: Any) -> Callable[..., Any]:
         return _cvt_pk_fp8(op)
     if n.startswith("rocdl.mfma"):
         return _mfma(op)
+    if n in COMPARED:
+        return _compared(op, _pure(op, _float_op(op) if n == "arith.cmpf" else _int_op(op)))
     if dialect in ("arith", "math", "vector"):
         for family in (_int_op, _float_op, _vector_op):
             try:
