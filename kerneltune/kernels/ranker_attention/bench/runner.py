@@ -33,7 +33,7 @@ import numpy as np
 
 from kerneltune.backends.cuda_jax import cupti_sampler, gpu_clocks, system_stamps
 from kerneltune.backends.torch_events import event_sampler
-from kerneltune.files.safe_io import MAX_BENCH_BYTES, loads_bounded_json, read_regular_bytes
+from kerneltune.files.safe_io import MAX_BENCH_BYTES, loads_bounded_json, read_regular_bytes, write_atomic
 from kerneltune.seams.measure import (
     MeasureSettings,
     Timing,
@@ -296,12 +296,11 @@ def run_bench(shapes_path: Path, which: tuple[str, ...], out_dir: Path, settings
             except Exception as e:  # e.g. the reference out of memory: the shape is a finding, the run goes on
                 rows.append({"shape": shape.name, "cap_method": method.value, "cap": c, "impl": "reference",
                              "error": f"{type(e).__name__}: {e}"[:1000], "trace": traceback.format_exc()[-1500:]})
-            # Rewritten after every shape, so a run cut short keeps what it measured.
+            # Rewritten after every shape, so a run cut short keeps what it measured: whole or not at all, never
+            # through a link or into a file another user owns (``write_atomic``).
             verdicts = spec.verdicts(rows)
-            partial = out.with_suffix(".tmp")
-            partial.write_text(json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows,
-                                           "targets": verdicts}, indent=1))
-            partial.replace(out)
+            write_atomic(out, json.dumps({"stamps": stamps, "shapes": str(shapes_path), "rows": rows,
+                                          "targets": verdicts}, indent=1))
     return out, rows, verdicts
 
 

@@ -257,3 +257,25 @@ def test_the_user_call_is_timed_against_its_kernels_in_the_same_rounds(monkeypat
     assert t["kernel_over_call"] == pytest.approx(t["kernel_sustained_us"] / t["call_loop_us"])
     assert t["kernel_over_call"] < 1
     assert t["call_kernels"] == [["clamp_fusion", pytest.approx(100.0)], ["ranker_kernel", pytest.approx(1400.0)]]
+
+
+def test_the_results_file_is_written_whole_and_never_through_a_link(tmp_path, monkeypatch):
+    """On a CPU, with the measurement faked: each shape's rewrite of the results file goes through the tool's one
+    atomic writer (no temporary file left, a link at the path refused, its target untouched)."""
+    from kerneltune.files.safe_io import UnsafeFile
+    from kerneltune.kernels.ranker_attention.bench import runner
+
+    monkeypatch.setattr(runner, "system_stamps", lambda: {"gpu": "NVIDIA H200"})
+    monkeypatch.setattr(runner, "bench_shape", lambda shape, method, cap, which, settings: [
+        {"shape": shape.name, "cap_method": method.value, "impl": "kerneltune", "median_ms": 1.0}])
+    shapes = tmp_path / "shapes.toml"
+    shapes.write_text(SHAPES)
+    path, rows, _ = run_bench(shapes, (), tmp_path / "out")
+    assert len(rows) == 4 and sorted(p.name for p in path.parent.iterdir()) == [path.name]
+    victim = tmp_path / "victim.json"
+    victim.write_text("theirs")
+    path.unlink()
+    path.symlink_to(victim)
+    with pytest.raises(UnsafeFile):
+        run_bench(shapes, (), tmp_path / "out")
+    assert victim.read_text() == "theirs"
