@@ -118,3 +118,16 @@ def check_trusted(path: Path | str, folder_too: bool = True) -> None:
     if (why := why_untrusted(path, folder_too)) is not None:
         raise Untrusted(13, f"{why}; refused (the guide's page on trust says what kerneltune takes as yours, and "
                             f"{SAFE_FOLDERS_ENV} lists folders to trust whatever their owners)", str(path))
+
+
+def warn_if_not_yours(path: Path | str, what: str) -> None:
+    """One warning, once a process, where a file that is only read for display or replay is not the user's own
+    (``why_untrusted``): report and ``--replay`` read other users' journals, as ``git log`` reads another's
+    repository, but say so, since a forged record there would show as measured."""
+    import logging
+
+    from .logs import log_once
+
+    if (why := why_untrusted(path)) is not None:
+        log_once(logging.getLogger("kerneltune"), f"{what} {path} is {why}: read, but it is not your record")
+

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from kerneltune.files.records import Entry
+from kerneltune.files.trust import warn_if_not_yours
 from kerneltune.tables.stamps import device_kind
 from kerneltune.tuning.journal import Journal
 
@@ -52,6 +53,7 @@ def run_of(journal: Path, results: Path) -> str:
 def load_frame(results: Path) -> pd.DataFrame:
     rows = []
     for path in journal_files(results):
+        warn_if_not_yours(path, "report: the journal")
         run = run_of(path, results)
         for r in Journal(path).records():
             s = r.stamped

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kerneltune.files.records import Record, config_key
+from kerneltune.files.trust import warn_if_not_yours
 from kerneltune.seams.wire import MeasureReply, Reply, Request, Status, failed
 
 from .journal import merged_journals
@@ -32,6 +33,8 @@ class ReplayRunner:
         if not journal_path.exists():
             raise FileNotFoundError(f"replay: no journal at {journal_path}")
         self.defaults = dict(config_defaults or {})
+        for path in [journal_path, *sorted(journal_path.glob("*.jsonl"))] if journal_path.is_dir() else [journal_path]:
+            warn_if_not_yours(path, "replay: the journal")
         self.recorded: dict[tuple[str, str], Record] = {}
         for (bucket, key), rec in sorted(merged_journals(journal_path).items(), key=lambda kv: kv[1].time or ""):
             self.recorded.setdefault((bucket, self._key(rec.config) if rec.config else key), rec)

@@ -552,3 +552,28 @@ def test_a_stopped_worker_is_killed_soon_and_its_pipes_and_log_are_closed(tmp_pa
         assert time.monotonic() - start < 10
         worker.close()
     assert len(os.listdir("/proc/self/fd")) <= fds
+
+
+def test_report_and_replay_say_once_that_a_journal_another_user_can_write_is_not_yours(tmp_path, caplog):
+    """They read other users' journals (as git log reads another's repository), but said nothing: a forged record
+    there showed as measured. One warning a journal, the reading goes on."""
+    from kerneltune.report.frame import load_frame
+    from kerneltune.tuning.replay import ReplayRunner
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    journal = shared / "ranker_attention-live.jsonl"
+    journal.write_text(JOURNAL.read_text())
+    journal.chmod(0o666)
+    with caplog.at_level(logging.WARNING, logger="kerneltune"):
+        assert len(load_frame(shared)) > 0 and len(load_frame(shared)) > 0
+        ReplayRunner(journal, kernel="ranker_attention")
+    said = [r.getMessage() for r in caplog.records if r.name == "kerneltune"]
+    assert said == [f"report: the journal {journal} is writable by every user (mode 666): read, but it is not your "
+                    f"record", f"replay: the journal {journal} is writable by every user (mode 666): read, but it is "
+                    f"not your record"]
+    journal.chmod(0o644)
+    logs._said.clear()
+    caplog.clear()
+    load_frame(shared)
+    assert not [r for r in caplog.records if r.name == "kerneltune"]
